@@ -1,0 +1,59 @@
+"""``BlinkerEventPublisher``: delivers arrived events to in-process ``@on_event`` listeners."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from ...domain.errors import ListenerFailed
+from ...domain.events import SCHEDULE_ARRIVED_EVENT, ScheduleArrivedEvent, schedule_arrived_event_name
+from ...listeners import ListenerRegistry, default_registry
+from ...ports import EventPublisher
+
+logger = logging.getLogger(__name__)
+
+
+def call_listener(listener: Callable[..., Any], event: ScheduleArrivedEvent) -> None:
+    """Call one listener; an ``async def`` listener runs to completion on a fresh event loop."""
+    result = listener(event)
+    if inspect.isawaitable(result):
+        asyncio.run(_await(result))
+
+
+async def _await(awaitable: Any) -> None:
+    await awaitable
+
+
+def deliver(registry: ListenerRegistry, event: ScheduleArrivedEvent) -> None:
+    """Run every listener of both event names, each isolated from the others.
+
+    :raises ListenerFailed: after all listeners ran, if any of them raised.
+    """
+    errors: list[BaseException] = []
+    for name in (SCHEDULE_ARRIVED_EVENT, schedule_arrived_event_name(event.topic)):
+        for listener in registry.listeners(name):
+            try:
+                call_listener(listener, event)
+            except Exception as error:
+                logger.exception(
+                    "listener %s failed for job %s",
+                    getattr(listener, "__qualname__", listener),
+                    event.scheduled_job_id,
+                    extra={"job_id": event.scheduled_job_id, "occurrence": event.occurrence, "event": name},
+                )
+                errors.append(error)
+    if errors:
+        raise ListenerFailed(errors)
+
+
+class BlinkerEventPublisher(EventPublisher):
+    """In-process delivery (the default). Listeners run on the worker's listener threads."""
+
+    def __init__(self, registry: ListenerRegistry | None = None) -> None:
+        self.registry = registry if registry is not None else default_registry
+
+    def publish(self, event: ScheduleArrivedEvent) -> None:
+        deliver(self.registry, event)

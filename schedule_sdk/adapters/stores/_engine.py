@@ -1,0 +1,82 @@
+"""Engines for SQLite and PostgreSQL, and the translation of driver errors.
+
+SQLite: WAL, ``synchronous=NORMAL``, a busy timeout, and pysqlite's own transaction handling
+switched off so that write transactions start with ``BEGIN IMMEDIATE`` (two claimers can then
+never read the same due rows: the second waits for the first). Read transactions use a plain
+deferred ``BEGIN``. Python 3.11's pysqlite has no ``autocommit`` attribute, hence the event hooks.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy import event, exc
+from sqlalchemy.engine import Connection, Engine
+
+from ...domain.errors import ClientRequestIdInUse, StoreUnavailable
+
+WRITE = "schedule_sdk_write"
+
+
+def make_engine(url: str, *, pool_size: int = 10, busy_timeout_ms: int = 30_000, echo: bool = False) -> Engine:
+    """A SQLAlchemy engine for ``url`` (``sqlite:///path`` or ``postgresql+psycopg://...``)."""
+    try:
+        parsed = sa.make_url(url)
+    except exc.ArgumentError as error:
+        raise StoreUnavailable(f"invalid database URL {url!r}: {error}") from error
+    if parsed.get_backend_name() == "sqlite":
+        return _sqlite_engine(parsed, busy_timeout_ms, echo)
+    if parsed.get_backend_name() == "postgresql" and parsed.drivername == "postgresql":
+        parsed = parsed.set(drivername="postgresql+psycopg")
+    try:
+        return sa.create_engine(
+            parsed, pool_size=pool_size, max_overflow=pool_size, pool_pre_ping=True, echo=echo
+        )
+    except (exc.ArgumentError, exc.NoSuchModuleError, ImportError) as error:
+        raise StoreUnavailable(f"cannot use database URL {parsed!r}: {error}") from error
+
+
+def _sqlite_engine(url: sa.URL, busy_timeout_ms: int, echo: bool) -> Engine:
+    if url.database in (None, "", ":memory:"):
+        raise StoreUnavailable("in-memory SQLite is not supported: use a file (sqlite:///jobs.db)")
+    engine = sa.create_engine(url, echo=echo, connect_args={"check_same_thread": False})
+
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_connection: Any, _record: Any) -> None:
+        dbapi_connection.isolation_level = None  # we emit BEGIN ourselves
+        cursor = dbapi_connection.cursor()
+        for pragma in ("journal_mode=WAL", "synchronous=NORMAL", f"busy_timeout={busy_timeout_ms}"):
+            cursor.execute(f"PRAGMA {pragma}")
+        cursor.execute("PRAGMA foreign_keys=ON")
+        cursor.close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(conn: Connection) -> None:
+        immediate = conn.get_execution_options().get(WRITE, False)
+        conn.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
+
+    return engine
+
+
+@contextlib.contextmanager
+def translate_errors() -> Iterator[None]:
+    """Turn driver errors into the SDK's typed errors (the driver error becomes ``__cause__``)."""
+    try:
+        yield
+    except exc.IntegrityError as error:
+        if "client_request_id" in str(error.orig):
+            raise ClientRequestIdInUse(_client_request_id(error)) from error
+        raise StoreUnavailable(f"the job store rejected a write: {error.orig}") from error
+    except exc.SQLAlchemyError as error:
+        detail = getattr(error, "orig", None) or error
+        raise StoreUnavailable(f"the job store failed: {type(detail).__name__}: {detail}") from error
+
+
+def _client_request_id(error: exc.IntegrityError) -> str:
+    params = error.params
+    if isinstance(params, dict):
+        return str(params.get("client_request_id", "?"))
+    return "?"

@@ -1,0 +1,99 @@
+"""Table definitions shared by the store, the migrations and the tests.
+
+Timestamps use :class:`UTCDateTime`: ``timestamptz`` on PostgreSQL, and on SQLite fixed-width
+ISO 8601 UTC text (``2026-11-21T10:00:00.000000Z``) so that text order is time order. Never
+compare them with the database's own clock (SQLite's ``datetime('now')`` has another format):
+"now" is always bound from the process clock.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Dialect
+from sqlalchemy.types import TypeDecorator, TypeEngine
+
+_SQLITE_FORMAT = "%Y-%m-%dT%H:%M:%S.%fZ"
+
+
+class UTCDateTime(TypeDecorator[datetime]):
+    """Aware datetimes in, aware UTC datetimes out, on every backend. Naive values are refused."""
+
+    impl = sa.DateTime(timezone=True)
+    cache_ok = True
+
+    def load_dialect_impl(self, dialect: Dialect) -> TypeEngine[Any]:
+        if dialect.name == "sqlite":
+            return dialect.type_descriptor(sa.String(27))
+        return dialect.type_descriptor(sa.DateTime(timezone=True))
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> Any:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            raise ValueError("naive datetime given to a UTC column")
+        value = value.astimezone(UTC)
+        return value.strftime(_SQLITE_FORMAT) if dialect.name == "sqlite" else value
+
+    def process_result_value(self, value: Any, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if isinstance(value, str):
+            return datetime.strptime(value, _SQLITE_FORMAT).replace(tzinfo=UTC)
+        assert isinstance(value, datetime)
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+metadata = sa.MetaData()
+
+schedule_jobs = sa.Table(
+    "schedule_jobs",
+    metadata,
+    sa.Column("id", sa.String(36), primary_key=True),
+    sa.Column("topic", sa.String(200), nullable=False),
+    sa.Column("status", sa.String(16), nullable=False),
+    sa.Column("run_at", UTCDateTime, nullable=False),
+    sa.Column("scheduled_for", UTCDateTime, nullable=False),
+    sa.Column("timezone", sa.String(64), nullable=False),
+    sa.Column("payload", sa.Text, nullable=True),
+    sa.Column("owner_id", sa.String(255), nullable=True),
+    sa.Column("tenant_id", sa.String(255), nullable=True),
+    sa.Column("correlation_id", sa.String(255), nullable=True),
+    sa.Column("client_request_id", sa.String(255), nullable=True),
+    sa.Column("repeat", sa.Text, nullable=True),
+    sa.Column("retry", sa.Text, nullable=False),
+    sa.Column("occurrence", sa.Integer, nullable=False),
+    sa.Column("attempt", sa.Integer, nullable=False),
+    sa.Column("occurrence_count", sa.Integer, nullable=False),
+    sa.Column("repeat_limit", sa.Integer, nullable=True),
+    sa.Column("ends_at", UTCDateTime, nullable=True),
+    sa.Column("last_fired_at", UTCDateTime, nullable=True),
+    sa.Column("last_error", sa.Text, nullable=True),
+    sa.Column("claimed_by", sa.String(64), nullable=True),
+    sa.Column("claimed_until", UTCDateTime, nullable=True),
+    sa.Column("created_at", UTCDateTime, nullable=False),
+    sa.Column("updated_at", UTCDateTime, nullable=False),
+    sa.Column("rescheduled_from", sa.String(36), nullable=True),
+    sa.Column("rescheduled_to", sa.String(36), nullable=True),
+    sa.CheckConstraint(
+        "status IN ('pending', 'active', 'completed', 'cancelled', 'failed')", name="ck_schedule_jobs_status"
+    ),
+)
+
+_pending = schedule_jobs.c.status == "pending"
+sa.Index("uq_schedule_jobs_client_request_id", schedule_jobs.c.client_request_id, unique=True)
+# The delay index: only pending rows, by due time (claims and the poller's next wake-up).
+sa.Index(
+    "ix_schedule_jobs_pending_due",
+    schedule_jobs.c.run_at,
+    postgresql_where=_pending,
+    sqlite_where=_pending,
+)
+# Expired leases of active rows (release_expired).
+sa.Index("ix_schedule_jobs_status_claimed", schedule_jobs.c.status, schedule_jobs.c.claimed_until)
+# Keyset pages of list(), per filter.
+sa.Index("ix_schedule_jobs_owner", schedule_jobs.c.owner_id, schedule_jobs.c.id)
+sa.Index("ix_schedule_jobs_tenant", schedule_jobs.c.tenant_id, schedule_jobs.c.id)
+sa.Index("ix_schedule_jobs_topic", schedule_jobs.c.topic, schedule_jobs.c.id)

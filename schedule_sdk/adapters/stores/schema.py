@@ -1,0 +1,50 @@
+"""Create or upgrade the SDK's tables with its Alembic migrations.
+
+The SDK keeps its own version table (:data:`VERSION_TABLE`), so its migrations never collide
+with the host application's. ``upgrade`` is safe to call from several processes at once: on
+PostgreSQL it holds an advisory lock, on SQLite a ``BEGIN IMMEDIATE`` write lock.
+"""
+
+from __future__ import annotations
+
+from alembic import command
+from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from sqlalchemy import text
+from sqlalchemy.engine import Engine
+
+from ._engine import WRITE, translate_errors
+
+VERSION_TABLE = "schedule_sdk_alembic_version"
+_LOCK_KEY = 0x5C4ED_5D4  # arbitrary constant for pg_advisory_xact_lock
+
+
+def _config() -> Config:
+    config = Config()
+    config.set_main_option("script_location", "schedule_sdk:migrations")
+    return config
+
+
+def head_revision() -> str | None:
+    return ScriptDirectory.from_config(_config()).get_current_head()
+
+
+def current_revision(engine: Engine) -> str | None:
+    with translate_errors(), engine.connect() as conn:
+        context = MigrationContext.configure(conn, opts={"version_table": VERSION_TABLE})
+        return context.get_current_revision()
+
+
+def upgrade(engine: Engine, revision: str = "head") -> None:
+    """Bring the schema to ``revision`` (default: the latest). A no-op when already there."""
+    if revision == "head" and current_revision(engine) == head_revision():
+        return
+    config = _config()
+    with translate_errors(), engine.connect() as conn:
+        conn.execution_options(**{WRITE: True})
+        with conn.begin():
+            if conn.dialect.name == "postgresql":
+                conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _LOCK_KEY})
+            config.attributes["connection"] = conn
+            command.upgrade(config, revision)

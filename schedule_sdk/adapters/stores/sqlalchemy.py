@@ -1,0 +1,289 @@
+"""``SQLAlchemyJobStore``: the job store on SQLite or PostgreSQL (SQLAlchemy Core, statements only)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection, Engine
+
+from ...domain.jobs import JobMetadata, JobQuery, RetryPolicy, ScheduledJob, encode_json, repeat_from_dict
+from ...domain.status import JobStatus
+from ...ports import Guard, JobStore, JobTransaction
+from . import _watch
+from ._engine import WRITE, translate_errors
+from ._tables import schedule_jobs as t
+
+NOTIFY_CHANNEL = "schedule_sdk_jobs"
+
+_MUTABLE = (
+    "status run_at scheduled_for occurrence attempt occurrence_count last_fired_at last_error "
+    "claimed_by claimed_until updated_at rescheduled_to"
+).split()
+
+
+def to_row(job: ScheduledJob) -> dict[str, Any]:
+    """The column values for ``job``."""
+    meta = job.metadata
+    return {
+        "id": job.id,
+        "topic": job.topic,
+        "status": job.status.value,
+        "run_at": job.run_at,
+        "scheduled_for": job.scheduled_for,
+        "timezone": job.timezone,
+        "payload": None if job.payload is None else encode_json(job.payload),
+        "owner_id": meta.owner_id,
+        "tenant_id": meta.tenant_id,
+        "correlation_id": meta.correlation_id,
+        "client_request_id": meta.client_request_id,
+        "repeat": None if job.repeat is None else json.dumps(job.repeat.to_dict()),
+        "retry": json.dumps(job.retry.to_dict()),
+        "occurrence": job.occurrence,
+        "attempt": job.attempt,
+        "occurrence_count": job.occurrence_count,
+        "repeat_limit": job.limit,
+        "ends_at": job.ends_at,
+        "last_fired_at": job.last_fired_at,
+        "last_error": job.last_error,
+        "claimed_by": job.claimed_by,
+        "claimed_until": job.claimed_until,
+        "created_at": job.created_at,
+        "updated_at": job.updated_at,
+        "rescheduled_from": job.rescheduled_from,
+        "rescheduled_to": job.rescheduled_to,
+    }
+
+
+def from_row(row: Mapping[str, Any]) -> ScheduledJob:
+    """The job stored in ``row``."""
+    return ScheduledJob(
+        id=row["id"],
+        topic=row["topic"],
+        status=JobStatus(row["status"]),
+        run_at=row["run_at"],
+        scheduled_for=row["scheduled_for"],
+        timezone=row["timezone"],
+        payload=None if row["payload"] is None else json.loads(row["payload"]),
+        metadata=JobMetadata(
+            owner_id=row["owner_id"],
+            tenant_id=row["tenant_id"],
+            correlation_id=row["correlation_id"],
+            client_request_id=row["client_request_id"],
+        ),
+        repeat=None if row["repeat"] is None else repeat_from_dict(json.loads(row["repeat"])),
+        retry=RetryPolicy.from_dict(json.loads(row["retry"])),
+        occurrence=row["occurrence"],
+        attempt=row["attempt"],
+        occurrence_count=row["occurrence_count"],
+        limit=row["repeat_limit"],
+        ends_at=row["ends_at"],
+        last_fired_at=row["last_fired_at"],
+        last_error=row["last_error"],
+        claimed_by=row["claimed_by"],
+        claimed_until=row["claimed_until"],
+        created_at=row["created_at"],
+        updated_at=row["updated_at"],
+        rescheduled_from=row["rescheduled_from"],
+        rescheduled_to=row["rescheduled_to"],
+    )
+
+
+def _guarded(guard: Guard, bind: Callable[[str], Any]) -> list[sa.ColumnElement[bool]]:
+    clauses = [t.c.id == bind("b_id"), t.c.status.in_([s.value for s in guard.statuses])]
+    if guard.claimed_by is not None:
+        clauses += [t.c.claimed_by == bind("b_claimed_by"), t.c.occurrence == bind("b_occurrence")]
+    return clauses
+
+
+def _update_params(job: ScheduledJob, guard: Guard) -> dict[str, Any]:
+    row = to_row(job)
+    params = {f"v_{name}": row[name] for name in _MUTABLE}
+    params.update(b_id=job.id, b_claimed_by=guard.claimed_by, b_occurrence=guard.occurrence)
+    return params
+
+
+def _update_statement(guard: Guard) -> sa.Update:
+    values = {name: sa.bindparam(f"v_{name}", type_=t.c[name].type) for name in _MUTABLE}
+    return sa.update(t).where(*_guarded(guard, sa.bindparam)).values(values)
+
+
+class _Transaction(JobTransaction):
+    def __init__(self, conn: Connection) -> None:
+        self._conn = conn
+        self._notify = conn.dialect.name == "postgresql"
+
+    def insert(self, job: ScheduledJob) -> None:
+        with translate_errors():
+            self._conn.execute(sa.insert(t), to_row(job))
+            if self._notify:
+                payload = job.run_at.isoformat()
+                self._conn.execute(sa.select(sa.func.pg_notify(NOTIFY_CHANNEL, payload)))
+
+    def get(self, job_id: str, *, for_update: bool = False) -> ScheduledJob | None:
+        query = sa.select(t).where(t.c.id == job_id)
+        if for_update:
+            query = query.with_for_update()
+        with translate_errors():
+            row = self._conn.execute(query).mappings().first()
+        return None if row is None else from_row(row)
+
+    def update(self, job: ScheduledJob, guard: Guard) -> bool:
+        with translate_errors():
+            result = self._conn.execute(_update_statement(guard), _update_params(job, guard))
+        return result.rowcount == 1
+
+    def update_many(self, changes: Sequence[tuple[ScheduledJob, Guard]]) -> None:
+        # One executemany per statement shape (the guard's statuses and whether it checks a claim).
+        batches: dict[tuple[frozenset[JobStatus], bool], list[dict[str, Any]]] = {}
+        for job, guard in changes:
+            key = (guard.statuses, guard.claimed_by is not None)
+            batches.setdefault(key, []).append(_update_params(job, guard))
+        with translate_errors():
+            for (statuses, claimed), params in batches.items():
+                shape = Guard(statuses, "?" if claimed else None)
+                self._conn.execute(_update_statement(shape), params)
+
+
+class SQLAlchemyJobStore(JobStore):
+    """The job store on SQLite (file) or PostgreSQL. Create the schema with
+    :func:`schedule_sdk.adapters.stores.schema.upgrade` (the container does it at start-up)."""
+
+    def __init__(self, engine: Engine, *, notify_channel: str = NOTIFY_CHANNEL) -> None:
+        self.engine = engine
+        self._channel = notify_channel
+        self._is_pg = engine.dialect.name == "postgresql"
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[JobTransaction]:
+        with self._write() as conn:
+            yield _Transaction(conn)
+
+    @contextlib.contextmanager
+    def _write(self) -> Iterator[Connection]:
+        with translate_errors(), self.engine.connect() as conn:
+            conn.execution_options(**{WRITE: True})
+            with conn.begin():
+                yield conn
+
+    @contextlib.contextmanager
+    def _read(self) -> Iterator[Connection]:
+        with translate_errors(), self.engine.connect() as conn, conn.begin():
+            yield conn
+
+    def get(self, job_id: str) -> ScheduledJob | None:
+        with self._read() as conn:
+            row = conn.execute(sa.select(t).where(t.c.id == job_id)).mappings().first()
+        return None if row is None else from_row(row)
+
+    def list(self, query: JobQuery) -> list[ScheduledJob]:
+        statement = sa.select(t).order_by(t.c.id).limit(query.limit)
+        for column, value in (("owner_id", query.owner_id), ("tenant_id", query.tenant_id), ("topic", query.topic)):
+            if value is not None:
+                statement = statement.where(t.c[column] == value)
+        if query.statuses:
+            statement = statement.where(t.c.status.in_(sorted(s.value for s in query.statuses)))
+        if query.after_id is not None:
+            statement = statement.where(t.c.id > query.after_id)
+        with self._read() as conn:
+            return [from_row(r) for r in conn.execute(statement).mappings()]
+
+    def claim_due(self, now: datetime, limit: int, worker_id: str, lease_until: datetime) -> list[ScheduledJob]:
+        due = (
+            sa.select(t.c.id)
+            .where(t.c.status == "pending", t.c.run_at <= now)
+            .order_by(t.c.run_at)
+            .limit(limit)
+            .with_for_update(skip_locked=True)
+        )
+        where = [t.c.id.in_(due.scalar_subquery()), t.c.status == "pending"]
+        return self._claim(where, now, worker_id, lease_until)
+
+    def claim(
+        self, job_id: str, occurrence: int, attempt: int, now: datetime, worker_id: str, lease_until: datetime
+    ) -> ScheduledJob | None:
+        where = [
+            t.c.id == job_id,
+            t.c.status == "pending",
+            t.c.occurrence == occurrence,
+            t.c.attempt == attempt,
+            t.c.run_at <= now,
+        ]
+        claimed = self._claim(where, now, worker_id, lease_until)
+        return claimed[0] if claimed else None
+
+    def _claim(
+        self, where: list[sa.ColumnElement[bool]], now: datetime, worker_id: str, lease_until: datetime
+    ) -> list[ScheduledJob]:
+        statement = (
+            sa.update(t)
+            .where(*where)
+            .values(status="active", claimed_by=worker_id, claimed_until=lease_until, updated_at=now)
+            .returning(*t.c)
+        )
+        with self._write() as conn:
+            rows = conn.execute(statement).mappings().all()
+        return sorted((from_row(r) for r in rows), key=lambda j: (j.run_at, j.id))
+
+    def extend_claims(self, worker_id: str, job_ids: Sequence[str], lease_until: datetime) -> None:
+        if not job_ids:
+            return
+        statement = (
+            sa.update(t)
+            .where(t.c.claimed_by == worker_id, t.c.status == "active", t.c.id.in_(list(job_ids)))
+            .values(claimed_until=lease_until)
+        )
+        with self._write() as conn:
+            conn.execute(statement)
+
+    def release_claims(self, worker_id: str, job_ids: Sequence[str]) -> int:
+        if not job_ids:
+            return 0
+        statement = (
+            sa.update(t)
+            .where(t.c.claimed_by == worker_id, t.c.status == "active", t.c.id.in_(list(job_ids)))
+            .values(status="pending", claimed_by=None, claimed_until=None)
+        )
+        with self._write() as conn:
+            return int(conn.execute(statement).rowcount)
+
+    def release_expired(self, now: datetime, limit: int) -> list[ScheduledJob]:
+        expired = (
+            sa.select(t.c.id)
+            .where(t.c.status == "active", t.c.claimed_until < now)
+            .limit(limit)
+            .with_for_update(skip_locked=True)
+        )
+        statement = (
+            sa.update(t)
+            .where(t.c.id.in_(expired.scalar_subquery()), t.c.status == "active", t.c.claimed_until < now)
+            .values(status="pending", claimed_by=None, claimed_until=None, updated_at=now)
+            .returning(*t.c)
+        )
+        with self._write() as conn:
+            rows = conn.execute(statement).mappings().all()
+        return [from_row(r) for r in rows]
+
+    def next_due_at(self) -> datetime | None:
+        with self._read() as conn:
+            value = conn.execute(sa.select(sa.func.min(t.c.run_at)).where(t.c.status == "pending")).scalar()
+        return value if isinstance(value, datetime) or value is None else None
+
+    def scan_open(self, after_id: str | None, limit: int) -> list[ScheduledJob]:
+        statement = sa.select(t).where(t.c.status.in_(["pending", "active"])).order_by(t.c.id).limit(limit)
+        if after_id is not None:
+            statement = statement.where(t.c.id > after_id)
+        with self._read() as conn:
+            return [from_row(r) for r in conn.execute(statement).mappings()]
+
+    def watch(self, on_change: Callable[[datetime | None], None]) -> Callable[[], None]:
+        if self._is_pg:
+            return _watch.listen_postgres(self.engine.url, self._channel, on_change)
+        return _watch.poll_sqlite_data_version(self.engine.url, on_change)
+
+    def close(self) -> None:
+        self.engine.dispose()

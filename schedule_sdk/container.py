@@ -1,0 +1,140 @@
+"""``ScheduleContainer``: the composition root (dependency-injector).
+
+Configuration comes from environment variables (see :class:`~schedule_sdk.settings.Settings`) or
+from ``container.config.from_dict({...})`` before first use. Any provider can be overridden::
+
+    container = ScheduleContainer()
+    container.config.from_dict({"database_url": "postgresql+psycopg://postgres@localhost/app"})
+    service = container.schedule_service()      # inject this into app code
+    with container.worker():                    # boot reconciler, then fire jobs in this process
+        ...
+    container.shutdown_resources()              # dispose the engine
+
+Nothing connects at import time; providers for the ``rq`` substrate are imported only when the
+settings select it. Providers that worker threads reach are thread-safe singletons.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from dependency_injector import containers, providers
+from sqlalchemy.engine import Engine
+
+from .adapters.clock import SystemClock
+from .adapters.publishers.blinker import BlinkerEventPublisher
+from .adapters.queues.sql import DuePoller, SQLExecutionQueue
+from .adapters.stores import schema
+from .adapters.stores._engine import make_engine
+from .adapters.stores.sqlalchemy import SQLAlchemyJobStore
+from .dispatch import FireDispatcher
+from .firing import Firing
+from .listeners import default_registry
+from .reconciler import Reconciler
+from .service import ScheduleService
+from .settings import Settings
+from .worker import ScheduleWorker
+
+
+def _lazy(module: str, attribute: str) -> Callable[..., Any]:
+    """A factory that imports ``module`` only when called (optional extras stay optional)."""
+
+    def create(*args: Any, **kwargs: Any) -> Any:
+        target: Any = importlib.import_module(module)
+        for part in attribute.split("."):
+            target = getattr(target, part)
+        return target(*args, **kwargs)
+
+    create.__qualname__ = f"{module}.{attribute}"
+    return create
+
+
+def _engine(settings: Settings) -> Iterator[Engine]:
+    engine = make_engine(settings.database_url, pool_size=settings.pool_size)
+    if settings.auto_migrate:
+        schema.upgrade(engine)
+    yield engine
+    engine.dispose()
+
+
+class ScheduleContainer(containers.DeclarativeContainer):
+    config = providers.Configuration()
+    settings = providers.ThreadSafeSingleton(Settings.load, config)
+    clock = providers.ThreadSafeSingleton(SystemClock)
+
+    engine = providers.Resource(_engine, settings=settings)
+    store = providers.ThreadSafeSingleton(SQLAlchemyJobStore, engine=engine)
+
+    listeners = providers.Object(default_registry)
+    publisher = providers.Selector(
+        settings.provided.events,
+        local=providers.ThreadSafeSingleton(BlinkerEventPublisher, registry=listeners),
+        redis=providers.ThreadSafeSingleton(
+            _lazy("schedule_sdk.adapters.publishers.redis", "RedisEventPublisher"),
+            registry=listeners,
+            redis_url=settings.provided.redis_url,
+        ),
+    )
+
+    sql_queue = providers.ThreadSafeSingleton(SQLExecutionQueue)
+    queue = providers.Selector(
+        settings.provided.execution_substrate,
+        sql=sql_queue,
+        rq=providers.ThreadSafeSingleton(
+            _lazy("schedule_sdk.adapters.queues.rq", "RQExecutionQueue.from_settings"), settings=settings
+        ),
+    )
+
+    schedule_service = providers.ThreadSafeSingleton(
+        ScheduleService,
+        store=store,
+        queue=queue,
+        clock=clock,
+        max_payload_bytes=settings.provided.max_payload_bytes,
+    )
+
+    firing = providers.ThreadSafeSingleton(Firing, store=store, queue=queue, publisher=publisher, clock=clock)
+    dispatcher = providers.ThreadSafeSingleton(
+        FireDispatcher,
+        firing=firing,
+        store=store,
+        worker_id=settings.provided.worker_id,
+        concurrency=settings.provided.worker_concurrency,
+        max_in_flight=settings.provided.max_in_flight,
+    )
+    runner = providers.Selector(
+        settings.provided.execution_substrate,
+        sql=providers.ThreadSafeSingleton(
+            DuePoller,
+            store=store,
+            queue=sql_queue,
+            dispatcher=dispatcher,
+            clock=clock,
+            lease_seconds=settings.provided.lease_seconds,
+            batch_size=settings.provided.claim_batch_size,
+            poll_interval=settings.provided.poll_interval,
+        ),
+        rq=providers.ThreadSafeSingleton(
+            _lazy("schedule_sdk.adapters.queues.rq", "RQRunner.from_settings"),
+            settings=settings,
+            queue=queue,
+            firing=firing,
+            store=store,
+            dispatcher=dispatcher,
+            clock=clock,
+        ),
+    )
+    reconciler = providers.ThreadSafeSingleton(Reconciler, store=store, queue=queue, clock=clock)
+    worker = providers.ThreadSafeSingleton(
+        ScheduleWorker,
+        store=store,
+        clock=clock,
+        reconciler=reconciler,
+        dispatcher=dispatcher,
+        runner=runner,
+        lease_seconds=settings.provided.lease_seconds,
+        stop_timeout=settings.provided.stop_timeout,
+        reconcile_interval=settings.provided.reconcile_interval,
+    )

@@ -1,0 +1,212 @@
+"""Every error the SDK raises, each with a stable ``code``.
+
+Catch :class:`ScheduleError` for "anything from the scheduler", a builtin for a family
+(``ValueError`` for bad input, ``LookupError`` for a missing job), or one exact class::
+
+    ScheduleError
+    ├── ScheduleValidationError (ValueError)      a refused call writes nothing
+    │   ├── NaiveDatetime               SCHEDULE_NAIVE_DATETIME
+    │   ├── RunAtInPast                 SCHEDULE_RUN_AT_IN_PAST
+    │   ├── InvalidTimezone             SCHEDULE_INVALID_TIMEZONE
+    │   ├── InvalidCron                 SCHEDULE_INVALID_CRON
+    │   ├── InvalidInterval             SCHEDULE_INVALID_INTERVAL
+    │   ├── InvalidTopic                SCHEDULE_INVALID_TOPIC
+    │   ├── InvalidPayload              SCHEDULE_INVALID_PAYLOAD
+    │   ├── InvalidMetadata             SCHEDULE_INVALID_METADATA
+    │   ├── InvalidRetry                SCHEDULE_INVALID_RETRY
+    │   ├── InvalidRepeat               SCHEDULE_INVALID_REPEAT
+    │   ├── InvalidCursor               SCHEDULE_INVALID_CURSOR
+    │   ├── InvalidSetting              SCHEDULE_INVALID_SETTING
+    │   └── InvalidTimerCommand         TIMER_INVALID_COMMAND
+    ├── ClientRequestIdInUse            SCHEDULE_CLIENT_REQUEST_ID_IN_USE
+    ├── JobNotFound (LookupError)       SCHEDULE_NOT_FOUND
+    ├── NotReschedulable                SCHEDULE_NOT_RESCHEDULABLE
+    ├── InvalidTransition               SCHEDULE_INVALID_TRANSITION
+    ├── ListenerFailed                  SCHEDULE_LISTENER_FAILED
+    └── ScheduleUnavailable (ConnectionError)
+        ├── StoreUnavailable            SCHEDULE_STORE_UNAVAILABLE
+        ├── QueueUnavailable            SCHEDULE_QUEUE_UNAVAILABLE
+        └── BrokerUnavailable           SCHEDULE_BROKER_UNAVAILABLE
+
+The message defaults to the class docstring; most subclasses add the offending value.
+Driver exceptions (SQLAlchemy, redis, nats) never reach callers: adapters translate them
+and chain the original as ``__cause__``.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+
+class ScheduleError(Exception):
+    """The scheduler refused or could not complete an operation."""
+
+    code: ClassVar[str] = "SCHEDULE_ERROR"
+
+    def __init__(self, message: str | None = None) -> None:
+        super().__init__(message or (self.__doc__ or self.code).strip())
+
+    @property
+    def message(self) -> str:
+        return str(self.args[0])
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(code={self.code!r}, message={self.message!r})"
+
+
+class ScheduleValidationError(ScheduleError, ValueError):
+    """The request is invalid; nothing was written."""
+
+    code = "SCHEDULE_INVALID_REQUEST"
+
+
+class NaiveDatetime(ScheduleValidationError):
+    """Datetimes must carry a timezone (an aware datetime); naive values are never guessed as UTC."""
+
+    code = "SCHEDULE_NAIVE_DATETIME"
+
+
+class RunAtInPast(ScheduleValidationError):
+    """run_at is in the past."""
+
+    code = "SCHEDULE_RUN_AT_IN_PAST"
+
+
+class InvalidTimezone(ScheduleValidationError):
+    """The timezone is not a valid IANA zone name."""
+
+    code = "SCHEDULE_INVALID_TIMEZONE"
+
+
+class InvalidCron(ScheduleValidationError):
+    """The cron expression is invalid or never matches."""
+
+    code = "SCHEDULE_INVALID_CRON"
+
+
+class InvalidInterval(ScheduleValidationError):
+    """The interval must be a positive whole number of milliseconds."""
+
+    code = "SCHEDULE_INVALID_INTERVAL"
+
+
+class InvalidTopic(ScheduleValidationError):
+    """The topic must be 1-200 characters of letters, digits and single '.', '_' or '-' separators."""
+
+    code = "SCHEDULE_INVALID_TOPIC"
+
+
+class InvalidPayload(ScheduleValidationError):
+    """The payload must be JSON-serializable and within the size limit."""
+
+    code = "SCHEDULE_INVALID_PAYLOAD"
+
+
+class InvalidMetadata(ScheduleValidationError):
+    """A metadata field is not a non-empty string of at most 255 characters."""
+
+    code = "SCHEDULE_INVALID_METADATA"
+
+
+class InvalidRetry(ScheduleValidationError):
+    """The retry policy is invalid (attempts 1-100, backoff 'fixed' or 'exponential', delay_ms >= 0)."""
+
+    code = "SCHEDULE_INVALID_RETRY"
+
+
+class InvalidRepeat(ScheduleValidationError):
+    """The repeat specification is invalid."""
+
+    code = "SCHEDULE_INVALID_REPEAT"
+
+
+class InvalidCursor(ScheduleValidationError):
+    """The list cursor is malformed or the limit is out of range."""
+
+    code = "SCHEDULE_INVALID_CURSOR"
+
+
+class InvalidSetting(ScheduleValidationError):
+    """A configuration value is invalid."""
+
+    code = "SCHEDULE_INVALID_SETTING"
+
+
+class InvalidTimerCommand(ScheduleValidationError):
+    """The ScheduleTimer command is malformed."""
+
+    code = "TIMER_INVALID_COMMAND"
+
+
+class ClientRequestIdInUse(ScheduleError):
+    """The clientRequestId is already used by another job (in any status)."""
+
+    code = "SCHEDULE_CLIENT_REQUEST_ID_IN_USE"
+
+    def __init__(self, client_request_id: str) -> None:
+        super().__init__(f"clientRequestId {client_request_id!r} is already in use")
+        self.client_request_id = client_request_id
+
+
+class JobNotFound(ScheduleError, LookupError):
+    """No scheduled job has this id."""
+
+    code = "SCHEDULE_NOT_FOUND"
+
+    def __init__(self, job_id: str) -> None:
+        super().__init__(f"no scheduled job with id {job_id!r}")
+        self.job_id = job_id
+
+
+class NotReschedulable(ScheduleError):
+    """Only pending or active jobs can be rescheduled."""
+
+    code = "SCHEDULE_NOT_RESCHEDULABLE"
+
+    def __init__(self, job_id: str, status: str) -> None:
+        super().__init__(f"job {job_id!r} is {status} and cannot be rescheduled")
+        self.job_id = job_id
+        self.status = status
+
+
+class InvalidTransition(ScheduleError):
+    """A job cannot move between these statuses."""
+
+    code = "SCHEDULE_INVALID_TRANSITION"
+
+
+class ListenerFailed(ScheduleError):
+    """At least one listener raised; the fire counts as a failed attempt."""
+
+    code = "SCHEDULE_LISTENER_FAILED"
+
+    def __init__(self, errors: list[BaseException]) -> None:
+        first = errors[0] if errors else None
+        summary = f"{type(first).__name__}: {first}" if first else "listener failed"
+        more = f" (+{len(errors) - 1} more)" if len(errors) > 1 else ""
+        super().__init__(f"{summary}{more}")
+        self.errors = errors
+
+
+class ScheduleUnavailable(ScheduleError, ConnectionError):
+    """A backing service is unreachable; nothing was written."""
+
+    code = "SCHEDULE_UNAVAILABLE"
+
+
+class StoreUnavailable(ScheduleUnavailable):
+    """The job store (database) is unreachable or failed."""
+
+    code = "SCHEDULE_STORE_UNAVAILABLE"
+
+
+class QueueUnavailable(ScheduleUnavailable):
+    """The execution queue (Redis) is unreachable or failed."""
+
+    code = "SCHEDULE_QUEUE_UNAVAILABLE"
+
+
+class BrokerUnavailable(ScheduleUnavailable):
+    """The message broker is unreachable or failed."""
+
+    code = "SCHEDULE_BROKER_UNAVAILABLE"

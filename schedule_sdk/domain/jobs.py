@@ -1,0 +1,292 @@
+"""What to schedule (specs, validated on construction) and what is stored (``ScheduledJob``).
+
+Specs are frozen and keyword-only; an invalid one cannot be built, so a refused call never
+reaches the store. Checks that need "now" or the service's settings (``run_at`` in the past,
+the payload size limit) are made by :class:`~schedule_sdk.service.ScheduleService`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Literal, Self
+
+from . import timing
+from .errors import InvalidMetadata, InvalidPayload, InvalidRepeat, InvalidRetry, InvalidTopic
+from .status import JobStatus
+
+JsonObject = Mapping[str, Any]
+
+_TOPIC = re.compile(r"[A-Za-z0-9]+(?:[._-][A-Za-z0-9]+)*")
+MAX_TOPIC_LENGTH = 200
+MAX_METADATA_LENGTH = 255
+MAX_ATTEMPTS = 100
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def validate_topic(topic: object) -> str:
+    """Return ``topic`` if it is safe to embed in ``schedule.<topic>.arrived``."""
+    if not isinstance(topic, str) or len(topic) > MAX_TOPIC_LENGTH or not _TOPIC.fullmatch(topic):
+        raise InvalidTopic(f"invalid topic {topic!r}: {InvalidTopic.__doc__}")
+    return topic
+
+
+def encode_json(value: object, what: str = "payload") -> str:
+    """Compact JSON text for ``value``; :class:`InvalidPayload` if it is not plain JSON."""
+    try:
+        return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise InvalidPayload(f"{what} is not JSON-serializable: {exc}") from exc
+
+
+def _check_payload(payload: object) -> None:
+    if payload is None:
+        return
+    if not isinstance(payload, Mapping):
+        raise InvalidPayload(f"payload must be a JSON object (a mapping), not {type(payload).__name__}")
+    encode_json(payload)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class JobMetadata:
+    """Audit, filtering and tracing fields. Never used for access control."""
+
+    owner_id: str | None = None
+    tenant_id: str | None = None
+    correlation_id: str | None = None
+    #: Unique across all jobs in all statuses; a duplicate raises ``ClientRequestIdInUse``.
+    client_request_id: str | None = None
+
+    def __post_init__(self) -> None:
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if value is None:
+                continue
+            if not isinstance(value, str) or not value or len(value) > MAX_METADATA_LENGTH:
+                raise InvalidMetadata(f"metadata.{f.name} must be a non-empty string of at most 255 chars")
+
+    def to_dict(self) -> dict[str, str | None]:
+        return dataclasses.asdict(self)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Backoff:
+    """Wait between attempts: ``fixed`` waits ``delay_ms``; ``exponential`` waits ``delay_ms * 2**(n-1)``
+    before attempt ``n + 1``."""
+
+    type: Literal["fixed", "exponential"] = "fixed"
+    delay_ms: int = 1000
+
+    def __post_init__(self) -> None:
+        if self.type not in ("fixed", "exponential"):
+            raise InvalidRetry(f"backoff type must be 'fixed' or 'exponential', not {self.type!r}")
+        if not _is_int(self.delay_ms) or not 0 <= self.delay_ms <= 7 * 86_400_000:
+            raise InvalidRetry(f"backoff delay_ms must be an int between 0 and 7 days, not {self.delay_ms!r}")
+
+    def delay_after(self, attempt: int) -> int:
+        """Milliseconds to wait after failed attempt number ``attempt`` (1-based)."""
+        if self.type == "fixed":
+            return self.delay_ms
+        return int(min(self.delay_ms * 2 ** (attempt - 1), 7 * 86_400_000))
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class RetryPolicy:
+    """``attempts`` counts every attempt, the first included (1 means no retry)."""
+
+    attempts: int = 1
+    backoff: Backoff = field(default_factory=Backoff)
+
+    def __post_init__(self) -> None:
+        if not _is_int(self.attempts) or not 1 <= self.attempts <= MAX_ATTEMPTS:
+            raise InvalidRetry(f"attempts must be an int between 1 and {MAX_ATTEMPTS}, not {self.attempts!r}")
+        if not isinstance(self.backoff, Backoff):
+            raise InvalidRetry("backoff must be a Backoff")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"attempts": self.attempts, "backoff": {"type": self.backoff.type, "delay_ms": self.backoff.delay_ms}}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Self:
+        return cls(attempts=data["attempts"], backoff=Backoff(**data["backoff"]))
+
+
+NO_RETRY = RetryPolicy()
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class CronRepeat:
+    """A 5-field cron expression, evaluated in ``timezone`` (else the spec's) with Debian-cron DST rules."""
+
+    expression: str
+    timezone: str | None = None
+    type: Literal["cron"] = field(default="cron", init=False)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.expression, str):
+            raise InvalidRepeat("cron expression must be a string")
+        timing.validate_cron(self.expression)
+        if self.timezone is not None:
+            timing.zone(self.timezone)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"type": "cron", "expression": self.expression, "timezone": self.timezone}
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class IntervalRepeat:
+    """Fixed-rate repetition every ``every_ms`` milliseconds, counted from the first due time."""
+
+    every_ms: int
+    type: Literal["interval"] = field(default="interval", init=False)
+
+    def __post_init__(self) -> None:
+        timing.validate_interval(self.every_ms)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"type": "interval", "every_ms": self.every_ms}
+
+
+Repeat = CronRepeat | IntervalRepeat
+
+
+def repeat_from_dict(data: Mapping[str, Any]) -> Repeat:
+    if data["type"] == "cron":
+        return CronRepeat(expression=data["expression"], timezone=data.get("timezone"))
+    return IntervalRepeat(every_ms=data["every_ms"])
+
+
+def _common_checks(spec: OneShotSpec | RepeatSpec) -> None:
+    validate_topic(spec.topic)
+    timing.zone(spec.timezone)
+    _check_payload(spec.payload)
+    if not isinstance(spec.metadata, JobMetadata):
+        raise InvalidMetadata("metadata must be a JobMetadata")
+    if not isinstance(spec.retry, RetryPolicy):
+        raise InvalidRetry("retry must be a RetryPolicy")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class OneShotSpec:
+    """A job that fires once, at ``run_at`` (an aware datetime, stored as UTC)."""
+
+    topic: str
+    run_at: datetime
+    #: IANA zone name, stored verbatim and echoed in every event.
+    timezone: str
+    payload: JsonObject | None = None
+    metadata: JobMetadata = field(default_factory=JobMetadata)
+    retry: RetryPolicy = NO_RETRY
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "metadata", self.metadata if self.metadata is not None else JobMetadata())
+        object.__setattr__(self, "retry", self.retry if self.retry is not None else NO_RETRY)
+        object.__setattr__(self, "run_at", timing.ensure_aware(self.run_at, "run_at"))
+        _common_checks(self)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class RepeatSpec:
+    """A repeating job: cron or fixed interval. Optionally ends after ``limit`` occurrences or at ``ends_at``."""
+
+    topic: str
+    timezone: str
+    repeat: Repeat
+    payload: JsonObject | None = None
+    metadata: JobMetadata = field(default_factory=JobMetadata)
+    retry: RetryPolicy = NO_RETRY
+    #: Stop (status ``completed``) after this many occurrences.
+    limit: int | None = None
+    #: Stop (status ``completed``) when the next occurrence would be after this instant.
+    ends_at: datetime | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "metadata", self.metadata if self.metadata is not None else JobMetadata())
+        object.__setattr__(self, "retry", self.retry if self.retry is not None else NO_RETRY)
+        if not isinstance(self.repeat, CronRepeat | IntervalRepeat):
+            raise InvalidRepeat("repeat must be a CronRepeat or an IntervalRepeat")
+        if self.limit is not None and (not _is_int(self.limit) or self.limit < 1):
+            raise InvalidRepeat(f"limit must be a positive int, not {self.limit!r}")
+        if self.ends_at is not None:
+            object.__setattr__(self, "ends_at", timing.ensure_aware(self.ends_at, "ends_at"))
+        _common_checks(self)
+
+
+JobSpec = OneShotSpec | RepeatSpec
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ScheduledJob:
+    """A job as stored: the source of truth for its state. Times are aware UTC."""
+
+    id: str
+    topic: str
+    status: JobStatus
+    #: When the job is next due to fire (for a retry, when the retry is due).
+    run_at: datetime
+    timezone: str
+    payload: JsonObject | None
+    metadata: JobMetadata
+    repeat: Repeat | None
+    retry: RetryPolicy
+    #: The due instant of the current occurrence (what ``ScheduleArrivedEvent.scheduled_for`` reports).
+    scheduled_for: datetime
+    #: 1-based number of the current occurrence; ``(id, occurrence)`` identifies one fire.
+    occurrence: int = 1
+    #: 1-based attempt number within the current occurrence.
+    attempt: int = 1
+    #: How many occurrences have finished (fired successfully or exhausted their retries).
+    occurrence_count: int = 0
+    limit: int | None = None
+    ends_at: datetime | None = None
+    last_fired_at: datetime | None = None
+    last_error: str | None = None
+    #: The worker holding the current fire, and until when its claim (lease) is valid.
+    claimed_by: str | None = None
+    claimed_until: datetime | None = None
+    created_at: datetime
+    updated_at: datetime
+    rescheduled_from: str | None = None
+    rescheduled_to: str | None = None
+
+    @property
+    def is_repeating(self) -> bool:
+        return self.repeat is not None
+
+    @property
+    def zone_for_repeat(self) -> str:
+        if isinstance(self.repeat, CronRepeat) and self.repeat.timezone:
+            return self.repeat.timezone
+        return self.timezone
+
+    def evolve(self, **changes: Any) -> ScheduledJob:
+        """A copy with ``changes`` applied."""
+        return dataclasses.replace(self, **changes)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class JobPage:
+    """One page of :meth:`ScheduleService.list`; pass ``next_cursor`` to get the next (None: last page)."""
+
+    items: list[ScheduledJob]
+    next_cursor: str | None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class JobQuery:
+    """Filters for listing jobs; every given field must match. Ordered by id (creation order)."""
+
+    owner_id: str | None = None
+    tenant_id: str | None = None
+    topic: str | None = None
+    statuses: frozenset[JobStatus] = frozenset()
+    limit: int = 20
+    after_id: str | None = None
+

@@ -1,0 +1,37 @@
+"""Job statuses, stored as these exact strings, and the moves allowed between them."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+from .errors import InvalidTransition
+
+
+class JobStatus(StrEnum):
+    PENDING = "pending"  #: waiting for its next due time (one-shot or repeating)
+    ACTIVE = "active"  #: a fire is in progress: a worker holds the claim and listeners run
+    COMPLETED = "completed"  #: a one-shot fired successfully, or a repeating job reached its end
+    CANCELLED = "cancelled"  #: cancelled, or replaced by ``reschedule``
+    FAILED = "failed"  #: a one-shot exhausted its retry attempts
+
+
+#: Statuses in which a job can still fire.
+OPEN_STATUSES: frozenset[JobStatus] = frozenset({JobStatus.PENDING, JobStatus.ACTIVE})
+
+ALLOWED: dict[JobStatus, frozenset[JobStatus]] = {
+    # pending -> active: claimed for a fire; pending -> cancelled: cancel/reschedule.
+    JobStatus.PENDING: frozenset({JobStatus.ACTIVE, JobStatus.CANCELLED}),
+    # active -> pending: next occurrence, a retry, or a released claim.
+    JobStatus.ACTIVE: frozenset(
+        {JobStatus.PENDING, JobStatus.COMPLETED, JobStatus.FAILED, JobStatus.CANCELLED}
+    ),
+    JobStatus.COMPLETED: frozenset(),
+    JobStatus.CANCELLED: frozenset(),
+    JobStatus.FAILED: frozenset(),
+}
+
+
+def check_transition(old: JobStatus, new: JobStatus) -> None:
+    """Raise :class:`InvalidTransition` unless ``old -> new`` is allowed."""
+    if new not in ALLOWED[old]:
+        raise InvalidTransition(f"a job cannot move from {old} to {new}")

@@ -1,0 +1,13 @@
+"""Alembic environment: always run programmatically by :mod:`schedule_sdk.adapters.stores.schema`."""
+
+from __future__ import annotations
+
+from alembic import context
+
+from schedule_sdk.adapters.stores._tables import metadata
+from schedule_sdk.adapters.stores.schema import VERSION_TABLE
+
+connection = context.config.attributes["connection"]
+context.configure(connection=connection, target_metadata=metadata, version_table=VERSION_TABLE)
+with context.begin_transaction():
+    context.run_migrations()

@@ -1,0 +1,195 @@
+"""The ports: what the core needs from the outside world, each with its contract.
+
+An adapter author reads this one file; ``tests/contracts`` checks these sentences against
+every adapter. All times are aware UTC datetimes. All methods are thread-safe.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from datetime import datetime
+
+from .domain.events import ScheduleArrivedEvent
+from .domain.jobs import JobQuery, ScheduledJob
+from .domain.status import JobStatus
+
+
+class Clock(ABC):
+    """Where "now" comes from (a fake one in tests)."""
+
+    @abstractmethod
+    def now(self) -> datetime:
+        """The current instant, aware UTC."""
+
+
+@dataclass(frozen=True, slots=True)
+class Occurrence:
+    """One hand-off to the execution queue: attempt ``attempt`` of occurrence ``occurrence`` of a job,
+    due at ``due_at``. ``key`` is deterministic, so handing the same attempt over twice is harmless."""
+
+    job_id: str
+    occurrence: int
+    attempt: int
+    due_at: datetime
+
+    @property
+    def key(self) -> str:
+        """``<job id>_<occurrence>_<attempt>``: only ``[A-Za-z0-9_-]`` (safe as an RQ job id)."""
+        return f"{self.job_id}_{self.occurrence}_{self.attempt}"
+
+    @classmethod
+    def of(cls, job: ScheduledJob) -> Occurrence:
+        return cls(job.id, job.occurrence, job.attempt, job.run_at)
+
+
+@dataclass(frozen=True, slots=True)
+class Guard:
+    """The condition a compare-and-set update needs: the row's status is one of ``statuses`` and,
+    when ``claimed_by`` is given, the row is claimed by that worker for ``occurrence``."""
+
+    statuses: frozenset[JobStatus]
+    claimed_by: str | None = None
+    occurrence: int | None = None
+
+
+class JobTransaction(ABC):
+    """Writes inside one store transaction. Nothing is visible to others until it commits;
+    leaving the ``with`` block with an exception rolls everything back."""
+
+    @abstractmethod
+    def insert(self, job: ScheduledJob) -> None:
+        """Insert a new job row.
+
+        :raises ClientRequestIdInUse: ``job.metadata.client_request_id`` is used by any other job
+            (the check is a unique index, so two racing transactions cannot both win).
+        """
+
+    @abstractmethod
+    def get(self, job_id: str, *, for_update: bool = False) -> ScheduledJob | None:
+        """The job, or None. ``for_update`` locks the row until the transaction ends."""
+
+    @abstractmethod
+    def update(self, job: ScheduledJob, guard: Guard) -> bool:
+        """Write every mutable field of ``job`` to its row if the row satisfies ``guard``;
+        return whether it did (False: the row moved on, e.g. it was cancelled meanwhile)."""
+
+    @abstractmethod
+    def update_many(self, changes: Sequence[tuple[ScheduledJob, Guard]]) -> None:
+        """``update`` for many rows at once (rows failing their guard are left alone)."""
+
+
+class JobStore(ABC):
+    """The source of truth for jobs (and, for the ``sql`` substrate, the delay index).
+
+    :raises StoreUnavailable: from any method when the database is unreachable or fails.
+    """
+
+    @abstractmethod
+    def transaction(self) -> AbstractContextManager[JobTransaction]:
+        """A write transaction: commits when the block ends normally, rolls back on an exception."""
+
+    @abstractmethod
+    def get(self, job_id: str) -> ScheduledJob | None:
+        """The job with this id, or None."""
+
+    @abstractmethod
+    def list(self, query: JobQuery) -> list[ScheduledJob]:
+        """Up to ``query.limit`` jobs matching every given filter, with ``id > query.after_id``,
+        in ascending id order (ids are UUIDv7, so this is creation order; keyset, never OFFSET)."""
+
+    @abstractmethod
+    def claim_due(self, now: datetime, limit: int, worker_id: str, lease_until: datetime) -> list[ScheduledJob]:
+        """Atomically move up to ``limit`` pending jobs with ``run_at <= now`` (earliest first) to
+        ``active``, claimed by ``worker_id`` until ``lease_until``; return them as claimed. Rows
+        another transaction is claiming are skipped, never claimed twice."""
+
+    @abstractmethod
+    def claim(
+        self, job_id: str, occurrence: int, attempt: int, now: datetime, worker_id: str, lease_until: datetime
+    ) -> ScheduledJob | None:
+        """Claim one job like ``claim_due`` if it is pending, due, and at this occurrence and attempt;
+        None otherwise (cancelled, already fired, not yet due, or claimed by someone else)."""
+
+    @abstractmethod
+    def extend_claims(self, worker_id: str, job_ids: Sequence[str], lease_until: datetime) -> None:
+        """Push the lease of these active jobs claimed by ``worker_id`` to ``lease_until``."""
+
+    @abstractmethod
+    def release_claims(self, worker_id: str, job_ids: Sequence[str]) -> int:
+        """Return these active jobs claimed by ``worker_id`` to ``pending`` (same occurrence and
+        attempt, due at once); return how many were released."""
+
+    @abstractmethod
+    def release_expired(self, now: datetime, limit: int) -> list[ScheduledJob]:
+        """Return up to ``limit`` active jobs whose lease ended before ``now`` to ``pending``
+        (same occurrence and attempt, so they fire again); return them as released."""
+
+    @abstractmethod
+    def next_due_at(self) -> datetime | None:
+        """The earliest ``run_at`` of any pending job, or None."""
+
+    @abstractmethod
+    def scan_open(self, after_id: str | None, limit: int) -> list[ScheduledJob]:
+        """Up to ``limit`` pending or active jobs with ``id > after_id``, in id order."""
+
+    @abstractmethod
+    def watch(self, on_change: Callable[[datetime | None], None]) -> Callable[[], None]:
+        """Call ``on_change(due_at)`` (from any thread) soon after another process schedules a job
+        (``due_at`` its due time, or None when unknown); return a function that stops watching.
+        Best effort: a missed call only delays a fire until the poller's safety-net interval."""
+
+    @abstractmethod
+    def close(self) -> None:
+        """Release connections and threads."""
+
+
+class ExecutionQueue(ABC):
+    """The execution substrate: holds timing for each due occurrence (seed 004's "queue").
+
+    The write order is: open a store transaction, write the row, ``enqueue`` inside it, commit,
+    then ``committed``. If ``enqueue`` raises, the transaction rolls back; if the commit fails
+    after ``enqueue``, the caller calls ``withdraw`` (the compensating removal) and the
+    reconciler heals anything left over.
+    """
+
+    name: str = "queue"
+
+    @abstractmethod
+    def enqueue(self, occurrences: Sequence[Occurrence]) -> None:
+        """Hand these occurrences over, each to fire at or after its ``due_at`` (never before).
+        Idempotent per ``Occurrence.key``.
+
+        :raises QueueUnavailable: the substrate cannot take them; nothing was handed over.
+        """
+
+    def committed(self, occurrences: Sequence[Occurrence]) -> None:
+        """Called after the transaction that enqueued ``occurrences`` committed (optional hook)."""
+        return None
+
+    @abstractmethod
+    def withdraw(self, occurrences: Sequence[Occurrence]) -> None:
+        """Remove these entries if present (best effort, never raises for missing entries)."""
+
+    @abstractmethod
+    def missing(self, occurrences: Sequence[Occurrence]) -> list[Occurrence]:
+        """Those of ``occurrences`` that have no entry in the substrate (for the reconciler)."""
+
+
+class EventPublisher(ABC):
+    """Delivers an arrived event to the listeners of both of its names."""
+
+    @abstractmethod
+    def publish(self, event: ScheduleArrivedEvent) -> None:
+        """Emit ``schedule.arrived`` and ``schedule.<topic>.arrived`` with ``event``.
+
+        Every listener runs even if an earlier one raised.
+
+        :raises ListenerFailed: at least one listener raised (the fire is then retried as a whole).
+        """
+
+    def close(self) -> None:
+        """Release connections and threads (optional hook)."""
+        return None
