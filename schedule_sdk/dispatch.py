@@ -126,9 +126,13 @@ class FireDispatcher:
                 break
             except ScheduleError as error:
                 if self._stopping:
-                    logger.error("could not record %d outcomes at stop (%s); they fire again", len(batch), error)
+                    logger.error(
+                        "could not record %d outcomes at stop (%s); they fire again", len(batch), error
+                    )
                     break
-                logger.warning("recording %d outcomes failed (%s); retrying in %.2fs", len(batch), error, delay)
+                logger.warning(
+                    "recording %d outcomes failed (%s); retrying in %.2fs", len(batch), error, delay
+                )
                 time.sleep(delay)
                 delay = min(delay * 2, 5.0)
         self._forget([r.claimed.id for r in batch])
@@ -171,7 +175,9 @@ class FireDispatcher:
             released = self._store.release_claims(self.worker_id, job_ids)
             logger.info("released %d unfinished fires for other workers", released)
         except ScheduleError as error:
-            logger.warning("could not release %d claims (%s); they fire again when the lease ends", len(job_ids), error)
+            logger.warning(
+                "could not release %d claims (%s); they fire again when the lease ends", len(job_ids), error
+            )
         with self._changed:
             for job_id in job_ids:
                 self._held.pop(job_id, None)

@@ -58,7 +58,9 @@ def next_occurrence_after(job: ScheduledJob, after: datetime) -> datetime:
     return timing.next_interval_time(job.scheduled_for, repeat.every_ms, after)
 
 
-def outcome_of(job: ScheduledJob, fired_at: datetime, error: BaseException | None, now: datetime) -> ScheduledJob:
+def outcome_of(
+    job: ScheduledJob, fired_at: datetime, error: BaseException | None, now: datetime
+) -> ScheduledJob:
     """The state to record after attempt ``job.attempt`` of occurrence ``job.occurrence`` ran.
 
     Success completes a one-shot and moves a repeating job to its next occurrence (one catch-up
@@ -69,7 +71,11 @@ def outcome_of(job: ScheduledJob, fired_at: datetime, error: BaseException | Non
     if error is not None and job.attempt < job.retry.attempts:
         retry_at = now + timedelta(milliseconds=job.retry.backoff.delay_after(job.attempt))
         return job.evolve(
-            status=JobStatus.PENDING, attempt=job.attempt + 1, run_at=retry_at, last_error=_describe(error), **released
+            status=JobStatus.PENDING,
+            attempt=job.attempt + 1,
+            run_at=retry_at,
+            last_error=_describe(error),
+            **released,
         )
     last_error = None if error is None else _describe(error)
     finished = job.occurrence_count + 1
@@ -77,9 +83,13 @@ def outcome_of(job: ScheduledJob, fired_at: datetime, error: BaseException | Non
         status = JobStatus.COMPLETED if error is None else JobStatus.FAILED
         return job.evolve(status=status, occurrence_count=finished, last_error=last_error, **released)
     following = next_occurrence_after(job, max(job.scheduled_for, fired_at, now))
-    ended = (job.limit is not None and finished >= job.limit) or (job.ends_at is not None and following > job.ends_at)
+    ended = (job.limit is not None and finished >= job.limit) or (
+        job.ends_at is not None and following > job.ends_at
+    )
     if ended:
-        return job.evolve(status=JobStatus.COMPLETED, occurrence_count=finished, last_error=last_error, **released)
+        return job.evolve(
+            status=JobStatus.COMPLETED, occurrence_count=finished, last_error=last_error, **released
+        )
     return job.evolve(
         status=JobStatus.PENDING,
         occurrence=job.occurrence + 1,
@@ -99,7 +109,9 @@ def _describe(error: BaseException) -> str:
 class Firing:
     """Runs claimed jobs' listeners and records their outcomes."""
 
-    def __init__(self, *, store: JobStore, queue: ExecutionQueue, publisher: EventPublisher, clock: Clock) -> None:
+    def __init__(
+        self, *, store: JobStore, queue: ExecutionQueue, publisher: EventPublisher, clock: Clock
+    ) -> None:
         self._store = store
         self._queue = queue
         self._publisher = publisher

@@ -79,7 +79,7 @@ class ListenerRegistry:
             if name not in self._namespace:
                 return []
             signal = self._namespace[name]
-            return [r for r in signal.receivers_for(blinker.ANY)]
+            return list(signal.receivers_for(blinker.ANY))
 
     def clear(self) -> None:
         with self._lock:
@@ -90,7 +90,7 @@ class ListenerRegistry:
 def _marked(target: object) -> list[tuple[str, Callable[..., Any]]]:
     if callable(target) and hasattr(target, _MARK) and not inspect.isclass(target):
         return [(n, target) for n in getattr(target, _MARK)]
-    found = []
+    found: list[tuple[str, Callable[..., Any]]] = []
     for _, member in inspect.getmembers(target, inspect.ismethod):
         found.extend((n, member) for n in getattr(member.__func__, _MARK, ()))
     return found

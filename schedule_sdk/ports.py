@@ -96,12 +96,14 @@ class JobStore(ABC):
         """The job with this id, or None."""
 
     @abstractmethod
-    def list(self, query: JobQuery) -> list[ScheduledJob]:
+    def list_jobs(self, query: JobQuery) -> list[ScheduledJob]:
         """Up to ``query.limit`` jobs matching every given filter, with ``id > query.after_id``,
         in ascending id order (ids are UUIDv7, so this is creation order; keyset, never OFFSET)."""
 
     @abstractmethod
-    def claim_due(self, now: datetime, limit: int, worker_id: str, lease_until: datetime) -> list[ScheduledJob]:
+    def claim_due(
+        self, now: datetime, limit: int, worker_id: str, lease_until: datetime
+    ) -> list[ScheduledJob]:
         """Atomically move up to ``limit`` pending jobs with ``run_at <= now`` (earliest first) to
         ``active``, claimed by ``worker_id`` until ``lease_until``; return them as claimed. Rows
         another transaction is claiming are skipped, never claimed twice."""

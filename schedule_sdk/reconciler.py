@@ -27,11 +27,18 @@ class ReconcileReport:
     released: int = 0  #: expired claims returned to pending
 
     def as_dict(self) -> dict[str, int]:
-        return {"scanned": self.scanned, "healed": self.healed, "skipped": self.skipped, "released": self.released}
+        return {
+            "scanned": self.scanned,
+            "healed": self.healed,
+            "skipped": self.skipped,
+            "released": self.released,
+        }
 
 
 class Reconciler:
-    def __init__(self, *, store: JobStore, queue: ExecutionQueue, clock: Clock, batch_size: int = 1000) -> None:
+    def __init__(
+        self, *, store: JobStore, queue: ExecutionQueue, clock: Clock, batch_size: int = 1000
+    ) -> None:
         self._store = store
         self._queue = queue
         self._clock = clock

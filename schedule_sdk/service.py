@@ -80,7 +80,9 @@ class ScheduleService:
                 raise JobNotFound(job_id)
             if job.status not in OPEN_STATUSES:
                 return
-            cancelled = job.evolve(status=JobStatus.CANCELLED, claimed_by=None, claimed_until=None, updated_at=now)
+            cancelled = job.evolve(
+                status=JobStatus.CANCELLED, claimed_by=None, claimed_until=None, updated_at=now
+            )
             tx.update(cancelled, Guard(OPEN_STATUSES))
         self._queue.withdraw([Occurrence.of(job)])
 
@@ -123,7 +125,7 @@ class ScheduleService:
             limit=limit + 1,
             after_id=_decode_cursor(cursor),
         )
-        rows = self._store.list(query)
+        rows = self._store.list_jobs(query)
         items = rows[:limit]
         more = len(rows) > limit
         return JobPage(items=items, next_cursor=_encode_cursor(items[-1].id) if more else None)

@@ -73,7 +73,13 @@ class Settings:
             raise InvalidSetting("the rq substrate needs redis_url (SCHEDULE_REDIS_URL)")
         if self.events not in ("local", "redis"):
             raise InvalidSetting(f"events must be 'local' or 'redis', not {self.events!r}")
-        for name in ("worker_concurrency", "claim_batch_size", "max_in_flight", "max_payload_bytes", "pool_size"):
+        for name in (
+            "worker_concurrency",
+            "claim_batch_size",
+            "max_in_flight",
+            "max_payload_bytes",
+            "pool_size",
+        ):
             if getattr(self, name) < 1:
                 raise InvalidSetting(f"{name} must be at least 1")
         for name in ("lease_seconds", "poll_interval"):
@@ -85,7 +91,9 @@ class Settings:
         return "rq" if self.substrate == "rq" else "sql"
 
     @classmethod
-    def load(cls, overrides: Mapping[str, Any] | None = None, environ: Mapping[str, str] | None = None) -> Settings:
+    def load(
+        cls, overrides: Mapping[str, Any] | None = None, environ: Mapping[str, str] | None = None
+    ) -> Settings:
         """Settings from ``overrides``, then ``environ`` (default ``os.environ``), then defaults."""
         environ = os.environ if environ is None else environ
         overrides = {k: v for k, v in (overrides or {}).items() if v is not None}
@@ -110,7 +118,9 @@ def _coerce(f: dataclasses.Field[Any], value: Any) -> Any:
         if kind.startswith("float"):
             return float(value)
         if kind == "bool":
-            return value if isinstance(value, bool) else str(value).strip().lower() in ("1", "true", "yes", "on")
+            return (
+                value if isinstance(value, bool) else str(value).strip().lower() in ("1", "true", "yes", "on")
+            )
         if kind.startswith("tuple"):
             items = value.split(",") if isinstance(value, str) else value
             return tuple(str(i).strip() for i in items if str(i).strip())

@@ -16,7 +16,6 @@ import logging
 import threading
 import time
 from datetime import timedelta
-from types import TracebackType
 from typing import Protocol
 
 from .dispatch import FireDispatcher
@@ -95,11 +94,11 @@ class ScheduleWorker:
     def __enter__(self) -> ScheduleWorker:
         return self.start()
 
-    def __exit__(self, *exc: tuple[type[BaseException] | None, BaseException | None, TracebackType | None]) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.stop()
 
     def _beat(self) -> None:
-        interval = max(0.05, self._lease / 3)
+        interval = max(0.05, min(self._lease / 3, 1.0))
         last_reconcile = time.monotonic()
         while not self._stop.wait(interval):
             try:

@@ -111,7 +111,10 @@ class RetryPolicy:
             raise InvalidRetry("backoff must be a Backoff")
 
     def to_dict(self) -> dict[str, Any]:
-        return {"attempts": self.attempts, "backoff": {"type": self.backoff.type, "delay_ms": self.backoff.delay_ms}}
+        return {
+            "attempts": self.attempts,
+            "backoff": {"type": self.backoff.type, "delay_ms": self.backoff.delay_ms},
+        }
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Self:
@@ -194,7 +197,8 @@ class OneShotSpec:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class RepeatSpec:
-    """A repeating job: cron or fixed interval. Optionally ends after ``limit`` occurrences or at ``ends_at``."""
+    """A repeating job (cron or fixed interval), optionally ending after ``limit`` occurrences
+    or at ``ends_at``."""
 
     topic: str
     timezone: str
@@ -289,4 +293,3 @@ class JobQuery:
     statuses: frozenset[JobStatus] = frozenset()
     limit: int = 20
     after_id: str | None = None
-

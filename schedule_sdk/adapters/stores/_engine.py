@@ -21,7 +21,9 @@ from ...domain.errors import ClientRequestIdInUse, StoreUnavailable
 WRITE = "schedule_sdk_write"
 
 
-def make_engine(url: str, *, pool_size: int = 10, busy_timeout_ms: int = 30_000, echo: bool = False) -> Engine:
+def make_engine(
+    url: str, *, pool_size: int = 10, busy_timeout_ms: int = 30_000, echo: bool = False
+) -> Engine:
     """A SQLAlchemy engine for ``url`` (``sqlite:///path`` or ``postgresql+psycopg://...``)."""
     try:
         parsed = sa.make_url(url)

@@ -59,7 +59,7 @@ def to_row(job: ScheduledJob) -> dict[str, Any]:
     }
 
 
-def from_row(row: Mapping[str, Any]) -> ScheduledJob:
+def from_row(row: Mapping[Any, Any]) -> ScheduledJob:
     """The job stored in ``row``."""
     return ScheduledJob(
         id=row["id"],
@@ -180,9 +180,13 @@ class SQLAlchemyJobStore(JobStore):
             row = conn.execute(sa.select(t).where(t.c.id == job_id)).mappings().first()
         return None if row is None else from_row(row)
 
-    def list(self, query: JobQuery) -> list[ScheduledJob]:
+    def list_jobs(self, query: JobQuery) -> list[ScheduledJob]:
         statement = sa.select(t).order_by(t.c.id).limit(query.limit)
-        for column, value in (("owner_id", query.owner_id), ("tenant_id", query.tenant_id), ("topic", query.topic)):
+        for column, value in (
+            ("owner_id", query.owner_id),
+            ("tenant_id", query.tenant_id),
+            ("topic", query.topic),
+        ):
             if value is not None:
                 statement = statement.where(t.c[column] == value)
         if query.statuses:
@@ -192,7 +196,9 @@ class SQLAlchemyJobStore(JobStore):
         with self._read() as conn:
             return [from_row(r) for r in conn.execute(statement).mappings()]
 
-    def claim_due(self, now: datetime, limit: int, worker_id: str, lease_until: datetime) -> list[ScheduledJob]:
+    def claim_due(
+        self, now: datetime, limit: int, worker_id: str, lease_until: datetime
+    ) -> list[ScheduledJob]:
         due = (
             sa.select(t.c.id)
             .where(t.c.status == "pending", t.c.run_at <= now)

@@ -49,7 +49,8 @@ def upgrade() -> None:
         sa.Column("rescheduled_from", sa.String(36), nullable=True),
         sa.Column("rescheduled_to", sa.String(36), nullable=True),
         sa.CheckConstraint(
-            "status IN ('pending', 'active', 'completed', 'cancelled', 'failed')", name="ck_schedule_jobs_status"
+            "status IN ('pending', 'active', 'completed', 'cancelled', 'failed')",
+            name="ck_schedule_jobs_status",
         ),
     )
     op.create_index("uq_schedule_jobs_client_request_id", "schedule_jobs", ["client_request_id"], unique=True)
