@@ -1,0 +1,463 @@
+"""schedule_sdk.domain.timing: zones, cron in wall-clock time with Vixie DST rules, intervals."""
+
+from __future__ import annotations
+
+from datetime import UTC as STDLIB_UTC
+from datetime import date, datetime, timedelta, timezone
+from zoneinfo import ZoneInfo
+
+import pytest
+
+from schedule_sdk.domain.errors import InvalidCron, InvalidInterval, InvalidTimezone, NaiveDatetime
+from schedule_sdk.domain.timing import (
+    UTC,
+    ensure_aware,
+    is_wildcard_cron,
+    next_cron_time,
+    next_interval_time,
+    validate_cron,
+    validate_interval,
+    zone,
+)
+
+US = timedelta(microseconds=1)
+
+
+def iso(text: str) -> datetime:
+    return datetime.fromisoformat(text)
+
+
+def at(day: str, offset: str, hours: range | tuple[int, ...], minutes: tuple[int, ...] = (0,)) -> list[str]:
+    """Wall times ``day Thh:mm`` with a fixed UTC offset, as ISO strings."""
+    return [f"{day}T{h:02}:{m:02}{offset}" for h in hours for m in minutes]
+
+
+def occurrences(expression: str, tz: str, start: str, end: str) -> list[str]:
+    """Every occurrence in [start, end), rendered in the zone with its real offset."""
+    limit, moment = iso(end), iso(start) - US
+    found: list[datetime] = []
+    for _ in range(1000):
+        moment = next_cron_time(expression, tz, moment)
+        assert moment.tzinfo is UTC
+        if moment >= limit:
+            return [t.astimezone(ZoneInfo(tz)).isoformat(timespec="minutes") for t in found]
+        found.append(moment)
+    raise AssertionError("too many occurrences")
+
+
+# --- DST transition days (2026), full sequences over the local day ----------------------------
+
+NY_SPRING = ("America/New_York", "2026-03-08T00:00-05:00", "2026-03-09T00:00-04:00")
+NY_FALL = ("America/New_York", "2026-11-01T00:00-04:00", "2026-11-02T00:00-05:00")
+BERLIN_SPRING = ("Europe/Berlin", "2026-03-29T00:00+01:00", "2026-03-30T00:00+02:00")
+BERLIN_FALL = ("Europe/Berlin", "2026-10-25T00:00+02:00", "2026-10-26T00:00+01:00")
+QUARTERS = (0, 15, 30, 45)
+
+NY_S, NY_F, BE_S, BE_F = "2026-03-08", "2026-11-01", "2026-03-29", "2026-10-25"
+
+TRANSITION_CASES = [
+    # America/New_York, spring forward: 02:00 EST -> 03:00 EDT (02:xx does not exist)
+    (NY_SPRING, "30 2 * * *", [f"{NY_S}T03:00-04:00"]),
+    (NY_SPRING, "30 1 * * *", [f"{NY_S}T01:30-05:00"]),
+    (NY_SPRING, "0 2 * * *", [f"{NY_S}T03:00-04:00"]),
+    (NY_SPRING, "0,30 2 * * *", [f"{NY_S}T03:00-04:00"]),  # both in the gap: fires once
+    (NY_SPRING, "30 1-3 * * *", [f"{NY_S}T01:30-05:00", f"{NY_S}T03:00-04:00", f"{NY_S}T03:30-04:00"]),
+    (NY_SPRING, "0 * * * *", at(NY_S, "-05:00", range(0, 2)) + at(NY_S, "-04:00", range(3, 24))),
+    (NY_SPRING, "*/20 2 * * *", []),
+    (
+        NY_SPRING,
+        "*/15 * * * *",
+        at(NY_S, "-05:00", range(0, 2), QUARTERS) + at(NY_S, "-04:00", range(3, 24), QUARTERS),
+    ),
+    # America/New_York, fall back: 02:00 EDT -> 01:00 EST (01:xx happens twice)
+    (NY_FALL, "30 2 * * *", [f"{NY_F}T02:30-05:00"]),
+    (NY_FALL, "30 1 * * *", [f"{NY_F}T01:30-04:00"]),  # first pass only
+    (NY_FALL, "0 2 * * *", [f"{NY_F}T02:00-05:00"]),
+    (NY_FALL, "0,30 2 * * *", [f"{NY_F}T02:00-05:00", f"{NY_F}T02:30-05:00"]),
+    (NY_FALL, "30 1-3 * * *", [f"{NY_F}T01:30-04:00", f"{NY_F}T02:30-05:00", f"{NY_F}T03:30-05:00"]),
+    (NY_FALL, "0 * * * *", at(NY_F, "-04:00", range(0, 2)) + at(NY_F, "-05:00", range(1, 24))),
+    (NY_FALL, "*/20 2 * * *", at(NY_F, "-05:00", (2,), (0, 20, 40))),
+    (
+        NY_FALL,
+        "*/15 * * * *",
+        at(NY_F, "-04:00", range(0, 2), QUARTERS) + at(NY_F, "-05:00", range(1, 24), QUARTERS),
+    ),
+    # Europe/Berlin, spring forward: 02:00 CET -> 03:00 CEST
+    (BERLIN_SPRING, "30 2 * * *", [f"{BE_S}T03:00+02:00"]),
+    (BERLIN_SPRING, "30 1 * * *", [f"{BE_S}T01:30+01:00"]),
+    (BERLIN_SPRING, "0 2 * * *", [f"{BE_S}T03:00+02:00"]),
+    (BERLIN_SPRING, "0,30 2 * * *", [f"{BE_S}T03:00+02:00"]),
+    (BERLIN_SPRING, "30 1-3 * * *", [f"{BE_S}T01:30+01:00", f"{BE_S}T03:00+02:00", f"{BE_S}T03:30+02:00"]),
+    (BERLIN_SPRING, "0 * * * *", at(BE_S, "+01:00", range(0, 2)) + at(BE_S, "+02:00", range(3, 24))),
+    (BERLIN_SPRING, "*/20 2 * * *", []),
+    (
+        BERLIN_SPRING,
+        "*/15 * * * *",
+        at(BE_S, "+01:00", range(0, 2), QUARTERS) + at(BE_S, "+02:00", range(3, 24), QUARTERS),
+    ),
+    # Europe/Berlin, fall back: 03:00 CEST -> 02:00 CET (02:xx happens twice)
+    (BERLIN_FALL, "30 2 * * *", [f"{BE_F}T02:30+02:00"]),
+    (BERLIN_FALL, "30 1 * * *", [f"{BE_F}T01:30+02:00"]),
+    (BERLIN_FALL, "0 2 * * *", [f"{BE_F}T02:00+02:00"]),
+    (BERLIN_FALL, "0,30 2 * * *", [f"{BE_F}T02:00+02:00", f"{BE_F}T02:30+02:00"]),
+    (BERLIN_FALL, "30 1-3 * * *", [f"{BE_F}T01:30+02:00", f"{BE_F}T02:30+02:00", f"{BE_F}T03:30+01:00"]),
+    (BERLIN_FALL, "0 * * * *", at(BE_F, "+02:00", range(0, 3)) + at(BE_F, "+01:00", range(2, 24))),
+    (
+        BERLIN_FALL,
+        "*/20 2 * * *",
+        at(BE_F, "+02:00", (2,), (0, 20, 40)) + at(BE_F, "+01:00", (2,), (0, 20, 40)),
+    ),
+    (
+        BERLIN_FALL,
+        "*/15 * * * *",
+        at(BE_F, "+02:00", range(0, 3), QUARTERS) + at(BE_F, "+01:00", range(2, 24), QUARTERS),
+    ),
+]
+
+
+@pytest.mark.parametrize(("day", "expression", "expected"), TRANSITION_CASES)
+def test_transition_day_sequences(day: tuple[str, str, str], expression: str, expected: list[str]) -> None:
+    tz, start, end = day
+    assert occurrences(expression, tz, start, end) == expected
+
+
+@pytest.mark.parametrize(("day", "expression", "expected"), TRANSITION_CASES)
+def test_any_after_gives_the_next_occurrence_of_the_day(
+    day: tuple[str, str, str], expression: str, expected: list[str]
+) -> None:
+    tz, start, end = day
+    instants = [iso(s) for s in expected] + [next_cron_time(expression, tz, iso(end) - US)]
+    moment = iso(start) - timedelta(seconds=1)
+    while moment < iso(end):
+        assert next_cron_time(expression, tz, moment) == min(t for t in instants if t > moment), moment
+        moment += timedelta(minutes=7, seconds=13)
+
+
+@pytest.mark.parametrize(
+    ("expression", "tz", "after", "expected_utc"),
+    [
+        ("30 2 * * *", "America/New_York", "2026-03-08T00:00-05:00", "2026-03-08T07:00+00:00"),
+        ("30 2 * * *", "Europe/Berlin", "2026-03-29T00:00+01:00", "2026-03-29T01:00+00:00"),
+        ("30 1 * * *", "America/New_York", "2026-11-01T00:00-04:00", "2026-11-01T05:30+00:00"),
+        # fixed time, after its first pass but before its second: not fired again
+        ("30 1 * * *", "America/New_York", "2026-11-01T01:45-04:00", "2026-11-02T06:30+00:00"),
+        ("30 1 * * *", "America/New_York", "2026-11-01T01:15-05:00", "2026-11-02T06:30+00:00"),
+        # wildcard, after in the first pass: the second pass of an earlier wall time comes next
+        ("15 * * * *", "America/New_York", "2026-11-01T01:45-04:00", "2026-11-01T06:15+00:00"),
+        ("0 * * * *", "America/New_York", "2026-11-01T01:00-04:00", "2026-11-01T06:00+00:00"),
+    ],
+)
+def test_single_occurrences_around_transitions(
+    expression: str, tz: str, after: str, expected_utc: str
+) -> None:
+    assert next_cron_time(expression, tz, iso(after)) == iso(expected_utc)
+
+
+def test_lord_howe_half_hour_shift() -> None:
+    tz = "Australia/Lord_Howe"  # +10:30 standard, +11:00 summer
+    # fall back 2026-04-05: 02:00 +11:00 -> 01:30 +10:30 (01:30-01:59 twice; 02:xx once)
+    assert occurrences("*/15 * * * *", tz, "2026-04-05T01:00+11:00", "2026-04-05T02:30+10:30") == [
+        "2026-04-05T01:00+11:00",
+        "2026-04-05T01:15+11:00",
+        "2026-04-05T01:30+11:00",
+        "2026-04-05T01:45+11:00",
+        "2026-04-05T01:30+10:30",
+        "2026-04-05T01:45+10:30",
+        "2026-04-05T02:00+10:30",
+        "2026-04-05T02:15+10:30",
+    ]
+    assert occurrences("45 1 * * *", tz, "2026-04-05T00:00+11:00", "2026-04-06T00:00+10:30") == [
+        "2026-04-05T01:45+11:00"
+    ]
+    # spring forward 2026-10-04: 02:00 +10:30 -> 02:30 +11:00
+    assert occurrences("*/15 * * * *", tz, "2026-10-04T01:00+10:30", "2026-10-04T03:00+11:00") == [
+        "2026-10-04T01:00+10:30",
+        "2026-10-04T01:15+10:30",
+        "2026-10-04T01:30+10:30",
+        "2026-10-04T01:45+10:30",
+        "2026-10-04T02:30+11:00",
+        "2026-10-04T02:45+11:00",
+    ]
+    # 02:00 is in the gap (-> transition), 02:30 exists and is the same instant: one fire
+    assert occurrences("0,30 2 * * *", tz, "2026-10-04T00:00+10:30", "2026-10-05T00:00+11:00") == [
+        "2026-10-04T02:30+11:00"
+    ]
+    assert next_cron_time("15 2 * * *", tz, iso("2026-10-03T00:00Z")) == iso("2026-10-03T15:30Z")
+
+
+@pytest.mark.parametrize(
+    ("expression", "tz", "after", "expected_utc"),
+    [
+        # Kathmandu moved from +05:30 to +05:45 at 1986-01-01 00:00: a 15-minute gap
+        ("5 0 1 1 *", "Asia/Kathmandu", "1985-12-01T00:00Z", "1985-12-31T18:30Z"),
+        ("0 9 * * *", "Asia/Kathmandu", "2026-06-01T00:00Z", "2026-06-01T03:15Z"),
+        # Amsterdam summer time moved from +01:19:32 to +01:20 on 1937-07-01: an odd-second transition
+        ("0 0 1 7 *", "Europe/Amsterdam", "1937-06-01T00:00Z", "1937-06-30T22:40:28Z"),
+    ],
+)
+def test_non_hour_offsets_and_exact_transition_instant(
+    expression: str, tz: str, after: str, expected_utc: str
+) -> None:
+    assert next_cron_time(expression, tz, iso(after)) == iso(expected_utc)
+
+
+# --- ordinary cron -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("expression", "tz", "after", "expected_utc"),
+    [
+        ("0 9 * * *", "America/New_York", "2026-06-15T08:00-04:00", "2026-06-15T13:00Z"),
+        ("0 9 * * *", "America/New_York", "2026-06-15T09:00-04:00", "2026-06-16T13:00Z"),  # strictly after
+        ("0 9 * * *", "America/New_York", "2026-06-15T08:59:59.999999-04:00", "2026-06-15T13:00Z"),
+        ("0 9 * * 1-5", "America/New_York", "2026-06-12T10:00-04:00", "2026-06-15T13:00Z"),  # Fri -> Mon
+        ("0 9 * * MON-FRI", "America/New_York", "2026-06-13T10:00-04:00", "2026-06-15T13:00Z"),
+        ("0 9 * * sat,SUN", "Europe/Berlin", "2026-06-15T10:00+02:00", "2026-06-20T07:00Z"),
+        ("0 0 1 JAN *", "UTC", "2026-06-15T00:00Z", "2027-01-01T00:00Z"),
+        ("*/15 * * * *", "UTC", "2026-06-15T10:07:30Z", "2026-06-15T10:15Z"),
+        ("0 0 29 2 *", "UTC", "2026-03-01T00:00Z", "2028-02-29T00:00Z"),
+        ("0 0 29 2 *", "America/New_York", "2026-03-01T00:00Z", "2028-02-29T05:00Z"),
+        ("0 0 31 * *", "UTC", "2026-03-31T00:00Z", "2026-05-31T00:00Z"),
+        ("@hourly", "UTC", "2026-06-15T10:07Z", "2026-06-15T11:00Z"),
+        ("@daily", "Europe/Berlin", "2026-06-15T10:07Z", "2026-06-15T22:00Z"),
+        ("@midnight", "UTC", "2026-06-15T10:07Z", "2026-06-16T00:00Z"),
+        ("@weekly", "UTC", "2026-06-15T10:07Z", "2026-06-21T00:00Z"),  # Sunday
+        ("@monthly", "UTC", "2026-06-15T10:07Z", "2026-07-01T00:00Z"),
+        ("@yearly", "UTC", "2026-06-15T10:07Z", "2027-01-01T00:00Z"),
+        ("@annually", "UTC", "2026-06-15T10:07Z", "2027-01-01T00:00Z"),
+        ("  0   9 * * *  ", "UTC", "2026-06-15T10:00Z", "2026-06-16T09:00Z"),
+    ],
+)
+def test_next_cron_time(expression: str, tz: str, after: str, expected_utc: str) -> None:
+    result = next_cron_time(expression, tz, iso(after))
+    assert result == iso(expected_utc)
+    assert result.tzinfo is UTC
+
+
+def test_next_cron_time_accepts_a_zoneinfo_and_any_aware_after() -> None:
+    after = datetime(2026, 6, 15, 10, 0, tzinfo=timezone(timedelta(hours=5)))
+    expected = iso("2026-06-15T13:00Z")
+    assert next_cron_time("0 9 * * *", ZoneInfo("America/New_York"), after) == expected
+    assert next_cron_time("0 9 * * *", zone("America/New_York"), after) == expected
+
+
+def test_next_cron_time_rejects_bad_input() -> None:
+    with pytest.raises(NaiveDatetime, match="after"):
+        next_cron_time("0 9 * * *", "UTC", datetime(2026, 1, 1))
+    with pytest.raises(InvalidTimezone):
+        next_cron_time("0 9 * * *", "Mars/Olympus", iso("2026-01-01T00:00Z"))
+    with pytest.raises(InvalidCron):
+        next_cron_time("0 0 30 2 *", "UTC", iso("2026-01-01T00:00Z"))
+    with pytest.raises(InvalidCron):
+        next_cron_time("61 * * * *", "UTC", iso("2026-01-01T00:00Z"))
+
+
+@pytest.mark.parametrize(
+    "expression",
+    [
+        "* * *",
+        "61 * * * *",
+        "0 24 * * *",
+        "0 0 0 * *",
+        "0 0 30 2 *",  # never matches
+        "0 0 31 4 *",  # never matches
+        "0 0 * * * *",  # 6 fields (seconds)
+        "0 0 1 1 * 2026",  # 6 fields (year)
+        "0 0 1 1 * 2026 0",
+        "",
+        "   ",
+        "@reboot",
+        "@every 5m",
+        "*/0 * * * *",
+        "0 0 * FOO *",
+        "R * * * *",  # croniter's random field: not deterministic
+        "H * * * *",  # croniter's hashed field
+        "H(0-29) * * * *",
+    ],
+)
+def test_validate_cron_rejects(expression: str) -> None:
+    with pytest.raises(InvalidCron):
+        validate_cron(expression)
+
+
+@pytest.mark.parametrize("value", [None, 5, ["0", "0", "*", "*", "*"], b"0 0 * * *"])
+def test_validate_cron_rejects_non_strings(value: object) -> None:
+    with pytest.raises(InvalidCron):
+        validate_cron(value)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    "expression",
+    [
+        "* * * * *",
+        "0 9 * * 1-5",
+        "0 9 * * MON-FRI",
+        "0 0 1 JAN,JUL *",
+        "0 0 29 2 *",
+        "*/15 0-6,18-23 1-15/2 * *",
+        "@hourly",
+        "@daily",
+        "@weekly",
+        "@monthly",
+        "@yearly",
+        "@annually",
+        "@midnight",
+        "@DAILY",
+    ],
+)
+def test_validate_cron_accepts(expression: str) -> None:
+    validate_cron(expression)
+
+
+@pytest.mark.parametrize(
+    ("expression", "wildcard"),
+    [
+        ("* * * * *", True),
+        ("*/15 * * * *", True),
+        ("0 * * * *", True),
+        ("*/20 2 * * *", True),
+        ("* 2 * * *", True),
+        ("@hourly", True),
+        ("30 2 * * *", False),
+        ("0,30 2 * * *", False),
+        ("30 1-3 * * *", False),
+        ("0-59 0-23 * * *", False),
+        ("0 9 * * *", False),
+        ("@daily", False),
+        ("@weekly", False),
+    ],
+)
+def test_is_wildcard_cron(expression: str, wildcard: bool) -> None:
+    assert is_wildcard_cron(expression) is wildcard
+
+
+# --- property-style: 2 years of occurrences -----------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "tz",
+    [
+        "America/New_York",
+        "Europe/Berlin",
+        "Australia/Lord_Howe",
+        "America/Santiago",
+        "Antarctica/Troll",
+        "UTC",
+    ],
+)
+@pytest.mark.parametrize("expression", ["30 2 * * *", "*/20 2 * * *", "30 0-3 * * 0"])
+def test_two_years_strictly_increasing_and_consistent(tz: str, expression: str) -> None:
+    moment, end, count = iso("2025-06-01T00:00Z"), iso("2027-06-01T00:00Z"), 0
+    while moment < end:
+        result = next_cron_time(expression, tz, moment)
+        assert result > moment
+        assert next_cron_time(expression, tz, result - US) == result
+        moment, count = result, count + 1
+    assert count > 100
+
+
+# --- zones and datetimes --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["UTC", "America/New_York", "Europe/Berlin", "Etc/GMT+5", "Asia/Kathmandu"])
+def test_zone_valid(name: str) -> None:
+    tz = zone(name)
+    assert isinstance(tz, ZoneInfo)
+    assert tz.key == name
+    assert zone(name) is tz
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "",
+        "Mars/Olympus",
+        "../etc/passwd",
+        "/etc/localtime",
+        "America/../../etc/passwd",
+        "America/New_York ",
+        # Lowercase is refused on every platform (ZoneInfo alone would accept it on a
+        # case-insensitive file system); names must be spelled as in the tz database.
+        "utc",
+        "america/new_york",
+        "localtime",  # host-dependent, not an IANA name
+        "posixrules",
+        "zone.tab",
+        None,
+        5,
+    ],
+)
+def test_zone_invalid(name: object) -> None:
+    with pytest.raises(InvalidTimezone):
+        zone(name)  # type: ignore[arg-type]
+
+
+def test_ensure_aware_converts_to_utc() -> None:
+    value = datetime(2026, 6, 15, 9, 0, tzinfo=ZoneInfo("America/New_York"))
+    result = ensure_aware(value)
+    assert result == iso("2026-06-15T13:00Z")
+    assert result.tzinfo is UTC
+    # the second pass of an ambiguous wall time keeps its own instant
+    second = datetime(2026, 11, 1, 1, 30, fold=1, tzinfo=ZoneInfo("America/New_York"))
+    assert ensure_aware(second) == iso("2026-11-01T06:30Z")
+    assert UTC is STDLIB_UTC  # the same object as datetime.timezone.utc
+
+
+@pytest.mark.parametrize("value", [datetime(2026, 1, 1), date(2026, 1, 1), "2026-01-01T00:00Z", None, 0])
+def test_ensure_aware_rejects(value: object) -> None:
+    with pytest.raises(NaiveDatetime, match="due_at"):
+        ensure_aware(value, "due_at")  # type: ignore[arg-type]
+
+
+def test_ensure_aware_default_field_name() -> None:
+    with pytest.raises(NaiveDatetime, match="run_at"):
+        ensure_aware(datetime(2026, 1, 1))
+
+
+# --- intervals ------------------------------------------------------------------------------------
+
+
+def test_interval_fixed_rate_without_drift() -> None:
+    anchor = iso("2026-01-01T00:00:00.000001+02:00")
+    moment = anchor
+    for _ in range(1_000_000):
+        moment = next_interval_time(anchor, 7, moment)
+    assert moment == anchor + timedelta(seconds=7000)
+    assert moment.tzinfo is UTC
+    assert next_interval_time(anchor, 7, anchor + timedelta(seconds=7000) - US) == moment
+
+
+@pytest.mark.parametrize(
+    ("every_ms", "after", "expected"),
+    [
+        (1000, "2026-01-01T00:00:00Z", "2026-01-01T00:00:01Z"),  # after == anchor: the next one
+        (1000, "2026-01-01T00:00:00.999999Z", "2026-01-01T00:00:01Z"),
+        (1000, "2026-01-01T00:00:01Z", "2026-01-01T00:00:02Z"),
+        (1000, "2025-12-31T23:00:00Z", "2026-01-01T00:00:00Z"),  # after < anchor: the anchor
+        (1000, "2025-12-31T23:59:59.999999Z", "2026-01-01T00:00:00Z"),
+        (3_600_000, "2026-03-08T12:00:00-04:00", "2026-03-08T17:00:00Z"),  # real time, not wall time
+        (86_400_000, "2026-01-31T00:00:00Z", "2026-02-01T00:00:00Z"),
+    ],
+)
+def test_next_interval_time(every_ms: int, after: str, expected: str) -> None:
+    assert next_interval_time(iso("2026-01-01T00:00Z"), every_ms, iso(after)) == iso(expected)
+
+
+def test_next_interval_time_rejects_naive() -> None:
+    with pytest.raises(NaiveDatetime, match="anchor"):
+        next_interval_time(datetime(2026, 1, 1), 1000, iso("2026-01-01T00:00Z"))
+    with pytest.raises(NaiveDatetime, match="after"):
+        next_interval_time(iso("2026-01-01T00:00Z"), 1000, datetime(2026, 1, 1))
+
+
+@pytest.mark.parametrize("every_ms", [1, 7, 86_400_000, 3653 * 86_400_000])
+def test_validate_interval_accepts(every_ms: int) -> None:
+    assert validate_interval(every_ms) == every_ms
+
+
+@pytest.mark.parametrize("every_ms", [0, -1, True, False, 1.5, 10.0, "10", None, 3653 * 86_400_000 + 1])
+def test_validate_interval_rejects(every_ms: object) -> None:
+    with pytest.raises(InvalidInterval):
+        validate_interval(every_ms)
+    with pytest.raises(InvalidInterval):
+        next_interval_time(iso("2026-01-01T00:00Z"), every_ms, iso("2026-01-02T00:00Z"))  # type: ignore[arg-type]
