@@ -7,6 +7,9 @@ PostgreSQL it holds an advisory lock, on SQLite a ``BEGIN IMMEDIATE`` write lock
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
@@ -36,8 +39,11 @@ def current_revision(engine: Engine) -> str | None:
         return context.get_current_revision()
 
 
-def upgrade(engine: Engine, revision: str = "head") -> None:
-    """Bring the schema to ``revision`` (default: the latest). A no-op when already there."""
+def upgrade(engine: Engine, revision: str = "head", *, attributes: Mapping[str, Any] | None = None) -> None:
+    """Bring the schema to ``revision`` (default: the latest). A no-op when already there.
+
+    ``attributes`` are options the migrations read from ``context.config.attributes``, e.g.
+    ``{"timer_service_calls_fk": True}`` (they apply only to migrations not yet applied)."""
     if revision == "head" and current_revision(engine) == head_revision():
         return
     config = _config()
@@ -46,5 +52,6 @@ def upgrade(engine: Engine, revision: str = "head") -> None:
         with conn.begin():
             if conn.dialect.name == "postgresql":
                 conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _LOCK_KEY})
+            config.attributes.update(attributes or {})
             config.attributes["connection"] = conn
             command.upgrade(config, revision)

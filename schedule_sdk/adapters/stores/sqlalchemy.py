@@ -117,6 +117,12 @@ class _Transaction(JobTransaction):
         self._conn = conn
         self._notify = conn.dialect.name == "postgresql"
 
+    @property
+    def connection(self) -> Connection:
+        """The transaction's connection, for modules that keep their own tables in the same
+        database and must write them atomically with job rows (the timer)."""
+        return self._conn
+
     def insert(self, job: ScheduledJob) -> None:
         with translate_errors():
             self._conn.execute(sa.insert(t), to_row(job))
