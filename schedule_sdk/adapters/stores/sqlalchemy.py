@@ -11,6 +11,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
+from ...domain.errors import ClientRequestIdInUse
 from ...domain.jobs import JobMetadata, JobQuery, RetryPolicy, ScheduledJob, encode_json, repeat_from_dict
 from ...domain.status import JobStatus
 from ...ports import Guard, JobStore, JobTransaction
@@ -94,7 +95,12 @@ def from_row(row: Mapping[Any, Any]) -> ScheduledJob:
 
 
 def _guarded(guard: Guard, bind: Callable[[str], Any]) -> list[sa.ColumnElement[bool]]:
-    clauses = [t.c.id == bind("b_id"), t.c.status.in_([s.value for s in guard.statuses])]
+    # Statuses as SQL literals (fixed enum strings): an expanding IN parameter cannot be used
+    # with executemany, which update_many relies on.
+    statuses: list[sa.ColumnElement[Any]] = [
+        sa.literal_column(f"'{s.value}'") for s in sorted(guard.statuses)
+    ]
+    clauses = [t.c.id == bind("b_id"), t.c.status.in_(statuses)]
     if guard.claimed_by is not None:
         clauses += [t.c.claimed_by == bind("b_claimed_by"), t.c.occurrence == bind("b_occurrence")]
     return clauses
@@ -124,11 +130,14 @@ class _Transaction(JobTransaction):
         return self._conn
 
     def insert(self, job: ScheduledJob) -> None:
-        with translate_errors():
-            self._conn.execute(sa.insert(t), to_row(job))
-            if self._notify:
-                payload = job.run_at.isoformat()
-                self._conn.execute(sa.select(sa.func.pg_notify(NOTIFY_CHANNEL, payload)))
+        try:
+            with translate_errors():
+                self._conn.execute(sa.insert(t), to_row(job))
+                if self._notify:
+                    payload = job.run_at.isoformat()
+                    self._conn.execute(sa.select(sa.func.pg_notify(NOTIFY_CHANNEL, payload)))
+        except ClientRequestIdInUse as error:  # the driver's params do not always name the value
+            raise ClientRequestIdInUse(str(job.metadata.client_request_id)) from error.__cause__
 
     def get(self, job_id: str, *, for_update: bool = False) -> ScheduledJob | None:
         query = sa.select(t).where(t.c.id == job_id)
