@@ -118,6 +118,14 @@ def _update_statement(guard: Guard) -> sa.Update:
     return sa.update(t).where(*_guarded(guard, sa.bindparam)).values(values)
 
 
+def _once(ids: sa.Select[Any]) -> sa.Select[Any]:
+    """``ids`` (a limited ``SELECT ... FOR UPDATE SKIP LOCKED``) evaluated once, as a CTE: as a plain
+    ``IN (subquery)`` PostgreSQL may rescan it per outer row (nested-loop semi join) and, since rows
+    updated meanwhile are skipped, return more than ``LIMIT`` rows in all."""
+    chosen = ids.cte()
+    return sa.select(chosen.c.id)
+
+
 class _Transaction(JobTransaction):
     def __init__(self, conn: Connection) -> None:
         self._conn = conn
@@ -221,7 +229,7 @@ class SQLAlchemyJobStore(JobStore):
             .limit(limit)
             .with_for_update(skip_locked=True)
         )
-        where = [t.c.id.in_(due.scalar_subquery()), t.c.status == "pending"]
+        where = [t.c.id.in_(_once(due)), t.c.status == "pending"]
         return self._claim(where, now, worker_id, lease_until)
 
     def claim(
@@ -281,7 +289,7 @@ class SQLAlchemyJobStore(JobStore):
         )
         statement = (
             sa.update(t)
-            .where(t.c.id.in_(expired.scalar_subquery()), t.c.status == "active", t.c.claimed_until < now)
+            .where(t.c.id.in_(_once(expired)), t.c.status == "active", t.c.claimed_until < now)
             .values(status="pending", claimed_by=None, claimed_until=None, updated_at=now)
             .returning(*t.c)
         )
