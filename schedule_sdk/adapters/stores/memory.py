@@ -1,0 +1,211 @@
+"""``MemoryJobStore``: the job store in a dict, for tests and for reading the contract.
+
+It behaves like the SQL store in every way the ports promise: a write transaction holds the
+store's write lock from start to end (like SQLite's ``BEGIN IMMEDIATE``), buffers its writes and
+applies them on commit; an exception rolls them back. Readers never wait for a writer and see only
+committed rows. Rows are copied in and out (payloads through JSON, times as aware UTC), so a
+caller's later changes to its objects never leak into the store.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from ...domain.errors import ClientRequestIdInUse, StoreUnavailable
+from ...domain.jobs import JobQuery, ScheduledJob, encode_json
+from ...domain.status import JobStatus
+from ...ports import Guard, JobStore, JobTransaction
+from .sqlalchemy import _MUTABLE
+
+_TIMES = ("run_at", "scheduled_for", "ends_at", "last_fired_at", "claimed_until", "created_at", "updated_at")
+_PENDING, _ACTIVE = JobStatus.PENDING, JobStatus.ACTIVE
+
+
+def _copy(job: ScheduledJob) -> ScheduledJob:
+    """A detached copy of ``job`` as the SQL store would return it."""
+    changes: dict[str, Any] = {}
+    for name in _TIMES:
+        value = getattr(job, name)
+        if value is not None:
+            if value.tzinfo is None:
+                raise StoreUnavailable(f"the job store rejected a write: naive datetime in {name}")
+            changes[name] = value.astimezone(UTC)
+    if job.payload is not None:
+        changes["payload"] = json.loads(encode_json(job.payload))
+    return job.evolve(**changes)
+
+
+def _matches(row: ScheduledJob, guard: Guard) -> bool:
+    if row.status not in guard.statuses:
+        return False
+    if guard.claimed_by is None:
+        return True
+    return row.claimed_by == guard.claimed_by and row.occurrence == guard.occurrence
+
+
+class _Transaction(JobTransaction):
+    def __init__(self, store: MemoryJobStore) -> None:
+        self._store = store
+        self.changes: dict[str, ScheduledJob] = {}
+
+    def _current(self, job_id: str) -> ScheduledJob | None:
+        return self.changes.get(job_id) or self._store._committed(job_id)
+
+    def insert(self, job: ScheduledJob) -> None:
+        row = _copy(job)
+        if self._current(row.id) is not None:
+            raise StoreUnavailable(f"the job store rejected a write: duplicate id {row.id!r}")
+        request_id = row.metadata.client_request_id
+        if request_id is not None:
+            rows = {**self._store._snapshot(), **self.changes}
+            if any(r.metadata.client_request_id == request_id for r in rows.values()):
+                raise ClientRequestIdInUse(request_id)
+        self.changes[row.id] = row
+
+    def get(self, job_id: str, *, for_update: bool = False) -> ScheduledJob | None:
+        # Every write transaction holds the write lock, so every row is already locked for it.
+        return self._current(job_id)
+
+    def update(self, job: ScheduledJob, guard: Guard) -> bool:
+        row = self._current(job.id)
+        if row is None or not _matches(row, guard):
+            return False
+        new = _copy(job)
+        self.changes[job.id] = row.evolve(**{name: getattr(new, name) for name in _MUTABLE})
+        return True
+
+    def update_many(self, changes: Sequence[tuple[ScheduledJob, Guard]]) -> None:
+        for job, guard in changes:
+            self.update(job, guard)
+
+
+class MemoryJobStore(JobStore):
+    """A faithful in-memory :class:`~schedule_sdk.ports.JobStore` (one process, no persistence)."""
+
+    def __init__(self) -> None:
+        self._rows: dict[str, ScheduledJob] = {}
+        self._write_lock = threading.RLock()  # held by a write transaction from begin to commit
+        self._data_lock = threading.Lock()  # held briefly to read or publish committed rows
+
+    # -- internals ---------------------------------------------------------------------------
+
+    def _committed(self, job_id: str) -> ScheduledJob | None:
+        with self._data_lock:
+            return self._rows.get(job_id)
+
+    def _snapshot(self) -> dict[str, ScheduledJob]:
+        with self._data_lock:
+            return dict(self._rows)
+
+    def _select(self, keep: Callable[[ScheduledJob], bool]) -> list[ScheduledJob]:
+        """Committed rows satisfying ``keep``, in id order."""
+        return sorted((r for r in self._snapshot().values() if keep(r)), key=lambda r: r.id)
+
+    @contextlib.contextmanager
+    def _write(self) -> Iterator[_Transaction]:
+        with self._write_lock:
+            tx = _Transaction(self)
+            yield tx
+            with self._data_lock:
+                self._rows.update(tx.changes)
+
+    def _change(self, rows: Sequence[ScheduledJob], **values: Any) -> list[ScheduledJob]:
+        with self._write() as tx:
+            for row in rows:
+                tx.changes[row.id] = row.evolve(**values)
+        return [tx.changes[r.id] for r in rows]
+
+    # -- the port ----------------------------------------------------------------------------
+
+    def transaction(self) -> contextlib.AbstractContextManager[JobTransaction]:
+        return self._write()
+
+    def get(self, job_id: str) -> ScheduledJob | None:
+        return self._committed(job_id)
+
+    def list_jobs(self, query: JobQuery) -> list[ScheduledJob]:
+        def keep(row: ScheduledJob) -> bool:
+            meta = row.metadata
+            return (
+                (query.owner_id is None or meta.owner_id == query.owner_id)
+                and (query.tenant_id is None or meta.tenant_id == query.tenant_id)
+                and (query.topic is None or row.topic == query.topic)
+                and (not query.statuses or row.status in query.statuses)
+                and (query.after_id is None or row.id > query.after_id)
+            )
+
+        return self._select(keep)[: query.limit]
+
+    def claim_due(
+        self, now: datetime, limit: int, worker_id: str, lease_until: datetime
+    ) -> list[ScheduledJob]:
+        with self._write_lock:
+            due = self._select(lambda r: r.status is _PENDING and r.run_at <= now)
+            due = sorted(due, key=lambda r: r.run_at)[:limit]
+            claimed = self._claim(due, now, worker_id, lease_until)
+        return sorted(claimed, key=lambda j: (j.run_at, j.id))
+
+    def claim(
+        self, job_id: str, occurrence: int, attempt: int, now: datetime, worker_id: str, lease_until: datetime
+    ) -> ScheduledJob | None:
+        with self._write_lock:
+            row = self._committed(job_id)
+            if row is None or row.status is not _PENDING or row.run_at > now:
+                return None
+            if (row.occurrence, row.attempt) != (occurrence, attempt):
+                return None
+            return self._claim([row], now, worker_id, lease_until)[0]
+
+    def _claim(
+        self, rows: Sequence[ScheduledJob], now: datetime, worker_id: str, lease_until: datetime
+    ) -> list[ScheduledJob]:
+        return self._change(
+            rows,
+            status=_ACTIVE,
+            claimed_by=worker_id,
+            claimed_until=lease_until.astimezone(UTC),
+            updated_at=now.astimezone(UTC),
+        )
+
+    def _held(self, worker_id: str, job_ids: Sequence[str]) -> list[ScheduledJob]:
+        wanted = set(job_ids)
+        return self._select(lambda r: r.id in wanted and r.status is _ACTIVE and r.claimed_by == worker_id)
+
+    def extend_claims(self, worker_id: str, job_ids: Sequence[str], lease_until: datetime) -> None:
+        with self._write_lock:
+            self._change(self._held(worker_id, job_ids), claimed_until=lease_until.astimezone(UTC))
+
+    def release_claims(self, worker_id: str, job_ids: Sequence[str]) -> int:
+        with self._write_lock:
+            held = self._held(worker_id, job_ids)
+            return len(self._change(held, status=_PENDING, claimed_by=None, claimed_until=None))
+
+    def release_expired(self, now: datetime, limit: int) -> list[ScheduledJob]:
+        with self._write_lock:
+            expired = self._select(
+                lambda r: r.status is _ACTIVE and r.claimed_until is not None and r.claimed_until < now
+            )[:limit]
+            return self._change(
+                expired, status=_PENDING, claimed_by=None, claimed_until=None, updated_at=now.astimezone(UTC)
+            )
+
+    def next_due_at(self) -> datetime | None:
+        pending = [r.run_at for r in self._snapshot().values() if r.status is _PENDING]
+        return min(pending, default=None)
+
+    def scan_open(self, after_id: str | None, limit: int) -> list[ScheduledJob]:
+        return self._select(
+            lambda r: r.status in (_PENDING, _ACTIVE) and (after_id is None or r.id > after_id)
+        )[:limit]
+
+    def watch(self, on_change: Callable[[datetime | None], None]) -> Callable[[], None]:
+        """No other process can write to this store, so there is nothing to watch."""
+        return lambda: None
+
+    def close(self) -> None:
+        return None

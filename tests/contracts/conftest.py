@@ -1,0 +1,79 @@
+"""Fixtures for the port contract suites: one ``job_store`` per backend (memory, sqlite, postgres).
+
+SQL stores come with a ``reopen()`` that opens a second store (its own engine and connections)
+on the same database, standing in for another process. Every SQL store is checked on teardown:
+no connection may still be checked out of its pool.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from schedule_sdk.adapters.stores import schema
+from schedule_sdk.adapters.stores._engine import make_engine
+from schedule_sdk.adapters.stores.memory import MemoryJobStore
+from schedule_sdk.adapters.stores.sqlalchemy import SQLAlchemyJobStore
+from schedule_sdk.ports import JobStore
+
+STORES = [
+    pytest.param("memory", id="memory"),
+    pytest.param("sqlite", id="sqlite"),
+    pytest.param("postgres", id="postgres", marks=pytest.mark.postgres),
+]
+
+
+class StoreFactory:
+    """Opens stores on one database and checks them all when the test ends."""
+
+    def __init__(self, kind: str, url: str | None) -> None:
+        self.kind = kind
+        self.url = url
+        self._opened: list[SQLAlchemyJobStore] = []
+        self._memory: MemoryJobStore | None = None
+
+    def open(self) -> JobStore:
+        if self.url is None:
+            # One in-memory store per test: "another process" is the same object.
+            self._memory = self._memory or MemoryJobStore()
+            return self._memory
+        engine = make_engine(self.url, pool_size=5)
+        if not self._opened:
+            schema.upgrade(engine)
+        store = SQLAlchemyJobStore(engine)
+        self._opened.append(store)
+        return store
+
+    def close_all(self) -> None:
+        for store in self._opened:
+            checked_out = store.engine.pool.checkedout()  # type: ignore[attr-defined]
+            store.close()
+            assert checked_out == 0, f"{checked_out} connection(s) still checked out"
+
+
+def _url(kind: str, request: pytest.FixtureRequest, tmp_path: Path) -> str | None:
+    if kind == "sqlite":
+        return f"sqlite:///{tmp_path / 'jobs.db'}"
+    if kind == "postgres":
+        return str(request.getfixturevalue("postgres_databases").create("contracts"))
+    return None
+
+
+@pytest.fixture(params=STORES)
+def store_factory(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[StoreFactory]:
+    factory = StoreFactory(request.param, _url(request.param, request, tmp_path))
+    yield factory
+    factory.close_all()
+
+
+@pytest.fixture
+def job_store(store_factory: StoreFactory) -> JobStore:
+    return store_factory.open()
+
+
+@pytest.fixture
+def reopen(store_factory: StoreFactory) -> Callable[[], JobStore]:
+    """Another store on the same database (another process's view)."""
+    return store_factory.open
