@@ -52,7 +52,7 @@ def _lazy(module: str, attribute: str) -> Callable[..., Any]:
 
 
 def _engine(settings: Settings) -> Iterator[Engine]:
-    engine = make_engine(settings.database_url, pool_size=settings.pool_size)
+    engine = make_engine(settings.database_url, pool_size=settings.pool_size, pre_ping=settings.pool_pre_ping)
     if settings.auto_migrate:
         schema.upgrade(engine)
     yield engine

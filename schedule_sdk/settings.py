@@ -63,6 +63,9 @@ class Settings:
     rq_queue: str = field(default="schedule_sdk", metadata=_env("SCHEDULE_RQ_QUEUE"))
     #: Database connections per process (PostgreSQL).
     pool_size: int = field(default=10, metadata=_env("SCHEDULE_POOL_SIZE"))
+    #: Test each pooled connection before use (PostgreSQL): survives a database restart without a
+    #: failed call, at the cost of one more round trip per operation.
+    pool_pre_ping: bool = field(default=False, metadata=_env("SCHEDULE_POOL_PRE_PING"))
 
     def __post_init__(self) -> None:
         if self.substrate is None:

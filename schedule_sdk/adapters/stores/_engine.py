@@ -22,9 +22,14 @@ WRITE = "schedule_sdk_write"
 
 
 def make_engine(
-    url: str, *, pool_size: int = 10, busy_timeout_ms: int = 30_000, echo: bool = False
+    url: str, *, pool_size: int = 10, pre_ping: bool = False, busy_timeout_ms: int = 30_000, echo: bool = False
 ) -> Engine:
-    """A SQLAlchemy engine for ``url`` (``sqlite:///path`` or ``postgresql+psycopg://...``)."""
+    """A SQLAlchemy engine for ``url`` (``sqlite:///path`` or ``postgresql+psycopg://...``).
+
+    ``pre_ping`` tests each pooled PostgreSQL connection before use (one more round trip per
+    operation). Without it, the first operation after a database restart fails with
+    ``StoreUnavailable`` and the pool is renewed, so the next one succeeds.
+    """
     try:
         parsed = sa.make_url(url)
     except exc.ArgumentError as error:
@@ -35,7 +40,7 @@ def make_engine(
         parsed = parsed.set(drivername="postgresql+psycopg")
     try:
         return sa.create_engine(
-            parsed, pool_size=pool_size, max_overflow=pool_size, pool_pre_ping=True, echo=echo
+            parsed, pool_size=pool_size, max_overflow=pool_size, pool_pre_ping=pre_ping, echo=echo
         )
     except (exc.ArgumentError, exc.NoSuchModuleError, ImportError) as error:
         raise StoreUnavailable(f"cannot use database URL {parsed!r}: {error}") from error

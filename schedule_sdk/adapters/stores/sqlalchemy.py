@@ -129,7 +129,6 @@ def _once(ids: sa.Select[Any]) -> sa.Select[Any]:
 class _Transaction(JobTransaction):
     def __init__(self, conn: Connection) -> None:
         self._conn = conn
-        self._notify = conn.dialect.name == "postgresql"
 
     @property
     def connection(self) -> Connection:
@@ -140,10 +139,8 @@ class _Transaction(JobTransaction):
     def insert(self, job: ScheduledJob) -> None:
         try:
             with translate_errors():
+                # On PostgreSQL a trigger (migration 0001) notifies NOTIFY_CHANNEL on commit.
                 self._conn.execute(sa.insert(t), to_row(job))
-                if self._notify:
-                    payload = job.run_at.isoformat()
-                    self._conn.execute(sa.select(sa.func.pg_notify(NOTIFY_CHANNEL, payload)))
         except ClientRequestIdInUse as error:  # the driver's params do not always name the value
             raise ClientRequestIdInUse(str(job.metadata.client_request_id)) from error.__cause__
 

@@ -18,6 +18,25 @@ depends_on = None
 
 _PENDING = sa.text("status = 'pending'")
 
+# PostgreSQL: tell every poller (LISTEN schedule_sdk_jobs) when a job becomes pending, with its due
+# time as the payload, so a worker sleeping toward a later job wakes for an earlier one.
+_NOTIFY_FUNCTION = """
+CREATE OR REPLACE FUNCTION schedule_sdk_notify_pending() RETURNS trigger AS $$
+BEGIN
+    PERFORM pg_notify('schedule_sdk_jobs',
+                      to_char(NEW.run_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"+00:00"'));
+    RETURN NULL;
+END;
+$$ LANGUAGE plpgsql
+"""
+_NOTIFY_TRIGGERS = (
+    "CREATE TRIGGER schedule_jobs_notify_insert AFTER INSERT ON schedule_jobs "
+    "FOR EACH ROW WHEN (NEW.status = 'pending') EXECUTE FUNCTION schedule_sdk_notify_pending()",
+    "CREATE TRIGGER schedule_jobs_notify_pending AFTER UPDATE OF status ON schedule_jobs "
+    "FOR EACH ROW WHEN (NEW.status = 'pending' AND OLD.status <> 'pending') "
+    "EXECUTE FUNCTION schedule_sdk_notify_pending()",
+)
+
 
 def upgrade() -> None:
     op.create_table(
@@ -65,7 +84,13 @@ def upgrade() -> None:
     op.create_index("ix_schedule_jobs_owner", "schedule_jobs", ["owner_id", "id"])
     op.create_index("ix_schedule_jobs_tenant", "schedule_jobs", ["tenant_id", "id"])
     op.create_index("ix_schedule_jobs_topic", "schedule_jobs", ["topic", "id"])
+    if op.get_bind().dialect.name == "postgresql":
+        op.execute(_NOTIFY_FUNCTION)
+        for trigger in _NOTIFY_TRIGGERS:
+            op.execute(trigger)
 
 
 def downgrade() -> None:
     op.drop_table("schedule_jobs")
+    if op.get_bind().dialect.name == "postgresql":
+        op.execute("DROP FUNCTION IF EXISTS schedule_sdk_notify_pending()")

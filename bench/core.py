@@ -1,0 +1,175 @@
+"""Benchmarks of the core on the embedded ``sql`` substrate (issue 2's workloads). Prints figures.
+
+Run:  .venv/bin/python bench/core.py [--store sqlite|postgres|all] [--only W1,W2,W3,W4] [--runs N]
+
+W1  schedule_at: 20,000 one-shots due in an hour, one caller                  -> jobs/s
+W2  10,000 jobs due at the same instant, worker running                        -> drain fires/s, lateness p50/p99
+W3  6,000 jobs due at 200/s                                                    -> lateness p50/p99/max, early count
+W4  resident memory of a worker process with 100,000 pending jobs             -> RSS MB at 0 / 10k / 100k pending
+
+Lateness = listener start (fired_at) - due instant (scheduled_for). PostgreSQL uses a fresh
+database ``schedule_sdk_bench`` on 127.0.0.1:5432 (dropped and re-created per workload).
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import psycopg
+from dependency_injector import providers
+
+from schedule_sdk import (
+    SCHEDULE_ARRIVED_EVENT,
+    ListenerRegistry,
+    OneShotSpec,
+    ScheduleArrivedEvent,
+    ScheduleContainer,
+)
+
+PG_ADMIN = "postgresql://postgres@127.0.0.1:5432/test"
+PG_BENCH = "postgresql+psycopg://postgres@127.0.0.1:5432/schedule_sdk_bench"
+
+
+def fresh_url(store: str) -> str:
+    if store == "sqlite":
+        return f"sqlite:///{tempfile.mkdtemp(prefix='sdk-bench-')}/bench.db"
+    with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
+        conn.execute("DROP DATABASE IF EXISTS schedule_sdk_bench WITH (FORCE)")
+        conn.execute("CREATE DATABASE schedule_sdk_bench")
+    return PG_BENCH
+
+
+class Bench:
+    """A container with a recording listener."""
+
+    def __init__(self, store: str, **settings: object) -> None:
+        self.registry = ListenerRegistry()
+        self.container = ScheduleContainer()
+        self.container.config.from_dict({"database_url": fresh_url(store), **settings})
+        self.container.listeners.override(providers.Object(self.registry))
+        self.lateness: list[float] = []
+        self.done = threading.Event()
+        self.expected = 0
+        self._lock = threading.Lock()
+        self.registry.connect(SCHEDULE_ARRIVED_EVENT, self._on_event)
+        self.service = self.container.schedule_service()
+
+    def _on_event(self, event: ScheduleArrivedEvent) -> None:
+        late = (event.fired_at - event.scheduled_for).total_seconds() * 1000
+        with self._lock:
+            self.lateness.append(late)
+            if len(self.lateness) >= self.expected:
+                self.done.set()
+
+    def close(self) -> None:
+        self.container.worker().stop()
+        self.container.shutdown_resources()
+
+
+def spec(run_at: datetime) -> OneShotSpec:
+    return OneShotSpec(topic="bench.job", run_at=run_at, timezone="UTC", payload={"n": 1})
+
+
+def pct(values: list[float], p: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(p / 100 * (len(ordered) - 1))))]
+
+
+def w1(store: str) -> str:
+    bench = Bench(store)
+    run_at = datetime.now(UTC) + timedelta(hours=1)
+    bench.service.schedule_at(spec(run_at))  # warm up (schema, pool)
+    n = 20_000
+    started = time.perf_counter()
+    for _ in range(n):
+        bench.service.schedule_at(spec(run_at))
+    elapsed = time.perf_counter() - started
+    bench.close()
+    return f"W1 {store:8} schedule_at: {n / elapsed:,.0f} jobs/s ({n} in {elapsed:.2f} s)"
+
+
+def w2(store: str) -> str:
+    bench = Bench(store, worker_concurrency=8)
+    n = 10_000
+    bench.expected = n
+    due = datetime.now(UTC) + timedelta(seconds=60)
+    for _ in range(n):
+        bench.service.schedule_at(spec(due))
+    bench.container.worker().start()
+    wait = (due - datetime.now(UTC)).total_seconds()
+    time.sleep(max(0.0, wait))
+    bench.done.wait(300)
+    drain = max(bench.lateness) / 1000
+    late = bench.lateness
+    bench.close()
+    return (
+        f"W2 {store:8} burst of {n}: drained in {drain:.2f} s = {n / drain:,.0f} fires/s; "
+        f"lateness p50 {pct(late, 50):.0f} ms, p99 {pct(late, 99):.0f} ms"
+    )
+
+
+def w3(store: str) -> str:
+    bench = Bench(store)
+    n, rate = 6_000, 200
+    bench.expected = n
+    start = datetime.now(UTC) + timedelta(seconds=30 if store == "postgres" else 15)
+    for i in range(n):
+        bench.service.schedule_at(spec(start + timedelta(seconds=i / rate)))
+    bench.container.worker().start()
+    bench.done.wait((start - datetime.now(UTC)).total_seconds() + n / rate + 60)
+    late = bench.lateness
+    bench.close()
+    early = sum(1 for v in late if v < 0)
+    return (
+        f"W3 {store:8} {n} due at {rate}/s: lateness p50 {pct(late, 50):.2f} ms, p99 {pct(late, 99):.2f} ms, "
+        f"max {max(late):.2f} ms, early {early}"
+    )
+
+
+def rss_mb() -> float:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def w4(store: str) -> str:
+    bench = Bench(store)
+    bench.container.worker().start()
+    readings = [f"0: {rss_mb():.0f} MB"]
+    run_at = datetime.now(UTC) + timedelta(hours=1)
+    total = 0
+    for target in (10_000, 100_000):
+        while total < target:
+            bench.service.schedule_at(spec(run_at))
+            total += 1
+        time.sleep(2)  # let the poller cycle with this many pending
+        readings.append(f"{target:,}: {rss_mb():.0f} MB")
+    bench.close()
+    return f"W4 {store:8} worker process RSS with N pending: " + ", ".join(readings)
+
+
+WORKLOADS: dict[str, Callable[[str], str]] = {"W1": w1, "W2": w2, "W3": w3, "W4": w4}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--store", choices=["sqlite", "postgres", "all"], default="all")
+    parser.add_argument("--only", default="W1,W2,W3,W4")
+    parser.add_argument("--runs", type=int, default=1, help="repeat each workload; medians are the reader's job")
+    args = parser.parse_args()
+    stores = ["sqlite", "postgres"] if args.store == "all" else [args.store]
+    for name in args.only.split(","):
+        for store in stores:
+            for _ in range(args.runs):
+                print(WORKLOADS[name.strip()](store), flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,124 @@
+"""Shared fixtures: one ``backend`` per store × substrate combination, on the real services.
+
+Every behaviour test takes ``backend`` and runs once per combination. A combination that needs a
+service fails loudly when the service is down; nothing is skipped.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.harness import Harness
+from tests.support import services
+
+
+@dataclass
+class Backend:
+    """A store × substrate combination with fresh, isolated state for one test."""
+
+    id: str
+    store: str  # "sqlite" | "postgres"
+    substrate: str  # "sql" | "rq"
+    database_url: str
+    redis_url: str | None = None
+    harnesses: list[Harness] = field(default_factory=list)
+
+    def settings(self, **overrides: Any) -> dict[str, Any]:
+        values: dict[str, Any] = {
+            "database_url": self.database_url,
+            "substrate": self.substrate,
+            "redis_url": self.redis_url,
+            "poll_interval": 0.5,
+            "lease_seconds": 5.0,
+            "stop_timeout": 2.0,
+        }
+        if self.substrate == "rq":
+            values["rq_queue"] = f"sdk_test_{services.RUN_ID}_{len(self.harnesses)}"
+        values.update(overrides)
+        return values
+
+    def env(self, **overrides: Any) -> dict[str, str]:
+        """The same settings as environment variables, for subprocesses."""
+        env = dict(os.environ)
+        for key, value in self.settings(**overrides).items():
+            if value is not None:
+                env[f"SCHEDULE_{key.upper()}"] = str(value)
+        return env
+
+    def harness(self, **overrides: Any) -> Harness:
+        harness = Harness(self.settings(**overrides))
+        self.harnesses.append(harness)
+        return harness
+
+
+SUBSTRATES: list[str] = ["sql"]
+STORES: list[str] = ["sqlite", "postgres"]
+COMBINATIONS = [
+    pytest.param((store, substrate), id=f"{store}-{substrate}", marks=[getattr(pytest.mark, store)])
+    for substrate in SUBSTRATES
+    for store in STORES
+]
+
+
+@pytest.fixture(scope="session")
+def postgres_databases() -> Iterator[services.PostgresDatabases]:
+    services.require_postgres()
+    databases = services.PostgresDatabases()
+    databases.cleanup_stale()
+    yield databases
+    databases.drop_all()
+
+
+@pytest.fixture(scope="session")
+def redis_base_url() -> Iterator[str]:
+    services.require_redis()
+    dbs = services.RedisDbs()
+    url = dbs.allocate()
+    yield url
+    dbs.flush(url)
+    dbs.release()
+
+
+@pytest.fixture
+def database_url_factory(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> Callable[[str], str]:
+    def make(store: str) -> str:
+        if store == "sqlite":
+            return f"sqlite:///{tmp_path / 'jobs.db'}"
+        databases: services.PostgresDatabases = request.getfixturevalue("postgres_databases")
+        return databases.create("behaviour")
+
+    return make
+
+
+def _backend(request: pytest.FixtureRequest, factory: Callable[[str], str], store: str, substrate: str) -> Backend:
+    redis_url = None
+    if substrate == "rq":
+        redis_url = request.getfixturevalue("redis_base_url")
+        services.RedisDbs.flush(redis_url)
+    return Backend(f"{store}-{substrate}", store, substrate, factory(store), redis_url)
+
+
+@pytest.fixture(params=COMBINATIONS)
+def backend(request: pytest.FixtureRequest, database_url_factory: Callable[[str], str]) -> Iterator[Backend]:
+    store, substrate = request.param
+    backend = _backend(request, database_url_factory, store, substrate)
+    yield backend
+    for harness in backend.harnesses:
+        harness.close()
+
+
+@pytest.fixture(params=[pytest.param(s, id=f"postgres-{s}", marks=pytest.mark.postgres) for s in SUBSTRATES])
+def postgres_backend(request: pytest.FixtureRequest, database_url_factory: Callable[[str], str]) -> Iterator[Backend]:
+    """The PostgreSQL store on each substrate (for tests that stop the PostgreSQL server)."""
+    backend = _backend(request, database_url_factory, "postgres", request.param)
+    yield backend
+    for harness in backend.harnesses:
+        harness.close()

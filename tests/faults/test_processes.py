@@ -1,0 +1,124 @@
+"""Real processes, really killed: nothing due is lost, nothing cancelled fires, no occurrence is
+claimed twice by racing workers."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from schedule_sdk import JobStatus, OneShotSpec, StoreUnavailable
+from tests.support import control
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+class WorkerProcess:
+    def __init__(self, backend, events: Path, **overrides: object) -> None:
+        sleep = overrides.pop("listener_sleep", 0)
+        env = backend.env(**overrides)
+        env.update(SDK_TEST_EVENTS=str(events), SDK_TEST_SLEEP=str(sleep), PYTHONPATH=str(ROOT))
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "tests.procs.worker"],
+            env=env,
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        line = self.proc.stdout.readline() if self.proc.stdout else ""
+        assert line.strip() == "ready", self.proc.stderr.read() if self.proc.stderr else line
+
+    def kill(self) -> None:
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(timeout=10)
+
+    def terminate(self) -> int:
+        self.proc.send_signal(signal.SIGTERM)
+        return self.proc.wait(timeout=15)
+
+
+def fired(events: Path) -> Counter[str]:
+    if not events.exists():
+        return Counter()
+    return Counter(line.split()[0] for line in events.read_text().splitlines() if line.strip())
+
+
+def due(seconds: float) -> OneShotSpec:
+    return OneShotSpec(topic="faults.job", run_at=datetime.now(UTC) + timedelta(seconds=seconds), timezone="UTC")
+
+
+def wait_until(predicate, timeout: float = 30.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.05)
+    return predicate()
+
+
+@pytest.mark.slow
+def test_sigkill_mid_fire_loses_nothing_and_cancelled_jobs_never_fire(backend, tmp_path):
+    events = tmp_path / "events.log"
+    h = backend.harness(lease_seconds=1.5)
+    service = h.service
+    jobs = [service.schedule_at(due(0.5)).id for _ in range(20)]
+    cancelled = [service.schedule_at(due(0.6)).id for _ in range(3)]
+    for job_id in cancelled:
+        service.cancel(job_id)
+    victim = WorkerProcess(backend, events, lease_seconds=1.5, listener_sleep=2.0, worker_concurrency=4)
+    assert wait_until(lambda: any(h.job(j).status is JobStatus.ACTIVE for j in jobs), 10)
+    victim.kill()  # mid-fire: claims are held, listeners have not finished
+    assert sum(fired(events).values()) < len(jobs)
+    survivor = WorkerProcess(backend, events, lease_seconds=1.5)
+    try:
+        assert wait_until(lambda: all(h.job(j).status is JobStatus.COMPLETED for j in jobs), 30)
+    finally:
+        assert survivor.terminate() == 0
+    counts = fired(events)
+    assert all(counts[j] >= 1 for j in jobs), counts  # at least once, none lost
+    assert all(counts[j] == 0 for j in cancelled)
+    assert all(h.job(j).status is JobStatus.CANCELLED for j in cancelled)
+
+
+@pytest.mark.slow
+def test_two_racing_worker_processes_fire_each_occurrence_once(backend, tmp_path):
+    events = tmp_path / "events.log"
+    workers = [WorkerProcess(backend, events, worker_concurrency=4) for _ in range(2)]
+    h = backend.harness()
+    try:
+        jobs = [h.service.schedule_at(due(1.0 + (i % 20) * 0.02)).id for i in range(300)]
+        assert wait_until(lambda: sum(fired(events).values()) >= len(jobs), 60)
+        time.sleep(0.5)
+    finally:
+        codes = [w.terminate() for w in workers]
+    counts = fired(events)
+    assert codes == [0, 0]
+    assert sorted(counts) == sorted(jobs) and set(counts.values()) == {1}, counts.most_common(3)
+    pids = Counter(line.split()[3] for line in events.read_text().splitlines())
+    assert len(pids) == 2, pids  # both processes took part
+
+
+@pytest.mark.slow
+@pytest.mark.postgres
+def test_postgres_stopped_mid_run(postgres_backend):
+    h = postgres_backend.harness(poll_interval=0.2).start()
+    before = h.service.schedule_at(due(4.0))
+    control.stop_postgres()
+    try:
+        with pytest.raises(StoreUnavailable) as raised:
+            h.service.schedule_at(due(5.0))
+        assert raised.value.code == "SCHEDULE_STORE_UNAVAILABLE"
+        time.sleep(4.5)  # the job falls due while the database is down
+    finally:
+        control.start_postgres()
+    h.wait_events(before.id, 1, timeout=30)
+    assert h.wait_status(before.id, "completed").occurrence_count == 1
+    assert len(h.service.list(limit=100).items) == 1  # the refused call wrote nothing
