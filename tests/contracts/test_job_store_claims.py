@@ -19,7 +19,7 @@ ACTIVE, PENDING = JobStatus.ACTIVE, JobStatus.PENDING
 CLOSED = (JobStatus.COMPLETED, JobStatus.CANCELLED, JobStatus.FAILED)
 
 
-def held(by: str, until: datetime | None = None, **changes: object):  # type: ignore[no-untyped-def]
+def held(by: str, until: datetime | None = None, **changes: object):
     return job(status=ACTIVE, claimed_by=by, claimed_until=until or at(30), **changes)
 
 
