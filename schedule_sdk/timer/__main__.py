@@ -1,0 +1,9 @@
+"""``python -m schedule_sdk.timer``: run the timer service (same as ``schedule-sdk timer``)."""
+
+from __future__ import annotations
+
+import sys
+
+from .service_main import main
+
+sys.exit(main())

@@ -1,0 +1,78 @@
+"""In-process adapters: commands by direct call, events to in-process subscribers (blinker)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from ..domain.errors import BrokerUnavailable, InvalidTimerCommand, ScheduleValidationError
+from ..listeners import ListenerRegistry
+from .domain import DUE_TIME_REACHED, Envelope, ScheduleTimer, TimerOutcome
+from .ports import CommandSink, CommandSource, MessageBus
+
+logger = logging.getLogger(__name__)
+
+Subscriber = Callable[[Envelope], Any]
+
+
+class InProcessBus(MessageBus):
+    """Delivers each envelope to every subscriber, synchronously, on the firing thread.
+
+    A subscriber that raises fails the publish (after every subscriber ran), so the fire is
+    retried: subscribers get at-least-once delivery and must be idempotent.
+    """
+
+    def __init__(self) -> None:
+        self._registry = ListenerRegistry()  # blinker, strong references
+
+    def subscribe(self, subscriber: Subscriber) -> Callable[[], None]:
+        """Call ``subscriber(envelope)`` for every DueTimeReached; returns an unsubscribe function."""
+        self._registry.connect(DUE_TIME_REACHED, subscriber)
+        return lambda: self._registry.disconnect(DUE_TIME_REACHED, subscriber)
+
+    def publish(self, envelope: Envelope) -> None:
+        failures = 0
+        for subscriber in self._registry.listeners(envelope.type):
+            try:
+                subscriber(envelope)
+            except Exception:
+                logger.exception("DueTimeReached subscriber %r failed for %s", subscriber, envelope.id)
+                failures += 1
+        if failures:
+            raise BrokerUnavailable(f"{failures} DueTimeReached subscriber(s) failed")
+
+
+class InProcessCommandSource(CommandSource):
+    """Commands sent by direct call: :meth:`send` persists the command before it returns."""
+
+    def __init__(self) -> None:
+        self._sink: CommandSink | None = None
+
+    def start(self, sink: CommandSink) -> None:
+        self._sink = sink
+
+    def stop(self) -> None:
+        self._sink = None
+
+    def send(self, command: ScheduleTimer | str | bytes) -> TimerOutcome:
+        """Persist one command (a :class:`ScheduleTimer`, or its JSON).
+
+        :raises InvalidTimerCommand: malformed or refused; nothing was written.
+        :raises StoreUnavailable: nothing was written.
+        """
+        sink = self._sink
+        if sink is None:
+            raise RuntimeError("the timer is not started")
+        if not isinstance(command, ScheduleTimer):
+            raw = command
+            try:
+                command = ScheduleTimer.from_json(raw)
+            except InvalidTimerCommand as error:
+                sink.malformed(error, raw)
+                raise
+        (result,) = sink.handle_each([command])
+        if isinstance(result, ScheduleValidationError):
+            raise result
+        assert isinstance(result, TimerOutcome)
+        return result

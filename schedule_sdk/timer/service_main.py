@@ -1,0 +1,87 @@
+"""The ``timer-service`` process (ADR-0003's single deployment): command intake and firing in one
+process. Run it with ``schedule-sdk timer`` or ``python -m schedule_sdk.timer``.
+
+Settings come from the ``TIMER_*`` environment variables (see
+:class:`~schedule_sdk.timer.settings.TimerSettings`); the options below override them. SIGTERM or
+SIGINT stops it cleanly: intake stops, in-flight fires finish, exit status 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import threading
+from typing import Any
+
+from ..domain.errors import ScheduleError
+from .app import Timer
+from .domain import Envelope
+from .metrics import InMemoryMetrics, PrometheusMetrics
+from .ports import Metrics
+from .settings import TimerSettings
+
+logger = logging.getLogger(__name__)
+
+#: Test hook: exit abruptly (status 137, like SIGKILL) right after a publish, before marking Reached.
+CRASH_AFTER_PUBLISH = "TIMER_TEST_CRASH_AFTER_PUBLISH"
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="schedule-sdk timer", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--db-path", help="SQLite file or SQLAlchemy URL (TIMER_DB_PATH)")
+    parser.add_argument("--broker-url", help="nats://host:port, or 'inprocess' (TIMER_BROKER_URL)")
+    parser.add_argument(
+        "--metrics-port", type=int, help="serve Prometheus /metrics here (TIMER_METRICS_PORT)"
+    )
+    parser.add_argument("--log-level", default=os.environ.get("TIMER_LOG_LEVEL", "INFO"))
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    logging.basicConfig(
+        level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    try:
+        settings = TimerSettings.load(
+            {"db_path": args.db_path, "broker_url": args.broker_url, "metrics_port": args.metrics_port}
+        )
+        timer = Timer(settings, metrics=_metrics(settings))
+    except ScheduleError as error:
+        logger.error("cannot start the timer service: %s", error)
+        return 2
+    if os.environ.get(CRASH_AFTER_PUBLISH):
+        timer.service.after_publish = _crash
+    stop = threading.Event()
+    previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        timer.start()
+    except ScheduleError as error:
+        logger.error("cannot start the timer service: %s", error)
+        timer.close()
+        return 1
+    try:
+        logger.info("timer service ready (db %s)", settings.database_url)
+        stop.wait()
+        logger.info("stopping the timer service")
+    finally:
+        timer.close()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    return 0
+
+
+def _metrics(settings: TimerSettings) -> Metrics:
+    if not settings.metrics_port:
+        return InMemoryMetrics()
+    metrics = PrometheusMetrics()
+    metrics.serve(settings.metrics_port)
+    return metrics
+
+
+def _crash(envelope: Envelope, *_: Any) -> None:
+    logger.error("test hook: exiting after publishing %s, before marking it Reached", envelope.id)
+    logging.shutdown()
+    os._exit(137)
