@@ -1,0 +1,178 @@
+#!/usr/bin/env bash
+# Make sure PostgreSQL (127.0.0.1:5432), Redis (127.0.0.1:6379) and NATS JetStream (127.0.0.1:4222)
+# accept connections. A service that is down is started; its Debian package is installed first if it
+# is missing. Idempotent. Prints one line per service (already up / started / FAILED) and exits
+# non-zero if any service is unavailable: a missing service fails the run, it is never skipped.
+#
+# SERVICES_WAIT_SECONDS (default 30) bounds the wait for each service after starting it.
+set -euo pipefail
+
+WAIT_SECONDS="${SERVICES_WAIT_SECONDS:-30}"
+APT_UPDATED=0
+FAILURES=0
+PG_INSTALLED_NOW=0
+PG_NAME="PostgreSQL 127.0.0.1:5432"
+NATS_NAME="NATS 127.0.0.1:4222"
+DETAIL_LOG="$(mktemp "${TMPDIR:-/tmp}/ensure-services.XXXXXX")"
+trap 'rm -f "$DETAIL_LOG"' EXIT
+export DEBIAN_FRONTEND=noninteractive
+
+as_root() {
+    if [ "$(id -u)" -eq 0 ]; then
+        "$@"
+    else
+        sudo -n "$@"
+    fi
+}
+
+# --- readiness checks (no nc: pg_isready, redis-cli, bash /dev/tcp) ---------------------------
+
+pg_ready() { pg_isready -q -h 127.0.0.1 -p 5432 >/dev/null 2>&1; }
+
+redis_ready() { [ "$(timeout 3 redis-cli -h 127.0.0.1 -p 6379 ping 2>/dev/null)" = "PONG" ]; }
+
+# Reads the server's INFO line and closes the connection at once (a lingering client gets PINGed).
+nats_info() {
+    # shellcheck disable=SC2016 # $line belongs to the inner shell
+    timeout 3 bash -c 'exec 3<>/dev/tcp/127.0.0.1/4222 && IFS= read -r line <&3 && printf "%s\n" "$line"' \
+        2>/dev/null
+}
+nats_ready() { [[ "$(nats_info)" == INFO* ]]; }
+
+# --- install / start --------------------------------------------------------------------------
+
+apt_install() {
+    if [ "$APT_UPDATED" -eq 0 ]; then
+        as_root apt-get update -qq
+        APT_UPDATED=1
+    fi
+    as_root apt-get install -y -qq --no-install-recommends "$@"
+}
+
+pg_missing() { ! command -v pg_ctlcluster >/dev/null || [ -z "$(ls -A /etc/postgresql 2>/dev/null)" ]; }
+redis_missing() { ! command -v redis-server >/dev/null || ! command -v redis-cli >/dev/null; }
+nats_missing() { [ ! -x /usr/sbin/nats-server ]; }
+
+# shellcheck disable=SC2046 # the project's start command, verbatim
+pg_start() { as_root pg_ctlcluster --skip-systemctl-redirect $(ls /etc/postgresql) main start; }
+
+redis_start() {
+    as_root mkdir -p /var/lib/redis /var/log/redis
+    as_root redis-server --daemonize yes --bind 127.0.0.1 -::1 --port 6379 --save "" --appendonly no \
+        --dir /var/lib/redis --logfile /var/log/redis/ci.log
+}
+
+nats_start() {
+    as_root start-stop-daemon --start --oknodo --background --exec /usr/sbin/nats-server -- \
+        -a 127.0.0.1 -p 4222 -js -sd /var/lib/nats-server -l /var/log/nats-server.log
+}
+
+# wait_until CHECK: polls CHECK twice a second for at most WAIT_SECONDS.
+wait_until() {
+    local deadline=$((SECONDS + WAIT_SECONDS))
+    until "$1"; do
+        if [ "$SECONDS" -ge "$deadline" ]; then
+            return 1
+        fi
+        sleep 0.5
+    done
+}
+
+# The service's own log, for the last lines of a failed start (start-stop-daemon hides its output).
+# shellcheck disable=SC2012 # Debian's fixed log names
+pg_log() { ls -t /var/log/postgresql/postgresql-*-main.log 2>/dev/null | head -n 1 || true; }
+redis_log() { echo /var/log/redis/ci.log; }
+nats_log() { echo /var/log/nats-server.log; }
+
+fail() {
+    echo "$1: FAILED - $2"
+    if [ -s "$DETAIL_LOG" ]; then
+        sed 's/^/    /' "$DETAIL_LOG"
+    fi
+    FAILURES=$((FAILURES + 1))
+}
+
+# ensure NAME KEY PACKAGE: KEY selects the KEY_ready / KEY_missing / KEY_start functions.
+ensure() {
+    local name="$1" key="$2" package="$3" how="started"
+    : >"$DETAIL_LOG"
+    if "${key}_ready"; then
+        echo "$name: already up"
+        return 0
+    fi
+    if "${key}_missing"; then
+        if ! apt_install "$package" >>"$DETAIL_LOG" 2>&1; then
+            fail "$name" "Debian package $package is missing and could not be installed"
+            return 0
+        fi
+        how="started (installed $package)"
+        if [ "$key" = pg ]; then PG_INSTALLED_NOW=1; fi
+    fi
+    "${key}_start" >>"$DETAIL_LOG" 2>&1 || true # judged by readiness below, not by the exit code
+    if wait_until "${key}_ready"; then
+        echo "$name: $how"
+    else
+        local log
+        log="$("${key}_log")"
+        if [ -n "$log" ] && [ -r "$log" ]; then
+            { echo "last lines of $log:"; tail -n 5 "$log"; } >>"$DETAIL_LOG"
+        fi
+        fail "$name" "not accepting connections ${WAIT_SECONDS}s after the start command"
+    fi
+}
+
+# --- PostgreSQL: the tests connect as postgres over TCP, without a password, to database test ----
+
+pg_psql_tcp() { psql -h 127.0.0.1 -p 5432 -U postgres -w -X -Atq "$@"; }
+pg_psql_local() { as_root runuser -u postgres -- psql -X -Atq "$@"; }
+
+# A package installed just now has a fresh cluster: give 127.0.0.1 trust auth (as on every project
+# machine) and reload. Never touches the configuration of a cluster this script did not install.
+pg_trust_loopback() {
+    local hba
+    hba="$(pg_psql_local -c 'SHOW hba_file')"
+    as_root sed -i '1i host all all 127.0.0.1/32 trust\nhost all all ::1/128 trust' "$hba"
+    pg_psql_local -c 'SELECT pg_reload_conf()' >/dev/null
+    sleep 1
+}
+
+pg_ensure_test_database() {
+    if ! pg_psql_tcp -d postgres -c 'SELECT 1' >/dev/null 2>&1; then
+        if [ "$PG_INSTALLED_NOW" -eq 1 ]; then
+            pg_trust_loopback >>"$DETAIL_LOG" 2>&1 || true
+        fi
+        if ! pg_psql_tcp -d postgres -c 'SELECT 1' >/dev/null 2>>"$DETAIL_LOG"; then
+            fail "$PG_NAME" "user postgres cannot log in over 127.0.0.1 without a password (trust auth needed)"
+            return 0
+        fi
+    fi
+    if [ "$(pg_psql_tcp -d postgres -c "SELECT 1 FROM pg_database WHERE datname = 'test'")" != "1" ]; then
+        if pg_psql_tcp -d postgres -c 'CREATE DATABASE test' >>"$DETAIL_LOG" 2>&1; then
+            echo "$PG_NAME: created database test"
+        else
+            fail "$PG_NAME" "database test is missing and could not be created"
+        fi
+    fi
+}
+
+main() {
+    ensure "$PG_NAME" pg postgresql
+    if pg_ready; then
+        : >"$DETAIL_LOG"
+        pg_ensure_test_database
+    fi
+    ensure "Redis 127.0.0.1:6379" redis redis-server
+    ensure "$NATS_NAME" nats nats-server
+    if nats_ready && [[ "$(nats_info)" != *'"jetstream":true'* ]]; then
+        fail "$NATS_NAME" "the server runs without JetStream (start it with -js)"
+    fi
+    if [ "$FAILURES" -gt 0 ]; then
+        echo "ensure-services: $FAILURES problem(s); see the FAILED line(s) above" >&2
+        exit 1
+    fi
+}
+
+# Sourcing the file (for a test of one function) defines the functions without running main.
+if [[ "${BASH_SOURCE[0]}" == "$0" ]]; then
+    main "$@"
+fi

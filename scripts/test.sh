@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# THE test command (README set-up step 2; .ci/run calls it): create .venv if missing, install the
+# package with its dev extra, then lint, check formatting, type-check and run pytest, stopping at the
+# first failure. Extra arguments go to pytest, e.g. `bash scripts/test.sh -k store -x`.
+# Needs the services from scripts/ensure-services.sh; works with no stdin and with CI=true.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+export PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_INPUT=1
+
+step() { printf '\n==> %s\n' "$*"; }
+
+step "venv: .venv"
+if [ ! -x .venv/bin/python ] || ! .venv/bin/python -c 'import sys' 2>/dev/null; then
+    python3 -m venv .venv
+    echo "created .venv ($(.venv/bin/python --version))"
+else
+    echo "using .venv ($(.venv/bin/python --version))"
+fi
+
+step "install: pip install -e '.[dev]'"
+.venv/bin/pip install -q -e '.[dev]' </dev/null
+
+step "lint: ruff check schedule_sdk tests examples bench"
+.venv/bin/ruff check schedule_sdk tests examples bench
+
+step "format: ruff format --check schedule_sdk tests"
+.venv/bin/ruff format --check schedule_sdk tests
+
+step "types: mypy"
+.venv/bin/mypy
+
+step "tests: pytest $*"
+status=0
+.venv/bin/python -m pytest "$@" </dev/null || status=$?
+if [ "$status" -eq 5 ]; then
+    echo "ERROR: pytest collected no tests (exit 5); a run that tests nothing fails." >&2
+fi
+exit "$status"

@@ -1,0 +1,363 @@
+"""Per-run isolation on the real PostgreSQL, Redis and NATS JetStream services.
+
+Plain helpers, no pytest fixtures: ``tests/conftest.py`` wraps them. Each pytest process gets its own
+``RUN_ID`` and, from it, its own Postgres databases, Redis db number and NATS stream names, so runs on
+one machine cannot interfere. A service that is down raises ``RuntimeError``; tests never skip for it
+(DEVELOPERS.md). ``scripts/ensure-services.sh`` starts the services.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import os
+import re
+import secrets
+import socket
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from typing import Any
+from urllib.parse import urlsplit
+
+import nats
+import psycopg
+import redis
+from psycopg import sql
+from redis.backoff import NoBackoff
+from redis.retry import Retry
+
+PG_HOST, PG_PORT = "127.0.0.1", 5432
+REDIS_HOST, REDIS_PORT = "127.0.0.1", 6379
+NATS_HOST, NATS_PORT = "127.0.0.1", 4222
+PG_ADMIN_URL = f"postgresql://postgres@{PG_HOST}:{PG_PORT}/test"
+NATS_URL = f"nats://{NATS_HOST}:{NATS_PORT}"
+CONNECT_TIMEOUT = 3.0
+
+#: Unique id of this pytest process, e.g. ``"4711_a1b2c3"``.
+RUN_ID = f"{os.getpid()}_{secrets.token_hex(3)}"
+#: Unix time this process started; Postgres database names carry it so stale ones can be found.
+RUN_STARTED = int(time.time())
+
+_PG_NAME = re.compile(r"^sdk_(\d{10})_")
+_STREAM_NAME = re.compile(r"^[A-Za-z0-9_-]+$")
+_TEST_STREAM = re.compile(r"^T\d+_[0-9A-F]{6}")
+
+
+def _unreachable(what: str, host: str, port: int) -> str:
+    return f"{what} is not reachable on {host}:{port} — run scripts/ensure-services.sh"
+
+
+# --- availability checks: raise, never skip ------------------------------------------------------
+
+
+def require_postgres(url: str = PG_ADMIN_URL) -> None:
+    """Raise ``RuntimeError`` unless ``SELECT 1`` works on ``url``."""
+    try:
+        with psycopg.connect(url, connect_timeout=int(CONNECT_TIMEOUT)) as conn:
+            conn.execute("SELECT 1")
+    except psycopg.Error as exc:
+        parts = urlsplit(url)
+        host, port = parts.hostname or PG_HOST, parts.port or PG_PORT
+        raise RuntimeError(f"{_unreachable('PostgreSQL', host, port)} ({exc})") from exc
+
+
+def require_redis(host: str = REDIS_HOST, port: int = REDIS_PORT) -> None:
+    """Raise ``RuntimeError`` unless Redis answers ``PING``."""
+    client = redis.Redis(
+        host=host,
+        port=port,
+        socket_connect_timeout=CONNECT_TIMEOUT,
+        socket_timeout=CONNECT_TIMEOUT,
+        retry=Retry(NoBackoff(), 0),  # answer at once; redis-py retries with backoff by default
+    )
+    try:
+        client.ping()
+    except redis.RedisError as exc:
+        raise RuntimeError(f"{_unreachable('Redis', host, port)} ({exc})") from exc
+    finally:
+        client.close()
+
+
+def nats_server_info(host: str = NATS_HOST, port: int = NATS_PORT) -> dict[str, Any]:
+    """Return the JSON of the ``INFO`` line that a NATS server sends first on a new connection."""
+    with socket.create_connection((host, port), timeout=CONNECT_TIMEOUT) as sock, sock.makefile("rb") as f:
+        line = f.readline(64 * 1024)
+    if not line.startswith(b"INFO "):
+        raise OSError(f"expected a NATS INFO line, got {line[:80]!r}")
+    info: dict[str, Any] = json.loads(line[5:])
+    return info
+
+
+def require_nats(host: str = NATS_HOST, port: int = NATS_PORT) -> None:
+    """Raise ``RuntimeError`` unless a NATS server with JetStream enabled listens on ``host:port``."""
+    try:
+        info = nats_server_info(host, port)
+    except (OSError, ValueError) as exc:
+        raise RuntimeError(f"{_unreachable('NATS', host, port)} ({exc})") from exc
+    if info.get("jetstream") is not True:
+        raise RuntimeError(f"NATS on {host}:{port} runs without JetStream — start it with -js")
+
+
+# --- PostgreSQL: one database per test, optionally copied from a template --------------------------
+
+
+def postgres_url(database: str) -> str:
+    """SQLAlchemy URL of ``database`` on the test server."""
+    return f"postgresql+psycopg://postgres@{PG_HOST}:{PG_PORT}/{database}"
+
+
+class PostgresDatabases:
+    """Creates databases named ``sdk_<unixtime>_<RUN_ID>_<n>`` and drops them again.
+
+    ``create_template(setup)`` builds one template (schema, seed rows) per run; later ``create()``
+    calls copy it with ``CREATE DATABASE … TEMPLATE``, which is much faster than running migrations.
+    """
+
+    #: How long ``create_template`` waits for the setup callback's connections to close.
+    template_release_timeout = 5.0
+
+    def __init__(self, admin_url: str = PG_ADMIN_URL) -> None:
+        self._admin_url = admin_url
+        self._conn: psycopg.Connection[Any] | None = None
+        self._counter = itertools.count(1)
+        self._created: list[str] = []
+        self._template: str | None = None
+
+    @property
+    def prefix(self) -> str:
+        return f"sdk_{RUN_STARTED}_{RUN_ID}"
+
+    def _admin(self) -> psycopg.Connection[Any]:
+        if self._conn is None or self._conn.closed:
+            require_postgres(self._admin_url)
+            self._conn = psycopg.connect(self._admin_url, autocommit=True)
+        return self._conn
+
+    def _new_name(self, name_hint: str) -> str:
+        hint = re.sub(r"[^a-z0-9]+", "_", name_hint.lower()).strip("_")
+        name = f"{self.prefix}_{next(self._counter)}"
+        return f"{name}_{hint}"[:63].rstrip("_") if hint else name
+
+    def create(self, name_hint: str = "") -> str:
+        """Create an empty database (a copy of the template, if one was made); return its URL."""
+        name = self._new_name(name_hint)
+        stmt = sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name))
+        if self._template is not None:
+            stmt = sql.SQL("CREATE DATABASE {} TEMPLATE {}").format(
+                sql.Identifier(name), sql.Identifier(self._template)
+            )
+        try:
+            self._admin().execute(stmt)
+        except psycopg.errors.ObjectInUse as exc:
+            raise RuntimeError(f"template {self._template} has open connections: {exc}") from exc
+        self._created.append(name)
+        return postgres_url(name)
+
+    def create_template(self, setup: Callable[[str], None]) -> str:
+        """Build the template once: ``setup(url)`` fills it and must dispose its engine. Returns its URL.
+
+        Afterwards nobody can connect to the template (``ALLOW_CONNECTIONS false``), so every copy
+        starts from exactly what ``setup`` left.
+        """
+        if self._template is not None:
+            raise RuntimeError(f"template {self._template} already exists for this run")
+        name = f"{self.prefix}_tpl"
+        self._admin().execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+        self._template = name
+        setup(postgres_url(name))
+        self._wait_until_unused(name)
+        self._admin().execute(
+            sql.SQL("ALTER DATABASE {} WITH ALLOW_CONNECTIONS false").format(sql.Identifier(name))
+        )
+        return postgres_url(name)
+
+    def _wait_until_unused(self, name: str) -> None:
+        deadline = time.monotonic() + self.template_release_timeout
+        while (count := self._backends(name)) > 0:
+            if time.monotonic() > deadline:
+                raise RuntimeError(
+                    f"{count} connection(s) to template {name} still open after setup: "
+                    "dispose the engine in the setup callback"
+                )
+            time.sleep(0.05)
+
+    def _backends(self, name: str) -> int:
+        row = (
+            self._admin()
+            .execute("SELECT count(*) FROM pg_stat_activity WHERE datname = %s", (name,))
+            .fetchone()
+        )
+        return int(row[0]) if row else 0
+
+    def _drop(self, name: str) -> None:
+        conn = self._admin()
+        conn.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+            " WHERE datname = %s AND pid <> pg_backend_pid()",
+            (name,),
+        )
+        conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+
+    def drop(self, url: str) -> None:
+        """Drop one database this object created, given its URL (for a per-test teardown)."""
+        name = urlsplit(url).path.lstrip("/")
+        if name not in self._created:
+            raise ValueError(f"{name!r} was not created by this PostgresDatabases")
+        self._drop(name)
+        self._created.remove(name)
+
+    def drop_all(self) -> None:
+        """Drop every database this object created, the template included."""
+        for name in reversed(self._created):
+            self._drop(name)
+        self._created.clear()
+        if self._template is not None:
+            self._drop(self._template)
+            self._template = None
+
+    def cleanup_stale(self, max_age_hours: float = 6) -> list[str]:
+        """Drop ``sdk_<unixtime>_…`` databases older than ``max_age_hours`` (left by crashed runs)."""
+        cutoff = time.time() - max_age_hours * 3600
+        rows = self._admin().execute("SELECT datname FROM pg_database").fetchall()
+        stale = [
+            name for (name,) in rows if (m := _PG_NAME.match(name)) is not None and int(m.group(1)) < cutoff
+        ]
+        for name in stale:
+            self._drop(name)
+        return stale
+
+    def close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+    def __enter__(self) -> PostgresDatabases:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        try:
+            self.drop_all()
+        finally:
+            self.close()
+
+
+# --- Redis: one db number per run -------------------------------------------------------------------
+
+REDIS_LOCK_PREFIX = "schedule_sdk:test-lock:"
+REDIS_TEST_DBS = range(1, 16)  # db 0 holds the locks
+_RELEASE = "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end return 0"
+
+
+class RedisDbs:
+    """Claims one Redis db (1–15) for this run with ``SET schedule_sdk:test-lock:<db> RUN_ID NX EX``.
+
+    The lock lives in db 0 and expires after ``lock_seconds`` (so a crashed run frees its db);
+    ``refresh()`` extends it.
+    """
+
+    def __init__(self, host: str = REDIS_HOST, port: int = REDIS_PORT, lock_seconds: int = 3600) -> None:
+        self._host, self._port, self._lock_seconds = host, port, lock_seconds
+        self._locks = redis.Redis(
+            host=host, port=port, db=0, socket_connect_timeout=CONNECT_TIMEOUT, decode_responses=True
+        )
+        self.db: int | None = None
+
+    @property
+    def url(self) -> str:
+        if self.db is None:
+            raise RuntimeError("no Redis db allocated yet: call allocate()")
+        return f"redis://{self._host}:{self._port}/{self.db}"
+
+    def allocate(self) -> str:
+        """Claim a free db, empty it, and return its URL (the same one on later calls)."""
+        if self.db is not None:
+            return self.url
+        require_redis(self._host, self._port)
+        for db in REDIS_TEST_DBS:
+            if self._locks.set(f"{REDIS_LOCK_PREFIX}{db}", RUN_ID, nx=True, ex=self._lock_seconds):
+                self.db = db
+                self.flush(self.url)  # a crashed run may have left keys behind
+                return self.url
+        raise RuntimeError(
+            f"all Redis dbs {REDIS_TEST_DBS.start}-{REDIS_TEST_DBS.stop - 1} are claimed by other test runs "
+            f"(keys {REDIS_LOCK_PREFIX}* in db 0)"
+        )
+
+    @staticmethod
+    def flush(url: str) -> None:
+        """``FLUSHDB`` the db that ``url`` names (never ``FLUSHALL``: other runs use other dbs)."""
+        db = int(urlsplit(url).path.lstrip("/") or 0)
+        if db not in REDIS_TEST_DBS:
+            raise ValueError(f"refusing to flush {url}: test runs use dbs 1-15 (db 0 holds the locks)")
+        client = redis.Redis.from_url(url, socket_connect_timeout=CONNECT_TIMEOUT)
+        try:
+            client.flushdb()
+        finally:
+            client.close()
+
+    def refresh(self) -> None:
+        """Extend this run's lock by ``lock_seconds`` (for runs longer than that)."""
+        if self.db is not None:
+            self._locks.expire(f"{REDIS_LOCK_PREFIX}{self.db}", self._lock_seconds)
+
+    def release(self) -> None:
+        """Delete the lock if it is still ours; the db is then free for other runs."""
+        if self.db is not None:
+            self._locks.eval(_RELEASE, 1, f"{REDIS_LOCK_PREFIX}{self.db}", RUN_ID)
+            self.db = None
+
+    def close(self) -> None:
+        self.release()
+        self._locks.close()
+
+
+# --- NATS JetStream: stream names carry the run id -------------------------------------------------
+
+
+def nats_stream_prefix() -> str:
+    """Prefix for this run's JetStream stream names, e.g. ``"T4711_A1B2C3"``."""
+    return re.sub(r"[^A-Za-z0-9_-]", "_", f"T{RUN_ID.upper()}")
+
+
+def nats_subject_prefix() -> str:
+    """Prefix for this run's subjects (one token, no dots), e.g. ``"t4711_a1b2c3"``."""
+    return nats_stream_prefix().lower()
+
+
+def is_valid_stream_name(name: str) -> bool:
+    return bool(_STREAM_NAME.match(name))
+
+
+async def _delete_streams(url: str, wanted: Callable[[str, datetime | None], bool]) -> list[str]:
+    nc = await nats.connect(url, connect_timeout=int(CONNECT_TIMEOUT), allow_reconnect=False)
+    try:
+        jsm = nc.jsm()
+        names: list[str] = []
+        offset = 0
+        while page := await jsm.streams_info(offset):  # pages of up to 256 streams
+            offset += len(page)
+            names += [i.config.name for i in page if i.config.name and wanted(i.config.name, i.created)]
+        for name in names:
+            await jsm.delete_stream(name)
+        return names
+    finally:
+        await nc.close()
+
+
+def delete_nats_streams(prefix: str, url: str = NATS_URL) -> list[str]:
+    """Delete the JetStream streams whose names start with ``prefix``; return their names."""
+    if not prefix:
+        raise ValueError("an empty prefix would delete every stream on the server")
+    return asyncio.run(_delete_streams(url, lambda name, _created: name.startswith(prefix)))
+
+
+def cleanup_stale_nats_streams(max_age_hours: float = 6, url: str = NATS_URL) -> list[str]:
+    """Delete test streams (``T<pid>_<HEX>…``) created more than ``max_age_hours`` ago by crashed runs."""
+    cutoff = datetime.now(UTC) - timedelta(hours=max_age_hours)
+
+    def stale(name: str, created: datetime | None) -> bool:
+        return bool(_TEST_STREAM.match(name)) and created is not None and created < cutoff
+
+    return asyncio.run(_delete_streams(url, stale))
