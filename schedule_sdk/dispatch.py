@@ -48,6 +48,9 @@ class FireDispatcher:
         self._stopping = False
         #: Called (from a recorder thread) whenever capacity frees up.
         self.on_capacity: Callable[[], None] = lambda: None
+        #: Called with the jobs ``stop`` returned to pending, so a substrate whose queue entry was
+        #: consumed (``rq``) can hand them over again.
+        self.on_release: Callable[[list[ScheduledJob]], None] = lambda jobs: None
 
     # -- pool --------------------------------------------------------------------------------
 
@@ -171,9 +174,12 @@ class FireDispatcher:
     def _release(self, job_ids: list[str]) -> None:
         if not job_ids:
             return
+        with self._changed:
+            jobs = [self._held[j] for j in job_ids if j in self._held]
         try:
             released = self._store.release_claims(self.worker_id, job_ids)
             logger.info("released %d unfinished fires for other workers", released)
+            self.on_release(jobs)
         except ScheduleError as error:
             logger.warning(
                 "could not release %d claims (%s); they fire again when the lease ends", len(job_ids), error
