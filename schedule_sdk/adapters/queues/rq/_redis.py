@@ -1,0 +1,137 @@
+"""Redis plumbing shared by the ``rq`` substrate: key names, connections, error translation, scripts.
+
+Per RQ queue ``q`` the SDK keeps, next to RQ's own keys:
+
+- ``schedule_sdk:{q}:staged``   ZSET occurrence key -> ms when staged (written inside the SQL
+  transaction; an entry here is not released until the transaction committed);
+- ``schedule_sdk:{q}:delay``    ZSET occurrence key -> due instant in epoch ms (exact float);
+- ``schedule_sdk:{q}:released`` ZSET occurrence key -> ms when the pump handed it to RQ;
+- ``schedule_sdk:{q}:next``     the pump's planned wake-up (ms), so a commit only publishes a
+  wake-up on ``schedule_sdk:{q}:wake`` when it adds an earlier entry;
+- ``schedule_sdk:{q}:pump``     the pump leadership lock (SET NX PX, renewed).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import redis
+from redis.exceptions import RedisError
+
+from ....domain.errors import QueueUnavailable
+
+#: The only callable the SDK ever enqueues (by dotted path; arguments are plain strings).
+FIRE_FUNCTION = "schedule_sdk.adapters.queues.rq.fire.fire"
+
+
+@dataclass(frozen=True, slots=True)
+class Keys:
+    queue: str
+
+    def _key(self, name: str) -> str:
+        return f"schedule_sdk:{{{self.queue}}}:{name}"
+
+    @property
+    def staged(self) -> str:
+        return self._key("staged")
+
+    @property
+    def delay(self) -> str:
+        return self._key("delay")
+
+    @property
+    def released(self) -> str:
+        return self._key("released")
+
+    @property
+    def next(self) -> str:
+        return self._key("next")
+
+    @property
+    def wake(self) -> str:
+        return self._key("wake")
+
+    @property
+    def pump(self) -> str:
+        return self._key("pump")
+
+
+def connect(url: str, *, timeout: float = 5.0) -> redis.Redis:
+    """A client with bounded connect/socket timeouts (a dead server fails fast, never hangs)."""
+    return redis.Redis.from_url(
+        url,
+        socket_connect_timeout=timeout,
+        socket_timeout=timeout,
+        health_check_interval=30,
+    )
+
+
+@contextlib.contextmanager
+def unavailable_as(message: str) -> Iterator[None]:
+    """Translate any Redis failure into :class:`QueueUnavailable` (the driver error is the cause)."""
+    try:
+        yield
+    except RedisError as error:
+        raise QueueUnavailable(f"{message}: {error}") from error
+
+
+# Move committed entries from staged to the delay index; publish a wake-up only when an entry is
+# earlier than the pump's planned wake-up. KEYS: staged, delay, next, wake. ARGV: key, ms, key, ms...
+ACTIVATE = """
+local earliest = nil
+for i = 1, #ARGV, 2 do
+  redis.call('ZADD', KEYS[2], ARGV[i + 1], ARGV[i])
+  redis.call('ZREM', KEYS[1], ARGV[i])
+  local score = tonumber(ARGV[i + 1])
+  if earliest == nil or score < earliest then earliest = score end
+end
+if earliest ~= nil then
+  local planned = redis.call('GET', KEYS[3])
+  if (not planned) or earliest < tonumber(planned) then
+    redis.call('SET', KEYS[3], tostring(earliest))
+    redis.call('PUBLISH', KEYS[4], tostring(earliest))
+  end
+end
+return 0
+"""
+
+# The pump's plan: the earliest due score (or nil), recorded as the planned wake-up atomically
+# with reading it, so no commit can slip between the read and the record. KEYS: delay, next.
+PLAN = """
+local first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
+if #first == 0 then redis.call('DEL', KEYS[2]) return false end
+redis.call('SET', KEYS[2], first[2])
+return first[2]
+"""
+
+# Renew the lock only if we still hold it. KEYS: lock. ARGV: token, ttl ms.
+RENEW = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  return redis.call('PEXPIRE', KEYS[1], ARGV[2])
+end
+return 0
+"""
+
+# Release the lock only if we still hold it. KEYS: lock. ARGV: token.
+UNLOCK = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0
+"""
+
+
+def parse_key(key: Any) -> tuple[str, int, int] | None:
+    """``<job id>_<occurrence>_<attempt>`` -> its parts, or None for anything else."""
+    if isinstance(key, bytes):
+        key = key.decode()
+    if not isinstance(key, str) or len(key) > 100:
+        return None
+    parts = key.rsplit("_", 2)
+    if len(parts) != 3 or not parts[1].isdigit() or not parts[2].isdigit():
+        return None
+    job_id = parts[0]
+    if not job_id or not all(c.isalnum() or c == "-" for c in job_id):
+        return None
+    return job_id, int(parts[1]), int(parts[2])

@@ -1,0 +1,193 @@
+"""The RQ job function, :func:`fire`: the only callable the ``rq`` substrate ever enqueues.
+
+Its arguments are plain strings (the queue name and occurrence keys). For each key it claims the
+row (``JobStore.claim``: only a pending row at exactly this occurrence and attempt, already due,
+can be claimed), so a stale, duplicated or early entry never fires a cancelled or finished job
+and never fires early. Claimed jobs are fired:
+
+- inside a ``schedule-sdk`` worker, the in-process consumer (``worker.WorkerThread``) calls
+  ``DispatchRuntime.fire`` directly: claimed jobs go to the worker's ``FireDispatcher``
+  (listener pool, batched recording, lease renewal);
+- inside a stock ``rq worker`` process, synchronously, by a runtime built once per process from
+  the ``SCHEDULE_*`` environment (listener modules from ``SCHEDULE_LISTENER_MODULES``).
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import threading
+import time
+from abc import ABC, abstractmethod
+from concurrent.futures import ThreadPoolExecutor
+from datetime import timedelta
+from typing import Any
+
+from ....dispatch import FireDispatcher
+from ....domain.jobs import ScheduledJob
+from ....domain.status import JobStatus
+from ....firing import Firing
+from ....ports import Clock, JobStore
+from ._redis import parse_key
+from .queue import RQExecutionQueue
+
+logger = logging.getLogger(__name__)
+
+_default: FireRuntime | None = None
+_default_lock = threading.Lock()
+
+
+def fire(queue_name: str, members: list[str]) -> None:
+    """Fire the released occurrences ``members`` of RQ queue ``queue_name``."""
+    runtime = default_runtime()
+    if runtime.queue.queue_name != queue_name:
+        raise ValueError(f"this worker serves queue {runtime.queue.queue_name!r}, not {queue_name!r}")
+    runtime.fire([str(m) for m in members])
+
+
+class FireRuntime(ABC):
+    """Claims released occurrences and fires them."""
+
+    def __init__(
+        self, *, store: JobStore, queue: RQExecutionQueue, clock: Clock, worker_id: str, lease_seconds: float
+    ) -> None:
+        self.store = store
+        self.queue = queue
+        self.clock = clock
+        self.worker_id = worker_id
+        self.lease = timedelta(seconds=lease_seconds)
+
+    @abstractmethod
+    def fire(self, members: list[str]) -> None: ...
+
+    def claim(self, members: list[str]) -> list[ScheduledJob]:
+        """Claim the rows of ``members``; re-enqueue those that are still pending at the same
+        occurrence and attempt but could not be claimed (released before their due instant on this
+        worker's clock, or racing a commit); drop the released marks."""
+        now = self.clock.now()
+        claimed: list[ScheduledJob] = []
+        unclaimed: list[tuple[str, str, int, int]] = []
+        for member in members:
+            parts = parse_key(member)
+            if parts is None:
+                logger.error("ignoring a malformed occurrence key %r", member[:100])
+                continue
+            job = self.store.claim(*parts, now, self.worker_id, now + self.lease)
+            if job is None:
+                unclaimed.append((member, *parts))
+            else:
+                claimed.append(job)
+        if unclaimed:
+            self._retry_unclaimed(unclaimed)
+        return claimed
+
+    def _retry_unclaimed(self, unclaimed: list[tuple[str, str, int, int]]) -> None:
+        again: list[tuple[str, float]] = []
+        for member, job_id, occurrence, attempt in unclaimed:
+            row = self.store.get(job_id)
+            if (
+                row is not None
+                and row.status is JobStatus.PENDING
+                and (row.occurrence, row.attempt) == (occurrence, attempt)
+            ):
+                again.append((member, row.run_at.timestamp() * 1000.0))
+        if again:
+            logger.info("%d released entries were not claimable yet; re-enqueued at due time", len(again))
+            self.queue.activate(again)
+
+    def drop_marks(self, members: list[str]) -> None:
+        try:
+            self.queue.done(members)
+        except Exception as error:  # stale marks only make the reconciler look at pending rows
+            logger.warning("could not clear %d released marks: %s", len(members), error)
+
+
+class DispatchRuntime(FireRuntime):
+    """In a ``schedule-sdk`` worker: a small pool claims the released rows (so the RQ worker
+    thread only hands keys over) and passes the claimed jobs to the worker's ``FireDispatcher``."""
+
+    def __init__(self, *, dispatcher: FireDispatcher, claimers: int = 4, **kwargs: Any) -> None:
+        super().__init__(worker_id=dispatcher.worker_id, **kwargs)
+        self.dispatcher = dispatcher
+        self.stopping = threading.Event()
+        self._claimers = claimers
+        self._pool: ThreadPoolExecutor | None = None
+
+    def start(self) -> None:
+        self.stopping.clear()
+        self._pool = ThreadPoolExecutor(self._claimers, thread_name_prefix="schedule-sdk-rq-claim")
+
+    def stop(self) -> None:
+        self.stopping.set()
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+            self._pool = None
+
+    def fire(self, members: list[str]) -> None:
+        while self.dispatcher.capacity() <= 0:  # back-pressure: wait for a free slot
+            if self.stopping.is_set():
+                break
+            time.sleep(0.005)
+        pool = self._pool
+        if pool is None or self.stopping.is_set():
+            self.queue.restore(members)  # another worker takes them
+            return
+        pool.submit(self._take, members)
+
+    def _take(self, members: list[str]) -> None:
+        try:
+            claimed = self.claim(members)
+        except Exception as error:  # e.g. the store is down: hand them back for a later try
+            logger.warning("could not claim %d released fires (%s); re-enqueued", len(members), error)
+            time.sleep(0.5)
+            self._restore(members)
+            return
+        if claimed:
+            self.dispatcher.submit(claimed)
+        self.drop_marks(members)
+
+    def _restore(self, members: list[str]) -> None:
+        try:
+            self.queue.restore(members)
+        except Exception as error:
+            logger.warning("could not re-enqueue %d fires (%s); reconciler heals", len(members), error)
+
+
+class SyncRuntime(FireRuntime):
+    """In a stock ``rq worker`` process: fire the batch here and record it in one transaction."""
+
+    def __init__(self, *, firing: Firing, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.firing = firing
+
+    def fire(self, members: list[str]) -> None:
+        claimed = self.claim(members)
+        self.drop_marks(members)
+        if claimed:
+            self.firing.record([self.firing.run(job) for job in claimed])
+
+
+def default_runtime() -> FireRuntime:
+    """The runtime of a process that runs no ``schedule-sdk`` worker (a stock ``rq worker``),
+    built once from the ``SCHEDULE_*`` environment."""
+    global _default
+    with _default_lock:
+        if _default is None:
+            from ....container import ScheduleContainer
+
+            container = ScheduleContainer()
+            settings = container.settings()
+            for module in settings.listener_modules:
+                importlib.import_module(module)
+            queue = container.queue()
+            if not isinstance(queue, RQExecutionQueue):
+                raise RuntimeError("the rq fire function needs SCHEDULE_REDIS_URL (the rq substrate)")
+            _default = SyncRuntime(
+                firing=container.firing(),
+                store=container.store(),
+                queue=queue,
+                clock=container.clock(),
+                worker_id=settings.worker_id,
+                lease_seconds=settings.lease_seconds,
+            )
+        return _default

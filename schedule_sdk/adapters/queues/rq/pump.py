@@ -1,0 +1,151 @@
+"""``DuePump``: the SDK's own due-time loop for the ``rq`` substrate (RQ's scheduler is too coarse).
+
+Every ``schedule-sdk`` worker runs one; exactly one of them is active, the holder of a Redis lock
+(``SET NX PX``, renewed every ``renew_every`` seconds, ``lock_ttl`` seconds to live, released on
+a clean stop). When the holder dies, another pump takes over within ``lock_ttl + retry_every``.
+
+The active pump sleeps until the earliest due score, woken early by a pub/sub message when a
+commit adds an earlier entry; it then releases every entry whose score is at or before now, in
+batches, and plans again. It never releases early: scores are exact milliseconds compared with
+the clock. A Redis failure is retried with backoff; leadership is re-taken (with the same token
+if the lock survived) once Redis answers again.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import uuid
+from typing import Any
+
+from redis.exceptions import RedisError
+
+from ....domain.errors import ScheduleError
+from . import _redis
+from .queue import RQExecutionQueue
+
+logger = logging.getLogger(__name__)
+
+
+class DuePump:
+    def __init__(
+        self,
+        queue: RQExecutionQueue,
+        *,
+        lock_ttl: float = 3.0,
+        renew_every: float = 1.0,
+        retry_every: float = 0.5,
+        batch: int = 1000,
+    ) -> None:
+        self.queue = queue
+        self.lock_ttl = lock_ttl
+        self.renew_every = renew_every
+        self.retry_every = retry_every
+        self.batch = batch
+        self.token = uuid.uuid4().hex
+        self.leading = False
+        self.released = 0  #: entries this pump released (for tests and metrics)
+        self._renewed = 0.0
+        self._renew = queue.connection.register_script(_redis.RENEW)
+        self._unlock = queue.connection.register_script(_redis.UNLOCK)
+        self._pubsub: Any = None
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._run, name="schedule-sdk-rq-pump", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        try:  # wake a sleeping pump at once
+            self.queue.connection.publish(self.queue.keys.wake, "stop")
+        except RedisError:
+            pass
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+            self._thread = None
+        self._close_pubsub()
+        if self.leading:
+            try:
+                self._unlock(keys=[self.queue.keys.pump], args=[self.token])
+            except RedisError as error:
+                logger.warning("could not release the pump lock (%s); it expires by itself", error)
+            self.leading = False
+
+    # -- loop ------------------------------------------------------------------------------------
+
+    def _run(self) -> None:
+        backoff = 0.05
+        while not self._stop.is_set():
+            try:
+                if not self._lead():
+                    self._stop.wait(self.retry_every)
+                    continue
+                timeout = self._cycle()
+                backoff = 0.05
+            except (RedisError, ScheduleError) as error:
+                logger.warning("pump: %s; retrying in %.2fs", error, backoff)
+                self.leading = False
+                self._close_pubsub()
+                self._stop.wait(backoff)
+                backoff = min(backoff * 2, 2.0)
+                continue
+            self._sleep(timeout)
+
+    def _lead(self) -> bool:
+        """Take or keep the leadership; True while this pump holds the lock."""
+        now = time.monotonic()
+        if self.leading and now - self._renewed < self.renew_every:
+            return True
+        ttl_ms = int(self.lock_ttl * 1000)
+        connection = self.queue.connection
+        held = bool(self._renew(keys=[self.queue.keys.pump], args=[self.token, ttl_ms])) or bool(
+            connection.set(self.queue.keys.pump, self.token, nx=True, px=ttl_ms)
+        )
+        if held and not self.leading:
+            logger.info("pump %s is now active for queue %s", self.token[:8], self.queue.queue_name)
+            self._pubsub = connection.pubsub(ignore_subscribe_messages=True)  # type: ignore[no-untyped-call]
+            self._pubsub.subscribe(self.queue.keys.wake)
+        elif not held and self.leading:
+            logger.warning("pump %s lost its lock", self.token[:8])
+            self._close_pubsub()
+        self.leading = held
+        self._renewed = now
+        return held
+
+    def _cycle(self) -> float:
+        """Release what is due; return how long to sleep (0: go again at once)."""
+        released = self.queue.release_due(time.time() * 1000.0, self.batch)
+        self.released += len(released)
+        if len(released) == self.batch:
+            return 0.0
+        earliest = self.queue.plan()
+        if earliest is None:
+            return self.renew_every
+        return max(0.0, min((earliest - time.time() * 1000.0) / 1000.0, self.renew_every))
+
+    def _sleep(self, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while not self._stop.is_set():
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or self._pubsub is None:
+                return
+            try:
+                if self._pubsub.get_message(timeout=remaining) is not None:
+                    return  # an earlier entry was committed (or stop): plan again
+            except RedisError as error:
+                logger.warning("pump: lost the wake-up channel (%s)", error)
+                self._close_pubsub()
+                self.leading = False
+                return
+
+    def _close_pubsub(self) -> None:
+        pubsub, self._pubsub = self._pubsub, None
+        if pubsub is not None:
+            try:
+                pubsub.close()
+            except Exception:
+                pass

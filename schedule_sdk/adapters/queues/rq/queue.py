@@ -1,0 +1,200 @@
+"""``RQExecutionQueue``: the ``rq`` substrate's delay index in Redis, in the seed's write order.
+
+``enqueue`` (inside the SQL transaction) stages each occurrence in one atomic ``MULTI``; a Redis
+error raises :class:`QueueUnavailable` so the row rolls back. ``committed`` (after the commit)
+moves the staged entries into the delay index (exact millisecond scores) and wakes the pump if
+an entry is earlier than its plan. ``withdraw`` (the compensating removal, and cancel) deletes
+every trace. An entry is released to RQ only after its transaction committed, so a worker never
+looks for a row that is not visible yet.
+
+The pump side (``release_due``) pops due entries and pushes RQ jobs for them in the same
+``MULTI``: the only callable is the SDK's fire function, the arguments are the queue name and
+occurrence keys (plain strings), the serializer is JSON, and a one-occurrence RQ job's id is the
+occurrence key itself (a double release overwrites, never duplicates).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import threading
+import time
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from rq import Queue
+from rq.serializers import JSONSerializer
+
+from ....domain.errors import ScheduleError
+from ....ports import ExecutionQueue, Occurrence
+from . import _redis
+from ._redis import Keys, unavailable_as
+
+if TYPE_CHECKING:
+    import redis
+
+    from ....settings import Settings
+
+logger = logging.getLogger(__name__)
+
+SCRIPT_CHUNK = 500  # occurrences per Lua call (keeps ARGV small)
+
+
+def _now_ms() -> float:
+    return time.time() * 1000.0
+
+
+def _ms(occurrence: Occurrence) -> float:
+    return occurrence.due_at.timestamp() * 1000.0
+
+
+class RQExecutionQueue(ExecutionQueue):
+    """The delay index and release path of the ``rq`` substrate (thread-safe)."""
+
+    name = "rq"
+
+    def __init__(
+        self,
+        *,
+        redis_url: str,
+        queue_name: str = "schedule_sdk",
+        batch_size: int = 100,
+        stale_after: float = 60.0,
+        job_timeout: int = 180,
+    ) -> None:
+        self.redis_url = redis_url
+        self.queue_name = queue_name
+        self.keys = Keys(queue_name)
+        self.batch_size = batch_size
+        #: A staged or released entry older than this many seconds counts as missing (its process
+        #: died between two steps); the reconciler then re-enqueues it from the row.
+        self.stale_after = stale_after
+        self.job_timeout = job_timeout
+        self.connection: redis.Redis = _redis.connect(redis_url)
+        self.rq_queue = Queue(queue_name, connection=self.connection, serializer=JSONSerializer)
+        self._activate = self.connection.register_script(_redis.ACTIVATE)
+        self._plan = self.connection.register_script(_redis.PLAN)
+        self._release_lock = threading.Lock()
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> RQExecutionQueue:
+        assert settings.redis_url is not None
+        return cls(
+            redis_url=settings.redis_url,
+            queue_name=settings.rq_queue,
+            stale_after=max(60.0, 2 * settings.lease_seconds),
+        )
+
+    # -- the ExecutionQueue port ----------------------------------------------------------------
+
+    def enqueue(self, occurrences: Sequence[Occurrence]) -> None:
+        if not occurrences:
+            return
+        staged_at = _now_ms()
+        with unavailable_as("could not enqueue in Redis"):
+            self.connection.zadd(self.keys.staged, {o.key: staged_at for o in occurrences})
+
+    def committed(self, occurrences: Sequence[Occurrence]) -> None:
+        try:
+            self.activate([(o.key, _ms(o)) for o in occurrences])
+        except ScheduleError as error:  # the row is committed: the reconciler heals the entry
+            logger.warning("could not activate %d entries (%s); reconciler heals", len(occurrences), error)
+
+    def withdraw(self, occurrences: Sequence[Occurrence]) -> None:
+        self.forget([o.key for o in occurrences])
+
+    def missing(self, occurrences: Sequence[Occurrence]) -> list[Occurrence]:
+        if not occurrences:
+            return []
+        members = [o.key for o in occurrences]
+        with unavailable_as("could not read the delay index"):
+            pipe = self.connection.pipeline(transaction=False)
+            pipe.zmscore(self.keys.delay, members)
+            pipe.zmscore(self.keys.staged, members)
+            pipe.zmscore(self.keys.released, members)
+            delayed, staged, released = pipe.execute()
+        fresh = _now_ms() - self.stale_after * 1000.0
+        return [
+            o
+            for o, d, s, r in zip(occurrences, delayed, staged, released, strict=True)
+            if d is None and (s is None or s < fresh) and (r is None or r < fresh)
+        ]
+
+    # -- used by the pump and the fire path ------------------------------------------------------
+
+    def activate(self, entries: Sequence[tuple[str, float]]) -> None:
+        """Put ``(key, due ms)`` entries in the delay index (waking the pump if earlier)."""
+        keys = [self.keys.staged, self.keys.delay, self.keys.next, self.keys.wake]
+        with unavailable_as("could not activate entries in Redis"):
+            for start in range(0, len(entries), SCRIPT_CHUNK):
+                args: list[Any] = []
+                for key, due_ms in entries[start : start + SCRIPT_CHUNK]:
+                    args += [key, repr(due_ms)]
+                self._activate(keys=keys, args=args)
+
+    def forget(self, members: Sequence[str]) -> None:
+        """Remove every trace of these entries (best effort, never raises)."""
+        if not members:
+            return
+        try:
+            pipe = self.connection.pipeline(transaction=True)
+            for key in (self.keys.staged, self.keys.delay, self.keys.released):
+                pipe.zrem(key, *members)
+            pipe.execute()
+        except Exception as error:
+            logger.warning("could not withdraw %d entries from Redis: %s", len(members), error)
+
+    def plan(self) -> float | None:
+        """The earliest due score (ms), recorded as the pump's planned wake-up; None if empty."""
+        with unavailable_as("could not read the delay index"):
+            first = self._plan(keys=[self.keys.delay, self.keys.next])
+        return None if first is None else float(first)
+
+    def release_due(self, now_ms: float, limit: int) -> list[str]:
+        """Pop up to ``limit`` entries due at ``now_ms`` and push RQ jobs for them, atomically."""
+        with self._release_lock, unavailable_as("could not release due entries"):
+            found = self.connection.zrangebyscore(self.keys.delay, "-inf", now_ms, start=0, num=limit)
+            due = [m.decode() if isinstance(m, bytes) else str(m) for m in found]
+            if not due:
+                return []
+            pipe = self.connection.pipeline(transaction=True)
+            pipe.multi()  # explicit, as RQ's enqueue_job expects of a caller's pipeline
+            pipe.zrem(self.keys.delay, *due)
+            pipe.zadd(self.keys.released, dict.fromkeys(due, now_ms))
+            for start in range(0, len(due), self.batch_size):
+                self._push(due[start : start + self.batch_size], pipe)
+            pipe.execute()
+        return due
+
+    def _push(self, members: list[str], pipe: Any) -> None:
+        job = self.rq_queue.create_job(
+            _redis.FIRE_FUNCTION,
+            args=[self.queue_name, members],
+            job_id=batch_id(members),
+            result_ttl=0,
+            timeout=self.job_timeout,
+            description=f"schedule_sdk fire x{len(members)}",
+        )
+        self.rq_queue.enqueue_job(job, pipeline=pipe)
+
+    def done(self, members: Sequence[str]) -> None:
+        """The fire path took these released entries (claimed, or found stale): drop the marks."""
+        if members:
+            with unavailable_as("could not update released entries"):
+                self.connection.zrem(self.keys.released, *members)
+
+    def restore(self, members: Sequence[str]) -> None:
+        """Put released entries back in the delay index, due now (a stopping worker's leftovers)."""
+        now = _now_ms()
+        self.activate([(m, now) for m in members])
+        self.done(members)
+
+    def close(self) -> None:
+        self.connection.close()
+
+
+def batch_id(members: Sequence[str]) -> str:
+    """The RQ job id of a release: the occurrence key itself for one, a digest for a batch."""
+    if len(members) == 1:
+        return members[0]
+    return "sdkbatch_" + hashlib.sha256("\n".join(members).encode()).hexdigest()[:40]

@@ -1,0 +1,80 @@
+"""``RQRunner``: what a ``schedule-sdk`` worker runs on the ``rq`` substrate: the due-time pump
+(active in one process at a time) and an in-process RQ worker thread whose fires go to the
+worker's ``FireDispatcher``."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+
+from ....dispatch import FireDispatcher
+from ....domain.errors import ScheduleError
+from ....domain.jobs import ScheduledJob
+from ....firing import Firing
+from ....ports import Clock, ExecutionQueue, JobStore, Occurrence
+from ....settings import Settings
+from .fire import DispatchRuntime
+from .pump import DuePump
+from .queue import RQExecutionQueue
+from .worker import WorkerThread
+
+logger = logging.getLogger(__name__)
+
+
+class RQRunner:
+    def __init__(
+        self,
+        *,
+        queue: RQExecutionQueue,
+        store: JobStore,
+        dispatcher: FireDispatcher,
+        clock: Clock,
+        lease_seconds: float = 30.0,
+        pump: DuePump | None = None,
+    ) -> None:
+        self.queue = queue
+        self.dispatcher = dispatcher
+        self.pump = pump or DuePump(queue)
+        self.runtime = DispatchRuntime(
+            dispatcher=dispatcher, store=store, queue=queue, clock=clock, lease_seconds=lease_seconds
+        )
+        self.worker = WorkerThread(queue=queue.rq_queue, runtime=self.runtime)
+
+    @classmethod
+    def from_settings(
+        cls,
+        *,
+        settings: Settings,
+        queue: ExecutionQueue,
+        firing: Firing,
+        store: JobStore,
+        dispatcher: FireDispatcher,
+        clock: Clock,
+    ) -> RQRunner:
+        if not isinstance(queue, RQExecutionQueue):
+            raise TypeError("RQRunner needs the RQExecutionQueue")
+        return cls(
+            queue=queue, store=store, dispatcher=dispatcher, clock=clock, lease_seconds=settings.lease_seconds
+        )
+
+    def start(self) -> None:
+        self.runtime.start()
+        self.dispatcher.on_release = self._rehand
+        self.pump.start()
+        self.worker.start()
+
+    def stop(self) -> None:
+        self.runtime.stopping.set()
+        self.worker.stop()
+        self.runtime.stop()
+        self.pump.stop()
+
+    def _rehand(self, jobs: Sequence[ScheduledJob]) -> None:
+        """The dispatcher returned these claims to pending at stop: give them back to the queue."""
+        occurrences = [Occurrence.of(job) for job in jobs]
+        try:
+            self.queue.enqueue(occurrences)
+            self.queue.committed(occurrences)
+        except ScheduleError as error:
+            logger.warning("could not re-enqueue %d released fires (%s); reconciler heals", len(jobs), error)
+
