@@ -1,0 +1,9 @@
+"""``python -m schedule_sdk``: the ``schedule-sdk`` command line."""
+
+from __future__ import annotations
+
+import sys
+
+from .cli import main
+
+sys.exit(main())

@@ -1,0 +1,416 @@
+"""``schedule-sdk`` (also ``python -m schedule_sdk``): run workers, inspect and manage jobs, migrate.
+
+Configuration comes from the same ``SCHEDULE_*`` environment variables as the library; the global
+``--database-url`` and ``--redis-url`` options override them. Errors are one line on stderr
+(``schedule-sdk: error: ...``) with an exit code scripts can rely on (see :data:`EPILOG`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import importlib
+import json
+import logging
+import signal
+import sys
+import threading
+import traceback
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any, TextIO
+
+import sqlalchemy as sa
+
+from .container import ScheduleContainer
+from .domain.errors import JobNotFound, ScheduleUnavailable, ScheduleValidationError
+from .domain.jobs import ScheduledJob
+from .reconciler import ReconcileReport
+from .settings import Settings
+
+OK, ERROR, USAGE, NOT_FOUND, UNAVAILABLE = 0, 1, 2, 3, 4
+
+EPILOG = """\
+configuration:
+  Every SCHEDULE_* environment variable of the library applies (SCHEDULE_DATABASE_URL,
+  SCHEDULE_REDIS_URL, SCHEDULE_SUBSTRATE, SCHEDULE_LISTENER_MODULES, ...); --database-url and
+  --redis-url override the first two.
+
+exit codes:
+  0  success
+  1  unexpected error
+  2  usage or configuration error (bad option, bad database/Redis URL, invalid setting)
+  3  not found (unknown job id)
+  4  a backing service is unavailable (database, Redis, broker)
+"""
+
+logger = logging.getLogger(__name__)
+
+
+class UsageError(Exception):
+    """A configuration or usage problem the user must fix (exit code 2)."""
+
+
+@dataclass
+class Context:
+    """What every command gets: parsed options, the container, and where to write."""
+
+    args: argparse.Namespace
+    container: ScheduleContainer
+    out: TextIO
+    err: TextIO
+
+    @property
+    def settings(self) -> Settings:
+        settings: Settings = self.container.settings()
+        return settings
+
+    def progress(self, text: str, *, final: bool = False) -> None:
+        """A progress line on stderr (rewritten in place on a terminal)."""
+        if self.args.quiet:
+            return
+        if self.err.isatty():
+            self.err.write(f"\r\x1b[K{text}" + ("\n" if final else ""))
+        else:
+            self.err.write(text + "\n")
+        self.err.flush()
+
+
+# -- helpers ---------------------------------------------------------------------------------------
+
+
+def _one_line(error: BaseException) -> str:
+    text = " ".join(str(error).split()) or type(error).__name__
+    return text if len(text) <= 400 else text[:397] + "..."
+
+
+def _check_urls(settings: Settings) -> None:
+    """Refuse URLs no adapter can use before anything tries to connect."""
+    try:
+        url = sa.make_url(settings.database_url)
+        url.get_dialect()
+    except (sa.exc.ArgumentError, sa.exc.NoSuchModuleError, ImportError, ValueError) as error:
+        raise UsageError(f"bad database URL {settings.database_url!r}: {_one_line(error)}") from error
+    if url.get_backend_name() not in ("sqlite", "postgresql"):
+        raise UsageError(f"bad database URL {settings.database_url!r}: use sqlite:/// or postgresql://")
+    redis_url = settings.redis_url
+    if redis_url and not redis_url.startswith(("redis://", "rediss://", "unix://")):
+        raise UsageError(f"bad Redis URL {redis_url!r}: use redis://host:port/db")
+
+
+def job_to_dict(job: ScheduledJob) -> dict[str, Any]:
+    """A JSON-ready view of a stored job (times as ISO 8601 UTC)."""
+    data: dict[str, Any] = {}
+    for name in ScheduledJob.__dataclass_fields__:
+        value = getattr(job, name)
+        if hasattr(value, "isoformat"):
+            value = value.isoformat()
+        elif hasattr(value, "to_dict"):
+            value = value.to_dict()
+        data[name] = value
+    data["status"] = job.status.value
+    return data
+
+
+def _write_json(ctx: Context, value: Any) -> None:
+    json.dump(value, ctx.out, indent=2, ensure_ascii=False)
+    ctx.out.write("\n")
+
+
+# -- commands --------------------------------------------------------------------------------------
+
+
+def cmd_worker(ctx: Context) -> int:
+    settings = ctx.settings
+    modules = settings.listener_modules
+    for module in modules:
+        try:
+            importlib.import_module(module)
+        except ImportError as error:
+            raise UsageError(f"cannot import listener module {module!r}: {_one_line(error)}") from error
+    stop = threading.Event()
+    with _signals_set(stop):
+        worker = ctx.container.worker()
+        worker.start()
+        ctx.err.write(
+            f"schedule-sdk: worker {settings.worker_id} started ({settings.execution_substrate} substrate, "
+            f"{len(modules)} listener module(s)); SIGTERM or Ctrl-C stops it\n"
+        )
+        ctx.err.flush()
+        while not stop.wait(0.5):
+            pass
+        ctx.err.write(f"schedule-sdk: stopping (in-flight fires get {settings.stop_timeout:g}s)\n")
+        ctx.err.flush()
+        worker.stop()
+    return OK
+
+
+@contextlib.contextmanager
+def _signals_set(stop: threading.Event) -> Iterator[None]:
+    """Make SIGTERM and SIGINT set ``stop`` (this is the main program), restoring them afterwards."""
+    handled = (signal.SIGTERM, signal.SIGINT)
+    previous = {sig: signal.getsignal(sig) for sig in handled}
+    for sig in handled:
+        signal.signal(sig, lambda *_: stop.set())
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def cmd_reconcile(ctx: Context) -> int:
+    def progress(report: ReconcileReport) -> None:
+        ctx.progress(f"reconciling: scanned {report.scanned}, healed {report.healed}")
+
+    report = ctx.container.reconciler().run(progress=progress)
+    ctx.progress(f"reconciled: scanned {report.scanned}, healed {report.healed}", final=True)
+    if ctx.args.json:
+        _write_json(ctx, report.as_dict())
+    else:
+        ctx.out.write(" ".join(f"{k}={v}" for k, v in report.as_dict().items()) + "\n")
+    return OK
+
+
+def cmd_timer(ctx: Context) -> int:
+    try:
+        module = importlib.import_module("schedule_sdk.timer.service_main")
+    except ImportError as error:
+        raise UsageError(f"the timer service is not available: {_one_line(error)}") from error
+    timer_main: Callable[[list[str]], int] = module.main
+    try:
+        return int(timer_main(list(ctx.args.timer_args)) or 0)
+    except SystemExit as exit_:  # its own --help or usage error
+        return exit_.code if isinstance(exit_.code, int) else USAGE if exit_.code else OK
+
+
+def _statuses(values: Sequence[str] | None) -> list[str] | None:
+    if not values:
+        return None
+    return [s.strip() for v in values for s in v.split(",") if s.strip()]
+
+
+def cmd_jobs_list(ctx: Context) -> int:
+    a = ctx.args
+    page = ctx.container.schedule_service().list(
+        owner_id=a.owner_id,
+        tenant_id=a.tenant_id,
+        topic=a.topic,
+        status=_statuses(a.status),
+        limit=a.limit,
+        cursor=a.cursor,
+    )
+    if a.json:
+        _write_json(ctx, {"items": [job_to_dict(j) for j in page.items], "next_cursor": page.next_cursor})
+        return OK
+    rows = [("ID", "TOPIC", "STATUS", "RUN_AT", "OCCURRENCE", "ATTEMPT")]
+    rows += [
+        (j.id, j.topic, j.status.value, j.run_at.isoformat(), str(j.occurrence), str(j.attempt))
+        for j in page.items
+    ]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    for row in rows:
+        ctx.out.write("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() + "\n")
+    if page.next_cursor:
+        ctx.out.write(f"next page: --cursor {page.next_cursor}\n")
+    return OK
+
+
+def cmd_jobs_show(ctx: Context) -> int:
+    job = ctx.container.schedule_service().get_by_id(ctx.args.job_id)
+    if job is None:
+        raise JobNotFound(ctx.args.job_id)
+    _write_json(ctx, job_to_dict(job))
+    return OK
+
+
+def cmd_jobs_cancel(ctx: Context) -> int:
+    service = ctx.container.schedule_service()
+    service.cancel(ctx.args.job_id)
+    job = service.get_by_id(ctx.args.job_id)
+    ctx.out.write(f"{ctx.args.job_id} {job.status.value if job else 'cancelled'}\n")
+    return OK
+
+
+@contextlib.contextmanager
+def _engine(ctx: Context) -> Iterator[sa.Engine]:
+    from .adapters.stores._engine import make_engine
+
+    engine = make_engine(ctx.settings.database_url, pool_size=1)
+    try:
+        yield engine
+    finally:
+        engine.dispose()
+
+
+def cmd_db_current(ctx: Context) -> int:
+    from .adapters.stores import schema
+
+    with _engine(ctx) as engine:
+        current, head = schema.current_revision(engine), schema.head_revision()
+    state = "up to date" if current == head else "needs 'schedule-sdk db upgrade'"
+    ctx.out.write(f"current: {current or 'none'}\nhead: {head}\n({state})\n")
+    return OK
+
+
+def cmd_db_upgrade(ctx: Context) -> int:
+    from .adapters.stores import schema
+
+    with _engine(ctx) as engine:
+        current, head = schema.current_revision(engine), schema.head_revision()
+        if current == head:
+            ctx.out.write(f"already at {head}\n")
+            return OK
+        ctx.progress(f"upgrading {engine.url.render_as_string()}: {current or 'empty'} -> {head}")
+        with _alembic_progress(ctx):
+            schema.upgrade(engine)
+        ctx.out.write(f"upgraded {current or 'empty'} -> {schema.current_revision(engine)}\n")
+    return OK
+
+
+@contextlib.contextmanager
+def _alembic_progress(ctx: Context) -> Iterator[None]:
+    """Show each migration step ("Running upgrade a -> b") on stderr while it runs."""
+    migration_log = logging.getLogger("alembic.runtime.migration")
+    handler = logging.StreamHandler(ctx.err)
+    handler.setFormatter(logging.Formatter("  %(message)s"))
+    handler.addFilter(lambda record: record.getMessage().startswith("Running"))
+    saved = migration_log.level, migration_log.propagate
+    if not ctx.args.quiet:
+        migration_log.addHandler(handler)
+        migration_log.setLevel(logging.INFO)
+        migration_log.propagate = bool(ctx.args.verbose)  # the root handler shows it too with -v
+    try:
+        yield
+    finally:
+        migration_log.removeHandler(handler)
+        migration_log.setLevel(saved[0])
+        migration_log.propagate = saved[1]
+
+
+# -- the parser ------------------------------------------------------------------------------------
+
+
+def build_parser() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--database-url", help="job store URL (default: $SCHEDULE_DATABASE_URL)")
+    common.add_argument(
+        "--redis-url", help="Redis URL; selects the rq substrate (default: $SCHEDULE_REDIS_URL)"
+    )
+    common.add_argument("-v", "--verbose", action="count", default=0, help="more logging (-vv: debug)")
+    common.add_argument("-q", "--quiet", action="store_true", help="no progress output")
+    fmt = argparse.RawDescriptionHelpFormatter
+    parser = argparse.ArgumentParser(
+        prog="schedule-sdk",
+        description="Run schedule_sdk workers, inspect and manage jobs, migrate the database.",
+        epilog=EPILOG,
+        formatter_class=fmt,
+        parents=[common],
+    )
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def command(
+        parent: Any, name: str, handler: Callable[[Context], int] | None, text: str, **kw: Any
+    ) -> Any:
+        sub = parent.add_parser(name, help=text, description=text, epilog=EPILOG, formatter_class=fmt, **kw)
+        sub.set_defaults(handler=handler)
+        return sub
+
+    worker = command(commands, "worker", cmd_worker, "fire due jobs in this process until SIGTERM/SIGINT")
+    worker.add_argument(
+        "--listeners", help="comma-separated modules to import (default: $SCHEDULE_LISTENER_MODULES)"
+    )
+    reconcile = command(
+        commands, "reconcile", cmd_reconcile, "heal the execution substrate from the store once"
+    )
+    reconcile.add_argument("--json", action="store_true", help="print the report as JSON")
+    timer = command(
+        commands,
+        "timer",
+        cmd_timer,
+        "run the timer service (every option, --help too, is passed to it)",
+        add_help=False,
+    )
+    timer.add_argument("timer_args", nargs=argparse.REMAINDER, help="arguments for the timer service")
+
+    jobs = command(commands, "jobs", None, "list, show and cancel jobs")
+    job_commands = jobs.add_subparsers(dest="jobs_command", required=True, metavar="COMMAND")
+    listing = command(job_commands, "list", cmd_jobs_list, "list jobs, oldest first, a page at a time")
+    for option in ("owner-id", "tenant-id", "topic"):
+        listing.add_argument(f"--{option}", help=f"only jobs with this {option.replace('-', ' ')}")
+    listing.add_argument(
+        "--status", action="append", help="pending|active|completed|cancelled|failed (repeat or comma-list)"
+    )
+    listing.add_argument("--limit", type=int, default=20, help="jobs per page, 1-500 (default 20)")
+    listing.add_argument("--cursor", help="the next-page cursor printed by the previous page")
+    listing.add_argument("--json", action="store_true", help='print {"items": [...], "next_cursor": ...}')
+    for name, handler, text in (
+        ("show", cmd_jobs_show, "print one job as JSON"),
+        ("cancel", cmd_jobs_cancel, "cancel a job (idempotent); prints its id and status"),
+    ):
+        command(job_commands, name, handler, text).add_argument("job_id", metavar="ID")
+
+    db = command(commands, "db", None, "the SDK's database schema")
+    db_commands = db.add_subparsers(dest="db_command", required=True, metavar="COMMAND")
+    command(db_commands, "upgrade", cmd_db_upgrade, "create or upgrade the SDK's tables (Alembic migrations)")
+    command(db_commands, "current", cmd_db_current, "print the schema revision and the latest one")
+    return parser
+
+
+# -- main ------------------------------------------------------------------------------------------
+
+
+def _container(args: argparse.Namespace) -> ScheduleContainer:
+    overrides: dict[str, Any] = {"database_url": args.database_url, "redis_url": args.redis_url}
+    if getattr(args, "listeners", None):
+        overrides["listener_modules"] = args.listeners
+    container = ScheduleContainer()
+    container.config.from_dict({k: v for k, v in overrides.items() if v is not None})
+    _check_urls(container.settings())
+    return container
+
+
+def _exit_code(error: BaseException) -> int:
+    if isinstance(error, UsageError | ScheduleValidationError):
+        return USAGE
+    if isinstance(error, JobNotFound):
+        return NOT_FOUND
+    if isinstance(error, ScheduleUnavailable):
+        return UNAVAILABLE
+    return ERROR
+
+
+def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None, err: TextIO | None = None) -> int:
+    """Run the command line; return the exit code (it never raises, except SystemExit from --help)."""
+    out, err = out or sys.stdout, err or sys.stderr
+    parser = build_parser()
+    try:
+        args, extra = parser.parse_known_args(argv)
+        if args.command == "timer":  # everything after "timer" belongs to the timer service
+            args.timer_args = [*extra, *args.timer_args]
+        elif extra:
+            parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    except SystemExit as exit_:  # --help (0) or a usage error (2), already printed by argparse
+        return int(exit_.code or 0)
+    logging.basicConfig(
+        level=(logging.WARNING, logging.INFO, logging.DEBUG)[min(args.verbose, 2)],
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=err,
+    )
+    container: ScheduleContainer | None = None
+    try:
+        container = _container(args)
+        return int(args.handler(Context(args, container, out, err)))
+    except KeyboardInterrupt:
+        return 130
+    except Exception as error:
+        code = _exit_code(error)
+        if args.verbose:
+            traceback.print_exception(error, file=err)
+        prefix = "unexpected error: " if code == ERROR else ""
+        err.write(f"schedule-sdk: error: {prefix}{_one_line(error)}\n")
+        return code
+    finally:
+        if container is not None:
+            with contextlib.suppress(Exception):
+                container.shutdown_resources()
