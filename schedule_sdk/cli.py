@@ -44,8 +44,6 @@ exit codes:
   4  a backing service is unavailable (database, Redis, broker)
 """
 
-logger = logging.getLogger(__name__)
-
 
 class UsageError(Exception):
     """A configuration or usage problem the user must fix (exit code 2)."""
@@ -93,6 +91,10 @@ def _check_urls(settings: Settings) -> None:
         raise UsageError(f"bad database URL {settings.database_url!r}: {_one_line(error)}") from error
     if url.get_backend_name() not in ("sqlite", "postgresql"):
         raise UsageError(f"bad database URL {settings.database_url!r}: use sqlite:/// or postgresql://")
+    if url.get_backend_name() == "sqlite" and url.database in (None, "", ":memory:"):
+        raise UsageError(
+            f"bad database URL {settings.database_url!r}: SQLite needs a file (sqlite:///jobs.db)"
+        )
     redis_url = settings.redis_url
     if redis_url and not redis_url.startswith(("redis://", "rediss://", "unix://")):
         raise UsageError(f"bad Redis URL {redis_url!r}: use redis://host:port/db")
