@@ -146,6 +146,7 @@ class SQLAlchemyTimerStore(TimerStore):
             self._insert(t)
             .values(values)
             .on_conflict_do_nothing(index_elements=[t.c.tenant_id, t.c.service_call_id])
+            .returning(t.c.tenant_id)  # rowcount is not reliable for INSERT on every driver
         )
         with translate_errors():
             try:
@@ -154,7 +155,7 @@ class SQLAlchemyTimerStore(TimerStore):
                 raise InvalidTimerCommand(
                     f"no service call ({entry.tenant_id!r}, {entry.service_call_id!r}) for this timer"
                 ) from error
-        return result.rowcount == 1
+            return result.first() is not None
 
     def move(self, tx: JobTransaction, tenant_id: str, service_call_id: str, due_at: datetime) -> bool:
         statement = (

@@ -1,0 +1,115 @@
+"""Fixtures for the timer: a database per test (SQLite file or a fresh PostgreSQL database), timers
+wired in-process or to the real NATS JetStream server with this run's own stream names."""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from schedule_sdk.timer import Envelope, ScheduleTimer, Timer, TimerSettings
+from tests.support import services
+
+_streams = itertools.count(1)
+
+
+def due_in(ms: float) -> datetime:
+    return datetime.now(UTC) + timedelta(milliseconds=ms)
+
+
+def command(tenant: str = "tenant-a", call: str = "sc-1", ms: float = 200, **kw: Any) -> ScheduleTimer:
+    return ScheduleTimer(tenant_id=tenant, service_call_id=call, due_at=due_in(ms), **kw)
+
+
+def wait_until(predicate: Callable[[], Any], timeout: float = 15.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.02)
+    return bool(predicate())
+
+
+@dataclass
+class Received:
+    """DueTimeReached envelopes collected by an in-process subscriber."""
+
+    envelopes: list[Envelope] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def __call__(self, envelope: Envelope) -> None:
+        with self.lock:
+            self.envelopes.append(envelope)
+
+    def keys(self) -> list[tuple[str, str]]:
+        with self.lock:
+            return [(e.tenant_id, e.payload.service_call_id) for e in self.envelopes]
+
+
+@pytest.fixture(
+    params=[
+        pytest.param("sqlite"),
+        pytest.param("postgres", marks=pytest.mark.postgres),
+    ]
+)
+def timer_db(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A TIMER_DB_PATH value: a SQLite file, or the URL of a fresh PostgreSQL database."""
+    if request.param == "sqlite":
+        return str(tmp_path / "event_service.db")
+    databases: services.PostgresDatabases = request.getfixturevalue("postgres_databases")
+    return databases.create("timer")
+
+
+@pytest.fixture
+def make_timer(timer_db: str) -> Iterator[Callable[..., Timer]]:
+    """Build (not start) timers on this test's database; closed at teardown."""
+    made: list[Timer] = []
+
+    def make(metrics: Any = None, **overrides: Any) -> Timer:
+        values: dict[str, Any] = {
+            "db_path": timer_db,
+            "broker_url": "inprocess",
+            "polling_interval_ms": 500,
+            "lease_seconds": 2.0,
+            "retry_delay_ms": 100,
+            "heal_interval": 0,
+        }
+        values.update(overrides)
+        timer = Timer(TimerSettings.load(values, environ={}), metrics=metrics)
+        made.append(timer)
+        return timer
+
+    yield make
+    for timer in made:
+        timer.close()
+
+
+@pytest.fixture(scope="session")
+def nats_prefix() -> Iterator[str]:
+    services.require_nats()
+    prefix = services.nats_stream_prefix() + "_TIMER"
+    yield prefix
+    services.delete_nats_streams(prefix)
+
+
+@pytest.fixture
+def nats_names(nats_prefix: str) -> dict[str, str]:
+    """This test's own stream, subject and consumer names (TimerSettings keys)."""
+    n = next(_streams)
+    subject = f"{services.nats_subject_prefix()}.timer{n}"
+    return {
+        "broker_url": services.NATS_URL,
+        "command_stream": f"{nats_prefix}_{n}_CMD",
+        "command_subject": f"{subject}.commands",
+        "event_stream": f"{nats_prefix}_{n}_EVT",
+        "event_subject": f"{subject}.events",
+        "consumer": f"timer{n}",
+        "dead_letter_subject": f"{subject}.dead",
+    }
