@@ -72,7 +72,8 @@ def _insert(conn, **values):
     row.update(values)
     conn.execute(
         sa.text(
-            "INSERT INTO timer_schedules (tenant_id, service_call_id, correlation_id, due_at, registered_at, state)"
+            "INSERT INTO timer_schedules"
+            " (tenant_id, service_call_id, correlation_id, due_at, registered_at, state)"
             " VALUES (:tenant_id, :service_call_id, :correlation_id, :due_at, :registered_at, :state)"
         ),
         row,

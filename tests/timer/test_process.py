@@ -1,0 +1,169 @@
+"""The timer-service process, really killed: SIGTERM stops it cleanly; SIGKILL while timers are
+due, a crash between publish and mark-Reached, and a NATS restart mid-run lose no timer."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+
+from schedule_sdk.timer import ScheduleTimer
+from tests.support import services
+from tests.timer.conftest import command, wait_until
+from tests.timer.probe import Probe, read_all
+
+pytestmark = [pytest.mark.nats, pytest.mark.slow]
+ROOT = Path(__file__).resolve().parents[2]
+NATS_SERVER = "/usr/sbin/nats-server"
+# scripts/ensure-services.sh's start command, verbatim
+NATS_START = [
+    "start-stop-daemon", "--start", "--oknodo", "--background", "--exec", NATS_SERVER, "--",
+    "-a", "127.0.0.1", "-p", "4222", "-js", "-sd", "/var/lib/nats-server", "-l", "/var/log/nats-server.log",
+]  # fmt: skip
+
+
+class TimerProcess:
+    """``python -m schedule_sdk.timer`` with TIMER_* settings; its log goes to a file."""
+
+    def __init__(self, names: dict[str, str], db: str, log: Path, **env: str) -> None:
+        environ = dict(os.environ, PYTHONPATH=str(ROOT), TIMER_DB_PATH=db, TIMER_LEASE_SECONDS="1.5")
+        environ.update({f"TIMER_{k.upper()}": v for k, v in names.items()})
+        environ.update(TIMER_RETRY_DELAY_MS="200", TIMER_POLLING_INTERVAL="500", **env)
+        self.log = log
+        self.offset = log.stat().st_size if log.exists() else 0
+        with log.open("a") as out:
+            self.proc = subprocess.Popen([sys.executable, "-m", "schedule_sdk.timer"], env=environ, cwd=ROOT,
+                                         stdout=out, stderr=out)  # fmt: skip
+        assert wait_until(lambda: "timer service ready" in self.output() or self.proc.poll() is not None, 30)
+        assert self.proc.poll() is None, self.output()
+
+    def output(self) -> str:
+        return self.log.read_text()[self.offset :]
+
+    def kill(self) -> None:
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(timeout=10)
+
+    def terminate(self) -> int:
+        self.proc.send_signal(signal.SIGTERM)
+        return self.proc.wait(timeout=20)
+
+
+@pytest.fixture
+def probe(nats_names):
+    probe = Probe(nats_names)
+    probe.ensure_streams()
+    yield probe
+    probe.close()
+
+
+def _reached(db: str) -> Counter[str]:
+    engine = sa.create_engine(db if "://" in db else f"sqlite:///{db}")
+    try:
+        with engine.begin() as conn:
+            return Counter(conn.execute(sa.text("SELECT state FROM timer_schedules")).scalars())
+    finally:
+        engine.dispose()
+
+
+def _counts(names: dict[str, str]) -> Counter[tuple[str, str]]:
+    return Counter((e.tenant_id, e.payload.service_call_id) for e, _ in read_all(names))
+
+
+def test_sigterm_stops_the_service_cleanly(nats_names, timer_db, tmp_path, probe):
+    service = TimerProcess(nats_names, timer_db, tmp_path / "timer.log")
+    probe.send(command(ms=100))
+    assert wait_until(lambda: _reached(timer_db)["Reached"] == 1, timeout=10)
+    assert service.terminate() == 0
+    assert "stopping the timer service" in service.output()
+
+
+def test_sigkill_while_timers_are_due_loses_none(nats_names, timer_db, tmp_path, probe):
+    commands = [command(f"tenant-{i % 10}", f"sc-{i}", ms=1500 + 10 * i) for i in range(200)]
+    service = TimerProcess(nats_names, timer_db, tmp_path / "timer.log")
+    probe.send_many(commands)
+    assert wait_until(lambda: sum(_reached(timer_db).values()) == 200, timeout=15)  # all ingested
+    assert wait_until(lambda: 0 < _reached(timer_db)["Reached"], timeout=10)
+    service.kill()  # mid-run: some reached, some claimed in flight, most still due
+    assert _reached(timer_db)["Scheduled"] > 0
+    restarted = TimerProcess(nats_names, timer_db, tmp_path / "timer.log")
+    assert wait_until(lambda: _reached(timer_db)["Reached"] == 200, timeout=30)
+    counts = _counts(nats_names)
+    assert set(counts) == {(c.tenant_id, c.service_call_id) for c in commands}  # every one, at least once
+    assert restarted.terminate() == 0
+
+
+def test_crash_between_publish_and_mark_reached_gives_a_duplicate_never_a_loss(
+    nats_names, timer_db, tmp_path, probe
+):
+    log = tmp_path / "timer.log"
+    crashing = TimerProcess(nats_names, timer_db, log, TIMER_TEST_CRASH_AFTER_PUBLISH="1")
+    probe.send(command("tenant-a", "sc-1", ms=200))
+    assert crashing.proc.wait(timeout=15) == 137  # exited right after the publish
+    assert _counts(nats_names) == {("tenant-a", "sc-1"): 1}  # published ...
+    assert _reached(timer_db) == {"Scheduled": 1}  # ... but not marked Reached
+    restarted = TimerProcess(nats_names, timer_db, log)
+    assert wait_until(lambda: _reached(timer_db) == {"Reached": 1}, timeout=15)
+    events = read_all(nats_names)
+    assert [(e.tenant_id, e.payload.service_call_id) for e, _ in events] == [("tenant-a", "sc-1")] * 2
+    assert events[0][0].id != events[1][0].id  # a fresh envelope: a duplicate the consumer must absorb
+    assert restarted.terminate() == 0
+
+
+def _stop_nats() -> None:
+    subprocess.run(
+        ["start-stop-daemon", "--stop", "--oknodo", "--retry", "10", "--exec", NATS_SERVER], check=True
+    )
+
+
+def _start_nats() -> None:
+    subprocess.run(NATS_START, check=True)
+    assert wait_until(lambda: _nats_up(), timeout=30), "NATS did not come back"
+
+
+def _nats_up() -> bool:
+    try:
+        services.require_nats()
+        return True
+    except RuntimeError:
+        return False
+
+
+def test_nats_restart_mid_run_the_service_reconnects_and_continues(nats_names, timer_db, tmp_path, probe):
+    before = [command(f"tenant-{i % 4}", f"before-{i}", ms=1000 + 30 * i) for i in range(100)]
+    service = TimerProcess(nats_names, timer_db, tmp_path / "timer.log")
+    probe.send_many(before)
+    assert wait_until(lambda: sum(_reached(timer_db).values()) == 100, timeout=15)
+    assert wait_until(lambda: _reached(timer_db)["Reached"] > 0, timeout=10)
+    try:
+        _stop_nats()
+        time.sleep(2.0)  # timers fall due while the broker is down: their publishes fail and retry
+    finally:
+        _start_nats()
+    after = [command("tenant-z", f"after-{i}", ms=300) for i in range(10)]
+    sender = Probe(nats_names)
+    try:
+        assert wait_until(lambda: _send_ok(sender, after), timeout=20)
+    finally:
+        sender.close()
+    assert wait_until(lambda: _reached(timer_db)["Reached"] == 110, timeout=30), service.output()[-2000:]
+    counts = _counts(nats_names)
+    assert set(counts) == {(c.tenant_id, c.service_call_id) for c in before + after}
+    assert "reconnected to NATS" in service.output()
+    assert service.terminate() == 0
+
+
+def _send_ok(sender: Probe, commands: list[ScheduleTimer]) -> bool:
+    try:
+        sender.send_many(commands)
+        return True
+    except Exception:
+        time.sleep(0.2)
+        return False
