@@ -1,0 +1,105 @@
+"""Task reminders on FastAPI: schedule, list, reschedule and cancel reminders; a listener sends them.
+
+Requires: Python 3.11+; PostgreSQL and Redis are optional.
+Install:  .venv/bin/pip install -e '.[fastapi]'   (add ',postgres' / ',rq' for those backends)
+Run:      .venv/bin/python -m examples.fastapi_app
+          # SQLite file reminders.db in the current directory; listens on 127.0.0.1:8000 (PORT=…)
+          SCHEDULE_DATABASE_URL=postgresql+psycopg://postgres@127.0.0.1/app \
+          SCHEDULE_REDIS_URL=redis://127.0.0.1:6379/0 .venv/bin/python -m examples.fastapi_app
+Try:      curl -X POST localhost:8000/reminders -H 'content-type: application/json' \
+            -d '{"user_id": "u-1", "message": "stand up", "due_at": "2030-01-01T09:00:00+01:00",
+                 "timezone": "Europe/Paris"}'
+          curl 'localhost:8000/reminders?owner=u-1&limit=10'
+Expected: 201 with the reminder as JSON; at its due time the log shows "reminder … sent" and
+          GET /sent lists it. Ctrl-C (or SIGTERM) stops the worker, then the server.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+
+from schedule_sdk import (
+    ClientRequestIdInUse,
+    JobNotFound,
+    NotReschedulable,
+    ScheduleError,
+    ScheduleUnavailable,
+    ScheduleValidationError,
+)
+
+from . import endpoints
+from .containers import Container
+
+DEFAULT_DATABASE_URL = "sqlite:///reminders.db"
+
+
+# --8<-- [start:lifespan]
+@asynccontextmanager
+async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+    container: Container = app.state.container
+    registry = container.schedule.listeners()
+    registry.register(container.reminder_sender())
+    worker = container.schedule.worker()
+    await asyncio.to_thread(worker.start)  # reconciles, then fires due reminders in this process
+    yield
+    await asyncio.to_thread(worker.stop)  # in-flight fires finish or are released to other workers
+    registry.unregister(container.reminder_sender())
+    container.shutdown_resources()
+
+
+# --8<-- [end:lifespan]
+
+
+# --8<-- [start:errors]
+def status_for(error: ScheduleError) -> int:
+    if isinstance(error, ScheduleValidationError):
+        return 422
+    if isinstance(error, JobNotFound):
+        return 404
+    if isinstance(error, NotReschedulable | ClientRequestIdInUse):
+        return 409
+    if isinstance(error, ScheduleUnavailable):
+        return 503
+    return 500
+
+
+async def schedule_error(request: Request, error: Exception) -> JSONResponse:
+    assert isinstance(error, ScheduleError)
+    body = {"code": error.code, "message": error.message}
+    return JSONResponse(body, status_code=status_for(error))
+
+
+# --8<-- [end:errors]
+
+
+async def invalid_request(request: Request, error: Exception) -> JSONResponse:
+    assert isinstance(error, RequestValidationError)
+    body: dict[str, Any] = {"code": "INVALID_REQUEST", "message": "the request body or query is invalid"}
+    body["errors"] = [{"loc": e["loc"], "msg": e["msg"]} for e in error.errors()]
+    return JSONResponse(body, status_code=422)
+
+
+# --8<-- [start:create_app]
+def create_app(settings: dict[str, Any] | None = None) -> FastAPI:
+    """The app; ``settings`` are schedule_sdk settings (the default database is reminders.db)."""
+    container = Container()
+    defaults = {"database_url": os.environ.get("SCHEDULE_DATABASE_URL", DEFAULT_DATABASE_URL)}
+    container.config.schedule.from_dict({**defaults, **(settings or {})})
+
+    app = FastAPI(title="Task reminders", lifespan=lifespan)
+    app.state.container = container
+    app.include_router(endpoints.router)
+    app.add_exception_handler(ScheduleError, schedule_error)
+    app.add_exception_handler(RequestValidationError, invalid_request)
+    return app
+
+
+# --8<-- [end:create_app]

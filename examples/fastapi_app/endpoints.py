@@ -1,0 +1,142 @@
+"""HTTP endpoints: schedule, list, reschedule and cancel reminders through an injected ScheduleService."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any
+
+from dependency_injector.wiring import Provide, inject
+from fastapi import APIRouter, Depends, Query, Response
+from pydantic import BaseModel, Field
+
+from schedule_sdk import JobMetadata, JobNotFound, OneShotSpec, ScheduledJob, ScheduleService
+
+from .containers import Container
+from .listeners import REMINDER_TOPIC
+from .sent import SentReminders
+
+router = APIRouter()
+
+# `from __future__ import annotations` turns annotations into strings, so the markers go in defaults.
+# --8<-- [start:inject]
+SERVICE = Depends(Provide[Container.schedule.schedule_service])
+# --8<-- [end:inject]
+SENT = Depends(Provide[Container.sent_reminders])
+
+
+class NewReminder(BaseModel):
+    user_id: str
+    message: str
+    due_at: datetime  # ISO 8601 with an offset; a naive time is refused with SCHEDULE_NAIVE_DATETIME
+    timezone: str = "UTC"  # the user's IANA zone, echoed back in every event
+    client_request_id: str | None = None  # makes a retried POST safe: a duplicate gets 409
+
+
+class NewTime(BaseModel):
+    due_at: datetime
+    timezone: str | None = None
+
+
+class Reminder(BaseModel):
+    id: str
+    user_id: str
+    message: str
+    due_at: datetime
+    timezone: str
+    status: str
+    rescheduled_from: str | None = None
+
+    @classmethod
+    def of(cls, job: ScheduledJob) -> Reminder:
+        payload = job.payload or {}
+        return cls(
+            id=job.id,
+            user_id=payload["user_id"],
+            message=payload["message"],
+            due_at=job.run_at,
+            timezone=job.timezone,
+            status=job.status.value,
+            rescheduled_from=job.rescheduled_from,
+        )
+
+
+class ReminderPage(BaseModel):
+    items: list[Reminder]
+    next_cursor: str | None = Field(description="pass as ?cursor= for the next page; null on the last")
+
+
+# --8<-- [start:create]
+@router.post("/reminders", status_code=201)
+@inject
+def create_reminder(body: NewReminder, service: ScheduleService = SERVICE) -> Reminder:
+    job = service.schedule_at(
+        OneShotSpec(
+            topic=REMINDER_TOPIC,
+            run_at=body.due_at,
+            timezone=body.timezone,
+            payload={"user_id": body.user_id, "message": body.message},
+            metadata=JobMetadata(owner_id=body.user_id, client_request_id=body.client_request_id),
+        )
+    )
+    return Reminder.of(job)
+
+
+# --8<-- [end:create]
+
+
+@router.get("/reminders")
+@inject
+def list_reminders(
+    owner: str | None = None,
+    status: Annotated[list[str] | None, Query()] = None,
+    limit: int = 20,
+    cursor: str | None = None,
+    service: ScheduleService = SERVICE,
+) -> ReminderPage:
+    page = service.list(owner_id=owner, topic=REMINDER_TOPIC, status=status, limit=limit, cursor=cursor)
+    return ReminderPage(items=[Reminder.of(job) for job in page.items], next_cursor=page.next_cursor)
+
+
+@router.get("/reminders/{reminder_id}")
+@inject
+def get_reminder(reminder_id: str, service: ScheduleService = SERVICE) -> Reminder:
+    job = service.get_by_id(reminder_id)
+    if job is None or job.topic != REMINDER_TOPIC:
+        raise JobNotFound(reminder_id)
+    return Reminder.of(job)
+
+
+@router.post("/reminders/{reminder_id}/reschedule")
+@inject
+def reschedule_reminder(reminder_id: str, body: NewTime, service: ScheduleService = SERVICE) -> Reminder:
+    """Replaces the reminder: the answer has a new id (``rescheduled_from`` is the old one)."""
+    old = service.get_by_id(reminder_id)
+    if old is None or old.topic != REMINDER_TOPIC:
+        raise JobNotFound(reminder_id)
+    spec = OneShotSpec(
+        topic=REMINDER_TOPIC,
+        run_at=body.due_at,
+        timezone=body.timezone or old.timezone,
+        payload=old.payload,
+        metadata=JobMetadata(owner_id=old.metadata.owner_id),
+    )
+    return Reminder.of(service.reschedule(reminder_id, spec))
+
+
+@router.delete("/reminders/{reminder_id}", status_code=204)
+@inject
+def cancel_reminder(reminder_id: str, service: ScheduleService = SERVICE) -> Response:
+    service.cancel(reminder_id)  # idempotent; JobNotFound becomes 404
+    return Response(status_code=204)
+
+
+@router.get("/sent")
+@inject
+def sent_reminders(sent: SentReminders = SENT) -> list[dict[str, Any]]:
+    """What the listener has sent (a real app would have e-mailed it instead)."""
+    return sent.all()
+
+
+@router.get("/health")
+def health() -> dict[str, str]:
+    return {"status": "ok"}

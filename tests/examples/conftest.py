@@ -1,0 +1,53 @@
+"""The backends the example apps run on in these tests: SQLite (the default), PostgreSQL, and
+PostgreSQL + Redis."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tests.support import services
+
+
+@dataclass(frozen=True)
+class AppBackend:
+    id: str
+    database_url: str
+    redis_url: str | None = None
+
+    def env(self) -> dict[str, str | None]:
+        """What a user sets: the database URL and, for Redis, the Redis URL (+ this run's queue)."""
+        values: dict[str, str | None] = {"SCHEDULE_DATABASE_URL": self.database_url}
+        if self.redis_url:
+            values["SCHEDULE_REDIS_URL"] = self.redis_url
+            values["SCHEDULE_RQ_QUEUE"] = f"examples_{services.RUN_ID}"
+        return values
+
+
+APP_BACKENDS = [
+    pytest.param("sqlite", id="sqlite"),
+    pytest.param("postgres", id="postgres", marks=pytest.mark.postgres),
+    pytest.param("postgres-redis", id="postgres-redis", marks=[pytest.mark.postgres, pytest.mark.redis]),
+]
+
+
+def make_backend(kind: str, request: pytest.FixtureRequest, directory: Path) -> AppBackend:
+    if kind == "sqlite":
+        return AppBackend(kind, f"sqlite:///{directory / 'app.db'}")
+    databases: services.PostgresDatabases = request.getfixturevalue("postgres_databases")
+    url = databases.create("examples")
+    if kind == "postgres":
+        return AppBackend(kind, url)
+    redis_url: str = request.getfixturevalue("redis_base_url")
+    services.RedisDbs.flush(redis_url)
+    return AppBackend(kind, url, redis_url)
+
+
+@pytest.fixture(scope="module", params=APP_BACKENDS)
+def app_backend(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[AppBackend]:
+    yield make_backend(request.param, request, tmp_path_factory.mktemp(request.param))
