@@ -198,7 +198,7 @@ def test_an_unreachable_database_is_a_one_line_error_exit_4() -> None:
     assert "refused" in result.stderr or "failed" in result.stderr
 
 
-@pytest.mark.parametrize("command", [["reconcile"], ["worker"]])
+@pytest.mark.parametrize("command", [["reconcile"], ["worker"]], ids=["reconcile", "worker"])
 def test_an_unreachable_redis_is_a_one_line_error_exit_4(
     db_url: str, service: ScheduleService, command: list[str]
 ) -> None:
@@ -229,13 +229,24 @@ def test_jobs_list_json_pages_through_every_job(db_url: str, service: ScheduleSe
     assert pages == [10, 10, 5] and seen == ids
 
 
+@pytest.mark.parametrize("substrate", ["sql", pytest.param("rq", marks=pytest.mark.redis)])
 def test_the_worker_fires_jobs_and_stops_cleanly_on_sigterm(
-    db_url: str, service: ScheduleService, tmp_path: Path
+    db_url: str, tmp_path: Path, substrate: str, request: pytest.FixtureRequest
 ) -> None:
+    settings = {"database_url": db_url, "substrate": substrate}
+    if substrate == "rq":
+        settings |= {
+            "redis_url": request.getfixturevalue("redis_base_url"),
+            "rq_queue": f"cli_{tmp_path.name}",
+        }
+    container = ScheduleContainer()
+    container.config.from_dict(settings)
+    request.addfinalizer(container.shutdown_resources)
+    service = container.schedule_service()
     events_file = tmp_path / "events.jsonl"
     env = {
         **os.environ,
-        "SCHEDULE_DATABASE_URL": db_url,
+        **{f"SCHEDULE_{key.upper()}": value for key, value in settings.items()},
         "SCHEDULE_LISTENER_MODULES": "tests.cli.record_listener",
         "SCHEDULE_POLL_INTERVAL": "0.2",
         "CLI_TEST_EVENTS_FILE": str(events_file),
