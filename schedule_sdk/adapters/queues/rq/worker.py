@@ -1,11 +1,11 @@
 """``WorkerThread``: the in-process consumer of the RQ queue, safe inside a threaded host app.
 
 It pops released RQ jobs from the RQ queue list (``BLPOP`` with a one-second timeout, then up to
-``batch`` more without blocking), reads them with RQ's own ``Job`` class and the JSON serializer
-(nothing is unpickled), refuses any job whose function is not the SDK's fire function, hands the
-occurrence keys to the fire runtime and deletes the finished job hashes. It installs no signal
-handlers, never subscribes to RQ's command channel (whose shutdown command ``os.kill``s the host
-with SIGINT), adds no log handlers, and notices a stop request within a second.
+``batch`` more without blocking), reads and deletes their hashes in one ``MULTI``, parses them
+with RQ's own ``Job`` class and the JSON serializer (nothing is unpickled), refuses any job whose
+function is not the SDK's fire function, and hands the occurrence keys to the fire runtime. It
+installs no signal handlers, never subscribes to RQ's command channel (whose shutdown command
+``os.kill``s the host with SIGINT), adds no log handlers, and notices a stop within a second.
 
 Why not RQ's ``SimpleWorker`` in a thread (STACK-NOTES §2)? It issues about twenty Redis commands
 per job (registries, heartbeats, status), measured at 110 jobs/s on the project machine; the
@@ -80,20 +80,34 @@ class WorkerThread:
         return [_text(first[1]), *(_text(m) for m in more or ())]
 
     def _execute(self, ids: list[str]) -> None:
-        jobs = Job.fetch_many(ids, connection=self._queue.connection, serializer=JSONSerializer)
-        done: list[str] = []
-        for job_id, job in zip(ids, jobs, strict=True):
+        for job_id, job in zip(ids, self._take(ids), strict=True):
             if job is None:
-                continue  # deleted meanwhile (e.g. executed by another consumer)
+                continue  # already taken (e.g. by a stock rq worker)
             members = _members(job, self._runtime.queue.queue_name)
             if members is None:
                 logger.error("refusing RQ job %s: it is not a schedule_sdk fire", job_id)
                 continue
             self._runtime.fire(members)
             self.executed += 1
-            done.append(job.key)
-        if done:
-            self._queue.connection.delete(*done)
+
+    def _take(self, ids: list[str]) -> list[Job | None]:
+        """Read and delete the job hashes in one ``MULTI``: a re-release of the same id (the same
+        occurrence) that lands later creates a fresh hash, never one we delete unread."""
+        connection = self._queue.connection
+        pipe = connection.pipeline(transaction=True)
+        keys = [Job.key_for(job_id) for job_id in ids]
+        for key in keys:
+            pipe.hgetall(key)
+        pipe.delete(*keys)
+        *raws, _ = pipe.execute()
+        jobs: list[Job | None] = []
+        for job_id, raw in zip(ids, raws, strict=True):
+            job = None
+            if raw:
+                job = Job(job_id, connection=connection, serializer=JSONSerializer)
+                job.restore(raw)
+            jobs.append(job)
+        return jobs
 
 
 def _members(job: Job, queue_name: str) -> list[str] | None:

@@ -1,0 +1,107 @@
+"""``RedisEventPublisher``: the seed's "one-adapter swap" for many app instances (``SCHEDULE_EVENTS=redis``).
+
+``publish`` runs this process's listeners (a failure fails the fire, which is then retried, as
+with the in-process publisher) and broadcasts the event as JSON on a Redis pub/sub channel.
+Every other process that created the publisher receives it on a subscriber thread and runs its
+own listeners (a failure there is logged: pub/sub cannot report back). Each instance ignores its
+own messages, so every instance's listeners see each fire once (at least once across crashes;
+pub/sub drops messages while an instance is disconnected).
+
+Create the publisher in every app instance that has listeners, e.g. ``container.publisher()`` at
+startup (a worker creates it anyway).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import uuid
+from typing import Any
+
+import redis
+from redis.exceptions import RedisError
+
+from ...domain.errors import BrokerUnavailable, ListenerFailed
+from ...domain.events import ScheduleArrivedEvent
+from ...listeners import ListenerRegistry
+from ...ports import EventPublisher
+from .blinker import deliver
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_CHANNEL = "schedule_sdk:events"
+
+
+class RedisEventPublisher(EventPublisher):
+    def __init__(
+        self, *, registry: ListenerRegistry, redis_url: str | None, channel: str = DEFAULT_CHANNEL
+    ) -> None:
+        if not redis_url:
+            raise ValueError("the redis event publisher needs redis_url (SCHEDULE_REDIS_URL)")
+        self.registry = registry
+        self.channel = channel
+        self.origin = uuid.uuid4().hex
+        self._redis = redis.Redis.from_url(redis_url, socket_connect_timeout=5, socket_timeout=5)
+        self._subscriber = redis.Redis.from_url(redis_url, socket_connect_timeout=5, health_check_interval=10)
+        self._stop = threading.Event()
+        self._ready = threading.Event()
+        self._thread = threading.Thread(target=self._listen, name="schedule-sdk-events", daemon=True)
+        self._thread.start()
+        self._ready.wait(5)
+
+    def publish(self, event: ScheduleArrivedEvent) -> None:
+        failure: ListenerFailed | None = None
+        try:
+            deliver(self.registry, event)
+        except ListenerFailed as failed:
+            failure = failed
+        message = json.dumps({"origin": self.origin, "event": event.to_dict()})
+        try:
+            self._redis.publish(self.channel, message)
+        except RedisError as error:
+            raise BrokerUnavailable(f"could not publish the event to Redis: {error}") from error
+        if failure is not None:
+            raise failure
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=3)
+        self._redis.close()
+        self._subscriber.close()
+
+    def _listen(self) -> None:
+        backoff = 0.05
+        while not self._stop.is_set():
+            pubsub: Any = self._subscriber.pubsub(ignore_subscribe_messages=True)  # type: ignore[no-untyped-call]
+            try:
+                pubsub.subscribe(self.channel)
+                self._ready.set()
+                backoff = 0.05
+                while not self._stop.is_set():
+                    message = pubsub.get_message(timeout=0.5)
+                    if message is not None:
+                        self._receive(message["data"])
+            except RedisError as error:
+                logger.warning("event subscriber: %s; reconnecting in %.2fs", error, backoff)
+                self._stop.wait(backoff)
+                backoff = min(backoff * 2, 2.0)
+            finally:
+                try:
+                    pubsub.close()
+                except Exception:
+                    pass
+
+    def _receive(self, data: Any) -> None:
+        try:
+            body = json.loads(data)
+            if body.get("origin") == self.origin:
+                return
+            event = ScheduleArrivedEvent.from_dict(body["event"])
+        except (ValueError, KeyError, TypeError) as error:
+            logger.error("ignoring a malformed event message: %s", error)
+            return
+        try:
+            deliver(self.registry, event)
+        except ListenerFailed:
+            pass  # deliver() logged each failure; a remote instance cannot fail the fire
