@@ -12,8 +12,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import pytest
 
+from schedule_sdk.adapters.stores import schema
+from schedule_sdk.adapters.stores._engine import make_engine
 from tests.harness import Harness
 from tests.support import services
 
@@ -39,7 +42,7 @@ class Backend:
             "stop_timeout": 2.0,
         }
         if self.substrate == "rq":
-            values["rq_queue"] = f"sdk_test_{services.RUN_ID}_{len(self.harnesses)}"
+            values["rq_queue"] = f"sdk_test_{services.RUN_ID}"  # shared: harnesses of one test are one app
         values.update(overrides)
         return values
 
@@ -57,20 +60,32 @@ class Backend:
         return harness
 
 
-SUBSTRATES: list[str] = ["sql"]
+SUBSTRATES: list[str] = ["sql", "rq"]
 STORES: list[str] = ["sqlite", "postgres"]
 COMBINATIONS = [
-    pytest.param((store, substrate), id=f"{store}-{substrate}", marks=[getattr(pytest.mark, store)])
+    pytest.param(
+        (store, substrate),
+        id=f"{store}-{substrate}",
+        marks=[getattr(pytest.mark, store), *([pytest.mark.redis] if substrate == "rq" else [])],
+    )
     for substrate in SUBSTRATES
     for store in STORES
 ]
 
 
+def _migrate(url: str) -> None:
+    engine = make_engine(url)
+    schema.upgrade(engine)
+    engine.dispose()
+
+
 @pytest.fixture(scope="session")
 def postgres_databases() -> Iterator[services.PostgresDatabases]:
+    """Databases copied from a template migrated once per run (much faster than migrating each)."""
     services.require_postgres()
     databases = services.PostgresDatabases()
     databases.cleanup_stale()
+    databases.create_template(_migrate)
     yield databases
     databases.drop_all()
 
@@ -86,19 +101,32 @@ def redis_base_url() -> Iterator[str]:
 
 
 @pytest.fixture
-def database_url_factory(
-    request: pytest.FixtureRequest, tmp_path: Path
-) -> Callable[[str], str]:
+def database_url_factory(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Callable[[str], str]]:
+    """Fresh database URLs for one test; PostgreSQL ones are dropped when the test ends."""
+    created: list[str] = []
+
     def make(store: str) -> str:
         if store == "sqlite":
-            return f"sqlite:///{tmp_path / 'jobs.db'}"
+            return f"sqlite:///{tmp_path / f'jobs{len(created)}.db'}"
         databases: services.PostgresDatabases = request.getfixturevalue("postgres_databases")
-        return databases.create("behaviour")
+        try:
+            url = databases.create("t")
+        except psycopg.OperationalError:  # a test restarted the server: reconnect once
+            databases.close()
+            url = databases.create("t")
+        created.append(url)
+        return url
 
-    return make
+    yield make
+    if created:
+        databases: services.PostgresDatabases = request.getfixturevalue("postgres_databases")
+        for url in created:
+            databases.drop(url)
 
 
-def _backend(request: pytest.FixtureRequest, factory: Callable[[str], str], store: str, substrate: str) -> Backend:
+def _backend(
+    request: pytest.FixtureRequest, factory: Callable[[str], str], store: str, substrate: str
+) -> Backend:
     redis_url = None
     if substrate == "rq":
         redis_url = request.getfixturevalue("redis_base_url")
@@ -116,7 +144,9 @@ def backend(request: pytest.FixtureRequest, database_url_factory: Callable[[str]
 
 
 @pytest.fixture(params=[pytest.param(s, id=f"postgres-{s}", marks=pytest.mark.postgres) for s in SUBSTRATES])
-def postgres_backend(request: pytest.FixtureRequest, database_url_factory: Callable[[str], str]) -> Iterator[Backend]:
+def postgres_backend(
+    request: pytest.FixtureRequest, database_url_factory: Callable[[str], str]
+) -> Iterator[Backend]:
     """The PostgreSQL store on each substrate (for tests that stop the PostgreSQL server)."""
     backend = _backend(request, database_url_factory, "postgres", request.param)
     yield backend
