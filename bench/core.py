@@ -2,10 +2,10 @@
 
 Run:  .venv/bin/python bench/core.py [--store sqlite|postgres|all] [--only W1,W2,W3,W4] [--runs N]
 
-W1  schedule_at: 20,000 one-shots due in an hour, one caller                  -> jobs/s
-W2  10,000 jobs due at the same instant, worker running                        -> drain fires/s, lateness p50/p99
-W3  6,000 jobs due at 200/s                                                    -> lateness p50/p99/max, early count
-W4  resident memory of a worker process with 100,000 pending jobs             -> RSS MB at 0 / 10k / 100k pending
+W1  schedule_at: 20,000 one-shots due in an hour, one caller  -> jobs/s
+W2  10,000 jobs due at the same instant, worker running        -> drain fires/s, lateness p50/p99
+W3  6,000 jobs due at 200/s                                    -> lateness p50/p99/max, early count
+W4  resident memory of a worker with 100,000 pending jobs      -> RSS MB at 0 / 10k / 100k pending
 
 Lateness = listener start (fired_at) - due instant (scheduled_for). PostgreSQL uses a fresh
 database ``schedule_sdk_bench`` on 127.0.0.1:5432 (dropped and re-created per workload).
@@ -159,10 +159,14 @@ WORKLOADS: dict[str, Callable[[str], str]] = {"W1": w1, "W2": w2, "W3": w3, "W4"
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--store", choices=["sqlite", "postgres", "all"], default="all")
     parser.add_argument("--only", default="W1,W2,W3,W4")
-    parser.add_argument("--runs", type=int, default=1, help="repeat each workload; medians are the reader's job")
+    parser.add_argument(
+        "--runs", type=int, default=1, help="repeat each workload; medians are the reader's job"
+    )
     args = parser.parse_args()
     stores = ["sqlite", "postgres"] if args.store == "all" else [args.store]
     for name in args.only.split(","):

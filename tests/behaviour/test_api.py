@@ -85,14 +85,28 @@ def test_schedule_at_stores_everything_it_was_given(backend):
         (lambda: one_shot(payload=["not", "an", "object"]), InvalidPayload),
         (lambda: one_shot(metadata=JobMetadata(owner_id="")), InvalidMetadata),
         (lambda: one_shot(retry=RetryPolicy(attempts=0)), InvalidRetry),
-        (lambda: one_shot(retry=RetryPolicy(attempts=2, backoff=Backoff(type="linear", delay_ms=1))), InvalidRetry),
-        (lambda: RepeatSpec(topic="t", timezone="UTC", repeat=CronRepeat(expression="61 * * * *")), InvalidCron),
-        (lambda: RepeatSpec(topic="t", timezone="UTC", repeat=CronRepeat(expression="0 0 30 2 *")), InvalidCron),
+        (
+            lambda: one_shot(retry=RetryPolicy(attempts=2, backoff=Backoff(type="linear", delay_ms=1))),
+            InvalidRetry,
+        ),
+        (
+            lambda: RepeatSpec(topic="t", timezone="UTC", repeat=CronRepeat(expression="61 * * * *")),
+            InvalidCron,
+        ),
+        (
+            lambda: RepeatSpec(topic="t", timezone="UTC", repeat=CronRepeat(expression="0 0 30 2 *")),
+            InvalidCron,
+        ),
         (lambda: RepeatSpec(topic="t", timezone="UTC", repeat=CronRepeat(expression="* * *")), InvalidCron),
         (lambda: RepeatSpec(topic="t", timezone="UTC", repeat=IntervalRepeat(every_ms=0)), InvalidInterval),
-        (lambda: RepeatSpec(topic="t", timezone="UTC", repeat=IntervalRepeat(every_ms=True)), InvalidInterval),
         (
-            lambda: RepeatSpec(topic="t", timezone="UTC", repeat=CronRepeat(expression="0 9 * * *", timezone="X/Y")),
+            lambda: RepeatSpec(topic="t", timezone="UTC", repeat=IntervalRepeat(every_ms=True)),
+            InvalidInterval,
+        ),
+        (
+            lambda: RepeatSpec(
+                topic="t", timezone="UTC", repeat=CronRepeat(expression="0 9 * * *", timezone="X/Y")
+            ),
             InvalidTimezone,
         ),
     ],
@@ -135,14 +149,18 @@ def test_client_request_id_race_has_exactly_one_winner(backend):
         barrier = threading.Barrier(2)
         outcomes: list[object] = []
 
-        def attempt(request_id: str = f"race-{round_}") -> None:
+        def attempt(request_id: str, barrier: threading.Barrier, outcomes: list[object]) -> None:
             barrier.wait()
             try:
-                outcomes.append(h.service.schedule_at(one_shot(metadata=JobMetadata(client_request_id=request_id))))
+                outcomes.append(
+                    h.service.schedule_at(one_shot(metadata=JobMetadata(client_request_id=request_id)))
+                )
             except ScheduleError as error:
                 outcomes.append(error)
 
-        threads = [threading.Thread(target=attempt) for _ in range(2)]
+        threads = [
+            threading.Thread(target=attempt, args=(f"race-{round_}", barrier, outcomes)) for _ in range(2)
+        ]
         for t in threads:
             t.start()
         for t in threads:

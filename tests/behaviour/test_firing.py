@@ -124,7 +124,9 @@ def test_interval_repeats_are_fixed_rate_and_end_at_their_limit(backend):
     events = h.wait_events(job.id, 4)
     done = h.wait_status(job.id, "completed")
     assert [e.occurrence for e in events] == [1, 2, 3, 4]
-    assert [e.scheduled_for - job.run_at for e in events] == [timedelta(milliseconds=250 * i) for i in range(4)]
+    assert [e.scheduled_for - job.run_at for e in events] == [
+        timedelta(milliseconds=250 * i) for i in range(4)
+    ]
     assert all(e.fired_at >= e.scheduled_for for e in events)
     assert done.occurrence_count == 4
     time.sleep(0.4)
@@ -272,13 +274,32 @@ def test_stop_is_quick_and_leaves_no_thread_behind(backend):
     ("zone", "expression", "start", "expected"),
     [
         # fixed time in the spring-forward gap: once, at the transition
-        ("America/New_York", "30 2 * * *", "2026-03-07T12:00:00Z", ["2026-03-08T07:00:00Z", "2026-03-09T06:30:00Z"]),
+        (
+            "America/New_York",
+            "30 2 * * *",
+            "2026-03-07T12:00:00Z",
+            ["2026-03-08T07:00:00Z", "2026-03-09T06:30:00Z"],
+        ),
         # fixed time in the fall-back overlap: once, at the first pass
-        ("America/New_York", "30 1 * * *", "2026-10-31T12:00:00Z", ["2026-11-01T05:30:00Z", "2026-11-02T06:30:00Z"]),
-        ("Europe/Berlin", "30 2 * * *", "2026-10-24T12:00:00Z", ["2026-10-25T00:30:00Z", "2026-10-26T01:30:00Z"]),
+        (
+            "America/New_York",
+            "30 1 * * *",
+            "2026-10-31T12:00:00Z",
+            ["2026-11-01T05:30:00Z", "2026-11-02T06:30:00Z"],
+        ),
+        (
+            "Europe/Berlin",
+            "30 2 * * *",
+            "2026-10-24T12:00:00Z",
+            ["2026-10-25T00:30:00Z", "2026-10-26T01:30:00Z"],
+        ),
         # wildcard hour: follows real time, both passes of the repeated hour
-        ("Europe/Berlin", "*/30 2 * * *", "2026-10-24T23:50:00Z",
-         ["2026-10-25T00:00:00Z", "2026-10-25T00:30:00Z", "2026-10-25T01:00:00Z", "2026-10-25T01:30:00Z"]),
+        (
+            "Europe/Berlin",
+            "*/30 2 * * *",
+            "2026-10-24T23:50:00Z",
+            ["2026-10-25T00:00:00Z", "2026-10-25T00:30:00Z", "2026-10-25T01:00:00Z", "2026-10-25T01:30:00Z"],
+        ),
     ],
 )
 def test_cron_dst_rules_through_the_whole_stack(backend, zone, expression, start, expected):
@@ -300,3 +321,15 @@ def test_cron_dst_rules_through_the_whole_stack(backend, zone, expression, start
         seen.append(h.job(job.id).scheduled_for)
     assert [s.isoformat().replace("+00:00", "Z") for s in seen] == expected
     assert seen[0] == timing.next_cron_time(expression, zone, datetime.fromisoformat(start))
+
+
+def test_a_job_scheduled_by_another_process_wakes_a_sleeping_worker(backend):
+    """No in-process wake-up here: the worker learns of the job through the store (PostgreSQL
+    LISTEN/NOTIFY, SQLite data_version) or the substrate, not through its 30 s safety net."""
+    worker = backend.harness(poll_interval=30.0).start()
+    worker.service.schedule_at(one_shot(3600))
+    time.sleep(0.3)  # the poller now sleeps toward the job due in an hour
+    other = backend.harness()  # another container, as another process would have
+    job = other.service.schedule_at(one_shot(0.3))
+    [event] = worker.wait_events(job.id, 1, timeout=5)
+    assert event.fired_at - event.scheduled_for < timedelta(seconds=2)

@@ -3,7 +3,6 @@ claimed twice by racing workers."""
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import sys
@@ -52,7 +51,9 @@ def fired(events: Path) -> Counter[str]:
 
 
 def due(seconds: float) -> OneShotSpec:
-    return OneShotSpec(topic="faults.job", run_at=datetime.now(UTC) + timedelta(seconds=seconds), timezone="UTC")
+    return OneShotSpec(
+        topic="faults.job", run_at=datetime.now(UTC) + timedelta(seconds=seconds), timezone="UTC"
+    )
 
 
 def wait_until(predicate, timeout: float = 30.0) -> bool:

@@ -33,7 +33,8 @@ def main() -> int:
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     container = ScheduleContainer()
     with container.worker():
-        print("ready", flush=True)
+        sys.stdout.write("ready\n")
+        sys.stdout.flush()
         stop.wait()
     container.shutdown_resources()
     return 0

@@ -9,17 +9,22 @@ import psycopg
 
 
 def _pg_version() -> str:
-    return subprocess.run(["ls", "/etc/postgresql"], capture_output=True, text=True, check=True).stdout.split()[0]
+    return subprocess.run(
+        ["ls", "/etc/postgresql"], capture_output=True, text=True, check=True
+    ).stdout.split()[0]
 
 
 def stop_postgres() -> None:
     subprocess.run(
-        ["pg_ctlcluster", "--skip-systemctl-redirect", _pg_version(), "main", "stop", "-m", "fast"], check=True
+        ["pg_ctlcluster", "--skip-systemctl-redirect", _pg_version(), "main", "stop", "-m", "fast"],
+        check=True,
     )
 
 
 def start_postgres(timeout: float = 30.0) -> None:
-    subprocess.run(["pg_ctlcluster", "--skip-systemctl-redirect", _pg_version(), "main", "start"], check=False)
+    subprocess.run(
+        ["pg_ctlcluster", "--skip-systemctl-redirect", _pg_version(), "main", "start"], check=False
+    )
     deadline = time.monotonic() + timeout
     while True:
         try:
