@@ -14,6 +14,7 @@ if the lock survived) once Redis answers again.
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 import uuid
@@ -43,7 +44,7 @@ class DuePump:
         self.renew_every = renew_every
         self.retry_every = retry_every
         self.batch = batch
-        self.token = uuid.uuid4().hex
+        self.token = f"{os.getpid()}:{uuid.uuid4().hex}"  # the pid helps operators find the holder
         self.leading = False
         self.released = 0  #: entries this pump released (for tests and metrics)
         self._renewed = 0.0
@@ -106,11 +107,11 @@ class DuePump:
             connection.set(self.queue.keys.pump, self.token, nx=True, px=ttl_ms)
         )
         if held and not self.leading:
-            logger.info("pump %s is now active for queue %s", self.token[:8], self.queue.queue_name)
+            logger.info("pump %s is now active for queue %s", self.token, self.queue.queue_name)
             self._pubsub = connection.pubsub(ignore_subscribe_messages=True)  # type: ignore[no-untyped-call]
             self._pubsub.subscribe(self.queue.keys.wake)
         elif not held and self.leading:
-            logger.warning("pump %s lost its lock", self.token[:8])
+            logger.warning("pump %s lost its lock", self.token)
             self._close_pubsub()
         self.leading = held
         self._renewed = now

@@ -1,0 +1,136 @@
+"""Fixtures for the rq substrate's own tests: settings on the run's Redis db, a private
+redis-server that tests may stop and restart, and worker subprocesses."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+
+from tests.harness import Harness
+from tests.support import services
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def redis_url(redis_base_url: str) -> str:
+    services.RedisDbs.flush(redis_base_url)  # FLUSHDB of this run's own db only
+    return redis_base_url
+
+
+@pytest.fixture
+def rq_settings(tmp_path: Path, redis_url: str) -> dict[str, Any]:
+    return {
+        "database_url": f"sqlite:///{tmp_path / 'jobs.db'}",
+        "substrate": "rq",
+        "redis_url": redis_url,
+        "rq_queue": f"rqt_{services.RUN_ID}",
+        "lease_seconds": 3.0,
+        "stop_timeout": 2.0,
+    }
+
+
+@pytest.fixture
+def harnesses() -> Iterator[Callable[..., Harness]]:
+    made: list[Harness] = []
+
+    def make(settings: dict[str, Any], **overrides: Any) -> Harness:
+        harness = Harness({**settings, **overrides})
+        made.append(harness)
+        return harness
+
+    yield make
+    for harness in made:
+        harness.close()
+
+
+class PrivateRedis:
+    """A real redis-server of our own on a free port, so stopping it disturbs no other test run."""
+
+    def __init__(self, directory: Path) -> None:
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            self.port = probe.getsockname()[1]
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+        self.command = [
+            "redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
+            "--appendonly", "yes", "--appendfsync", "always", "--dir", str(directory),
+        ]  # fmt: skip
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        self.process = subprocess.Popen(self.command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                redis.Redis(port=self.port, socket_connect_timeout=0.5).ping()
+                return
+            except redis.ConnectionError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
+
+    def stop(self) -> None:
+        """Shut the server down (its append-only file keeps the data for ``start``)."""
+        if self.process is not None:
+            self.process.send_signal(signal.SIGTERM)
+            self.process.wait(timeout=10)
+            self.process = None
+
+
+@pytest.fixture
+def private_redis(tmp_path: Path) -> Iterator[PrivateRedis]:
+    server = PrivateRedis(tmp_path)
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def env_of(settings: dict[str, Any], **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SCHEDULE_")}
+    env.update({f"SCHEDULE_{k.upper()}": str(v) for k, v in settings.items() if v is not None})
+    env.update(extra)
+    env["PYTHONPATH"] = str(ROOT)
+    return env
+
+
+def spawn_worker(settings: dict[str, Any], events: Path, **extra: str) -> subprocess.Popen[str]:
+    """tests/procs/worker.py with these settings; returns once it printed "ready"."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "tests.procs.worker"],
+        cwd=ROOT,
+        env=env_of(settings, SDK_TEST_EVENTS=str(events), **extra),
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert process.stdout is not None
+    assert process.stdout.readline().strip() == "ready"
+    return process
+
+
+def read_events(path: Path) -> list[tuple[str, int, int, int]]:
+    if not path.exists():
+        return []
+    rows = [line.split() for line in path.read_text().splitlines() if line.strip()]
+    return [(r[0], int(r[1]), int(r[2]), int(r[3])) for r in rows]
+
+
+def wait_until(predicate: Callable[[], bool], timeout: float = 15.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True

@@ -1,0 +1,142 @@
+"""The seed's write order on the rq substrate, with each fault injected, and the wire format."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import time
+import zlib
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+
+import pytest
+import redis
+from dependency_injector import providers
+from rq import Queue
+from rq.serializers import JSONSerializer
+
+from schedule_sdk import JobStatus, OneShotSpec, QueueUnavailable, StoreUnavailable
+from schedule_sdk.adapters.queues.rq import RQExecutionQueue
+from schedule_sdk.adapters.queues.rq._redis import FIRE_FUNCTION, Keys
+from schedule_sdk.ports import Occurrence
+from schedule_sdk.reconciler import Reconciler
+
+pytestmark = pytest.mark.redis
+
+
+def spec(seconds: float = 0.3) -> OneShotSpec:
+    return OneShotSpec(topic="rq.order", run_at=datetime.now(UTC) + timedelta(seconds=seconds), timezone="UTC")
+
+
+def entries(url: str, queue: str) -> dict[str, list[bytes]]:
+    r, keys = redis.Redis.from_url(url), Keys(queue)
+    return {name: r.zrange(getattr(keys, name), 0, -1) for name in ("staged", "delay", "released")}
+
+
+def test_enqueue_error_rolls_the_row_back_and_raises_queue_unavailable(rq_settings, harnesses):
+    h = harnesses(rq_settings, redis_url="redis://127.0.0.1:1/0")  # nothing listens on port 1
+    with pytest.raises(QueueUnavailable) as raised:
+        h.service.schedule_at(spec())
+    assert raised.value.code == "SCHEDULE_QUEUE_UNAVAILABLE"
+    assert h.service.list(limit=10).items == []  # nothing written
+
+
+class FailingCommit:
+    """Wraps a store: every transaction's body runs, then the commit fails (it rolls back)."""
+
+    def __init__(self, store):
+        self._store = store
+
+    def __getattr__(self, name):
+        return getattr(self._store, name)
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[object]:
+        with self._store.transaction() as tx:
+            yield tx
+            raise StoreUnavailable("injected commit failure")
+
+
+def test_a_commit_failure_after_enqueue_withdraws_the_entry(rq_settings, harnesses):
+    h = harnesses(rq_settings)
+    real = h.container.store()
+    h.container.store.override(providers.Object(FailingCommit(real)))
+    with pytest.raises(StoreUnavailable):
+        h.service.schedule_at(spec())
+    h.container.store.reset_override()
+    assert h.service.list(limit=10).items == []
+    assert entries(rq_settings["redis_url"], rq_settings["rq_queue"]) == {"staged": [], "delay": [], "released": []}
+
+
+def test_an_entry_left_staged_by_a_crash_after_commit_is_healed_by_the_reconciler(rq_settings, harnesses):
+    h = harnesses(rq_settings)
+    queue: RQExecutionQueue = h.container.queue()
+    queue.committed = lambda occurrences: None  # the process "dies" between commit and activation
+    job = h.service.schedule_at(spec(0.2))
+    assert entries(rq_settings["redis_url"], rq_settings["rq_queue"])["staged"] == [Occurrence.of(job).key.encode()]
+    del queue.committed
+    reconciler = Reconciler(store=h.store, queue=queue, clock=h.container.clock())
+    assert reconciler.run().healed == 0  # a fresh staged entry may still be committing
+    queue.stale_after = 0.0
+    assert reconciler.run().healed == 1
+    h.start()
+    assert h.wait_events(job.id, 1)[0].fired_at >= job.run_at
+
+
+def test_released_jobs_are_json_with_the_fire_function_and_plain_ids(rq_settings, harnesses):
+    h = harnesses(rq_settings)
+    queue: RQExecutionQueue = h.container.queue()
+    jobs = [h.service.schedule_at(spec(0.05)) for _ in range(3)]
+    time.sleep(0.1)
+    assert sorted(queue.release_due(time.time() * 1000, 10)) == sorted(Occurrence.of(j).key for j in jobs)
+    r = redis.Redis.from_url(rq_settings["redis_url"])
+    [rq_id] = [i.decode() for i in r.lrange(queue.rq_queue.key, 0, -1)]
+    data = json.loads(zlib.decompress(r.hget(f"rq:job:{rq_id}", "data")))
+    assert data[0] == FIRE_FUNCTION and data[2][0] == rq_settings["rq_queue"]
+    assert sorted(data[2][1]) == sorted(Occurrence.of(j).key for j in jobs)
+    h.start()
+    for job in jobs:
+        h.wait_status(job.id, "completed")
+
+
+def test_a_single_release_uses_the_occurrence_key_as_rq_id_and_double_enqueue_fires_once(rq_settings, harnesses):
+    h = harnesses(rq_settings)
+    queue: RQExecutionQueue = h.container.queue()
+    job = h.service.schedule_at(spec(0.05))
+    occurrence = Occurrence.of(job)
+    queue.enqueue([occurrence])  # a second hand-over of the same occurrence
+    queue.committed([occurrence])
+    time.sleep(0.1)
+    assert queue.release_due(time.time() * 1000, 10) == [occurrence.key]
+    assert queue.rq_queue.fetch_job(occurrence.key) is not None
+    queue.activate([(occurrence.key, time.time() * 1000)])  # and a double release
+    queue.release_due(time.time() * 1000, 10)
+    h.start()
+    h.wait_status(job.id, "completed")
+    time.sleep(0.5)
+    assert len(h.events_for(job.id)) == 1
+
+
+def test_the_in_process_worker_refuses_foreign_functions(rq_settings, harnesses, tmp_path, caplog):
+    h = harnesses(rq_settings).start()
+    marker = tmp_path / "pwned"
+    foreign = Queue(rq_settings["rq_queue"], connection=redis.Redis.from_url(rq_settings["redis_url"]),
+                    serializer=JSONSerializer)  # fmt: skip
+    with caplog.at_level(logging.ERROR):
+        foreign.enqueue("os.mkdir", str(marker))
+        job = h.service.schedule_at(spec(0.1))
+        h.wait_status(job.id, "completed")
+    assert not marker.exists()
+    assert "refusing RQ job" in caplog.text
+
+
+def test_withdraw_on_cancel_leaves_no_entry_and_a_stale_release_never_fires(rq_settings, harnesses):
+    h = harnesses(rq_settings).start()
+    job = h.service.schedule_at(spec(0.5))
+    h.service.cancel(job.id)
+    assert entries(rq_settings["redis_url"], rq_settings["rq_queue"])["delay"] == []
+    queue: RQExecutionQueue = h.container.queue()
+    queue.activate([(Occurrence.of(job).key, time.time() * 1000)])  # a stale entry resurfaces
+    time.sleep(1.0)
+    assert h.events_for(job.id) == [] and h.job(job.id).status is JobStatus.CANCELLED
