@@ -275,6 +275,23 @@ class ScheduledJob:
         return dataclasses.replace(self, **changes)
 
 
+#: The fields of a ScheduledJob that change after it is created (what a guarded update writes).
+MUTABLE_FIELDS: tuple[str, ...] = (
+    "status",
+    "run_at",
+    "scheduled_for",
+    "occurrence",
+    "attempt",
+    "occurrence_count",
+    "last_fired_at",
+    "last_error",
+    "claimed_by",
+    "claimed_until",
+    "updated_at",
+    "rescheduled_to",
+)
+
+
 @dataclass(frozen=True, kw_only=True, slots=True)
 class JobPage:
     """One page of :meth:`ScheduleService.list`; pass ``next_cursor`` to get the next (None: last page)."""

@@ -16,13 +16,18 @@ import sqlalchemy as sa
 from sqlalchemy import event, exc
 from sqlalchemy.engine import Connection, Engine
 
-from ...domain.errors import ClientRequestIdInUse, StoreUnavailable
+from ...domain.errors import ClientRequestIdInUse, InvalidSetting, StoreUnavailable
 
 WRITE = "schedule_sdk_write"
 
 
 def make_engine(
-    url: str, *, pool_size: int = 10, pre_ping: bool = False, busy_timeout_ms: int = 30_000, echo: bool = False
+    url: str,
+    *,
+    pool_size: int = 10,
+    pre_ping: bool = False,
+    busy_timeout_ms: int = 30_000,
+    echo: bool = False,
 ) -> Engine:
     """A SQLAlchemy engine for ``url`` (``sqlite:///path`` or ``postgresql+psycopg://...``).
 
@@ -33,7 +38,7 @@ def make_engine(
     try:
         parsed = sa.make_url(url)
     except exc.ArgumentError as error:
-        raise StoreUnavailable(f"invalid database URL {url!r}: {error}") from error
+        raise InvalidSetting(f"invalid database URL {url!r}: {error}") from error
     if parsed.get_backend_name() == "sqlite":
         return _sqlite_engine(parsed, busy_timeout_ms, echo)
     if parsed.get_backend_name() == "postgresql" and parsed.drivername == "postgresql":
@@ -43,12 +48,12 @@ def make_engine(
             parsed, pool_size=pool_size, max_overflow=pool_size, pool_pre_ping=pre_ping, echo=echo
         )
     except (exc.ArgumentError, exc.NoSuchModuleError, ImportError) as error:
-        raise StoreUnavailable(f"cannot use database URL {parsed!r}: {error}") from error
+        raise InvalidSetting(f"cannot use database URL {parsed!r}: {error}") from error
 
 
 def _sqlite_engine(url: sa.URL, busy_timeout_ms: int, echo: bool) -> Engine:
     if url.database in (None, "", ":memory:"):
-        raise StoreUnavailable("in-memory SQLite is not supported: use a file (sqlite:///jobs.db)")
+        raise InvalidSetting("in-memory SQLite is not supported: use a file (sqlite:///jobs.db)")
     engine = sa.create_engine(url, echo=echo, connect_args={"check_same_thread": False})
 
     @event.listens_for(engine, "connect")

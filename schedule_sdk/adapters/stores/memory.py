@@ -17,10 +17,9 @@ from datetime import UTC, datetime
 from typing import Any
 
 from ...domain.errors import ClientRequestIdInUse, StoreUnavailable
-from ...domain.jobs import JobQuery, ScheduledJob, encode_json
+from ...domain.jobs import MUTABLE_FIELDS, JobQuery, ScheduledJob, encode_json
 from ...domain.status import JobStatus
 from ...ports import Guard, JobStore, JobTransaction
-from .sqlalchemy import _MUTABLE
 
 _TIMES = ("run_at", "scheduled_for", "ends_at", "last_fired_at", "claimed_until", "created_at", "updated_at")
 _PENDING, _ACTIVE = JobStatus.PENDING, JobStatus.ACTIVE
@@ -76,7 +75,7 @@ class _Transaction(JobTransaction):
         if row is None or not _matches(row, guard):
             return False
         new = _copy(job)
-        self.changes[job.id] = row.evolve(**{name: getattr(new, name) for name in _MUTABLE})
+        self.changes[job.id] = row.evolve(**{name: getattr(new, name) for name in MUTABLE_FIELDS})
         return True
 
     def update_many(self, changes: Sequence[tuple[ScheduledJob, Guard]]) -> None:

@@ -12,7 +12,15 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
 from ...domain.errors import ClientRequestIdInUse
-from ...domain.jobs import JobMetadata, JobQuery, RetryPolicy, ScheduledJob, encode_json, repeat_from_dict
+from ...domain.jobs import (
+    MUTABLE_FIELDS,
+    JobMetadata,
+    JobQuery,
+    RetryPolicy,
+    ScheduledJob,
+    encode_json,
+    repeat_from_dict,
+)
 from ...domain.status import JobStatus
 from ...ports import Guard, JobStore, JobTransaction
 from . import _watch
@@ -20,11 +28,6 @@ from ._engine import WRITE, translate_errors
 from ._tables import schedule_jobs as t
 
 NOTIFY_CHANNEL = "schedule_sdk_jobs"
-
-_MUTABLE = (
-    "status run_at scheduled_for occurrence attempt occurrence_count last_fired_at last_error "
-    "claimed_by claimed_until updated_at rescheduled_to"
-).split()
 
 
 def to_row(job: ScheduledJob) -> dict[str, Any]:
@@ -108,13 +111,13 @@ def _guarded(guard: Guard, bind: Callable[[str], Any]) -> list[sa.ColumnElement[
 
 def _update_params(job: ScheduledJob, guard: Guard) -> dict[str, Any]:
     row = to_row(job)
-    params = {f"v_{name}": row[name] for name in _MUTABLE}
+    params = {f"v_{name}": row[name] for name in MUTABLE_FIELDS}
     params.update(b_id=job.id, b_claimed_by=guard.claimed_by, b_occurrence=guard.occurrence)
     return params
 
 
 def _update_statement(guard: Guard) -> sa.Update:
-    values = {name: sa.bindparam(f"v_{name}", type_=t.c[name].type) for name in _MUTABLE}
+    values = {name: sa.bindparam(f"v_{name}", type_=t.c[name].type) for name in MUTABLE_FIELDS}
     return sa.update(t).where(*_guarded(guard, sa.bindparam)).values(values)
 
 

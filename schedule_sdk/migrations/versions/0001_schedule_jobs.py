@@ -30,11 +30,15 @@ END;
 $$ LANGUAGE plpgsql
 """
 _NOTIFY_TRIGGERS = (
-    "CREATE TRIGGER schedule_jobs_notify_insert AFTER INSERT ON schedule_jobs "
-    "FOR EACH ROW WHEN (NEW.status = 'pending') EXECUTE FUNCTION schedule_sdk_notify_pending()",
-    "CREATE TRIGGER schedule_jobs_notify_pending AFTER UPDATE OF status ON schedule_jobs "
-    "FOR EACH ROW WHEN (NEW.status = 'pending' AND OLD.status <> 'pending') "
-    "EXECUTE FUNCTION schedule_sdk_notify_pending()",
+    (
+        "CREATE TRIGGER schedule_jobs_notify_insert AFTER INSERT ON schedule_jobs "
+        "FOR EACH ROW WHEN (NEW.status = 'pending') EXECUTE FUNCTION schedule_sdk_notify_pending()"
+    ),
+    (
+        "CREATE TRIGGER schedule_jobs_notify_pending AFTER UPDATE OF status ON schedule_jobs "
+        "FOR EACH ROW WHEN (NEW.status = 'pending' AND OLD.status <> 'pending') "
+        "EXECUTE FUNCTION schedule_sdk_notify_pending()"
+    ),
 )
 
 
