@@ -51,3 +51,9 @@ def app_backend(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[AppBackend]:
     yield make_backend(request.param, request, tmp_path_factory.mktemp(request.param))
+
+
+@pytest.fixture(params=APP_BACKENDS)
+def fresh_backend(request: pytest.FixtureRequest, tmp_path: Path) -> AppBackend:
+    """Like ``app_backend``, but a new database (and Redis db flush) for each test."""
+    return make_backend(request.param, request, tmp_path)

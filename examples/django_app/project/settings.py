@@ -1,0 +1,47 @@
+"""Django settings for the reminders example; ``SCHEDULE_SDK`` configures schedule_sdk."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY", "insecure-example-key-change-me")
+DEBUG = os.environ.get("DJANGO_DEBUG", "1") == "1"
+ALLOWED_HOSTS = ["127.0.0.1", "localhost", "testserver"]
+
+INSTALLED_APPS = ["reminders.apps.RemindersConfig"]
+MIDDLEWARE = [
+    "django.middleware.common.CommonMiddleware",
+    "reminders.middleware.ScheduleErrorMiddleware",
+]
+ROOT_URLCONF = "project.urls"
+DATABASES = {
+    "default": {
+        "ENGINE": "django.db.backends.sqlite3",
+        "NAME": os.environ.get("DJANGO_DB_PATH", BASE_DIR / "db.sqlite3"),
+    }
+}
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+USE_TZ = True
+TIME_ZONE = "UTC"
+LOGGING = {
+    "version": 1,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "loggers": {
+        "reminders": {"handlers": ["console"], "level": "INFO"},
+        "schedule_sdk": {"handlers": ["console"], "level": "INFO"},
+    },
+}
+
+# --8<-- [start:schedule_settings]
+# Every key is a schedule_sdk setting (docs/reference/settings.md); keys left out come from the
+# SCHEDULE_* environment variables, then the defaults. None values are ignored.
+SCHEDULE_SDK = {
+    "database_url": os.environ.get("SCHEDULE_DATABASE_URL", f"sqlite:///{BASE_DIR / 'schedule.sqlite3'}"),
+    "redis_url": os.environ.get("SCHEDULE_REDIS_URL"),
+}
+# Development only: fire jobs inside the web process (runserver) instead of `manage.py schedule_worker`.
+SCHEDULE_WORKER_IN_PROCESS = os.environ.get("SCHEDULE_WORKER_IN_PROCESS") == "1"
+# --8<-- [end:schedule_settings]

@@ -1,0 +1,126 @@
+"""examples/django_app: its own test suite (Django's test client), then its management commands
+as real processes on SQLite, PostgreSQL and PostgreSQL + Redis."""
+
+from __future__ import annotations
+
+import json
+import re
+import sqlite3
+import subprocess
+import sys
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from schedule_sdk import JobMetadata, OneShotSpec, ScheduleContainer, ScheduleService
+
+from .conftest import AppBackend
+from .support import ROOT, Process, example_env, wait_for
+
+APP = ROOT / "examples" / "django_app"
+
+
+def manage(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "manage.py", *args], cwd=APP, env=env, capture_output=True, text=True, timeout=120
+    )
+
+
+def test_the_apps_own_test_suite_passes() -> None:
+    result = manage("test", "reminders", "--noinput", env=example_env())
+    assert result.returncode == 0, result.stdout + result.stderr
+    ran = re.search(r"Ran (\d+) tests?", result.stderr)
+    assert ran and int(ran.group(1)) >= 8, result.stderr
+    assert "OK" in result.stderr
+
+
+class DjangoApp:
+    """The example's settings for one backend: its own Django database, migrated."""
+
+    def __init__(self, backend: AppBackend, directory: Path) -> None:
+        self.db_path = directory / "django.sqlite3"
+        self.env = example_env(DJANGO_DB_PATH=str(self.db_path), **backend.env())
+        migrated = manage("migrate", "--noinput", env=self.env)
+        assert migrated.returncode == 0, migrated.stdout + migrated.stderr
+        self.container = ScheduleContainer()
+        self.container.config.from_dict(
+            {
+                "database_url": backend.database_url,
+                "redis_url": backend.redis_url,
+                "rq_queue": self.env.get("SCHEDULE_RQ_QUEUE"),
+            }
+        )
+
+    @property
+    def service(self) -> ScheduleService:
+        return self.container.schedule_service()
+
+    def schedule(self, user: str, due_in: float) -> str:
+        """A reminder as the app's views schedule it (any process can schedule; the worker fires)."""
+        job = self.service.schedule_at(
+            OneShotSpec(
+                topic="reminders.due",
+                run_at=datetime.now(UTC) + timedelta(seconds=due_in),
+                timezone="UTC",
+                payload={"user_id": user, "message": f"hello {user}"},
+                metadata=JobMetadata(owner_id=user),
+            )
+        )
+        return job.id
+
+    def sent(self) -> list[str]:
+        with sqlite3.connect(self.db_path) as conn:
+            rows = conn.execute("SELECT reminder_id FROM reminders_sentreminder ORDER BY id").fetchall()
+        return [row[0] for row in rows]
+
+
+@pytest.fixture
+def django_app(fresh_backend: AppBackend, tmp_path: Path) -> Iterator[DjangoApp]:
+    app = DjangoApp(fresh_backend, tmp_path)
+    yield app
+    app.container.shutdown_resources()
+
+
+def test_schedule_worker_fires_reminders_and_stops_on_sigterm(django_app: DjangoApp, tmp_path: Path) -> None:
+    before = django_app.schedule("ana", due_in=0.5)  # comes due before the worker starts
+    cancelled = django_app.schedule("bob", due_in=0.5)
+    django_app.service.cancel(cancelled)
+    worker = Process(["manage.py", "schedule_worker"], django_app.env, tmp_path / "worker.log", cwd=APP)
+    try:
+        wait_for(lambda: before in django_app.sent(), "the reminder that came due before the worker started")
+        during = django_app.schedule("cid", due_in=1)
+        wait_for(lambda: during in django_app.sent(), "the reminder scheduled while the worker runs")
+        assert django_app.sent() == [before, during]  # each once; the cancelled one never
+    finally:
+        code = worker.stop()
+    log = worker.output()
+    assert code == 0, log
+    assert "started" in log and "stopping" in log
+    assert "Traceback" not in log
+
+
+def test_schedule_reconcile_prints_the_report(django_app: DjangoApp) -> None:
+    for user in ("ana", "bob", "cid"):
+        django_app.schedule(user, due_in=3600)
+
+    plain = manage("schedule_reconcile", env=django_app.env)
+    assert plain.returncode == 0, plain.stderr
+    assert re.fullmatch(r"scanned=3 healed=0 skipped=3 released=0\n", plain.stdout), plain.stdout
+
+    as_json = manage("schedule_reconcile", "--json", env=django_app.env)
+    assert as_json.returncode == 0, as_json.stderr
+    assert json.loads(as_json.stdout) == {"scanned": 3, "healed": 0, "skipped": 3, "released": 0}
+
+
+def test_the_opt_in_in_process_worker_fires_inside_any_django_process(django_app: DjangoApp) -> None:
+    """SCHEDULE_WORKER_IN_PROCESS=1 (development): ready() starts a worker, atexit stops it."""
+    reminder = django_app.schedule("ana", due_in=0.5)
+    wait = "import time\nfrom reminders.models import SentReminder\n"
+    wait += "while not SentReminder.objects.exists(): time.sleep(0.1)\nprint('sent')"
+    result = manage("shell", "-c", wait, env={**django_app.env, "SCHEDULE_WORKER_IN_PROCESS": "1"})
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines()[-1] == "sent"
+    assert django_app.sent() == [reminder]
+    assert re.search(r"worker \S+ stopped", result.stderr), result.stderr
