@@ -26,7 +26,9 @@ pytestmark = pytest.mark.redis
 
 
 def spec(seconds: float = 0.3) -> OneShotSpec:
-    return OneShotSpec(topic="rq.order", run_at=datetime.now(UTC) + timedelta(seconds=seconds), timezone="UTC")
+    return OneShotSpec(
+        topic="rq.order", run_at=datetime.now(UTC) + timedelta(seconds=seconds), timezone="UTC"
+    )
 
 
 def entries(url: str, queue: str) -> dict[str, list[bytes]]:
@@ -66,7 +68,11 @@ def test_a_commit_failure_after_enqueue_withdraws_the_entry(rq_settings, harness
         h.service.schedule_at(spec())
     h.container.store.reset_override()
     assert h.service.list(limit=10).items == []
-    assert entries(rq_settings["redis_url"], rq_settings["rq_queue"]) == {"staged": [], "delay": [], "released": []}
+    assert entries(rq_settings["redis_url"], rq_settings["rq_queue"]) == {
+        "staged": [],
+        "delay": [],
+        "released": [],
+    }
 
 
 def test_an_entry_left_staged_by_a_crash_after_commit_is_healed_by_the_reconciler(rq_settings, harnesses):
@@ -74,7 +80,9 @@ def test_an_entry_left_staged_by_a_crash_after_commit_is_healed_by_the_reconcile
     queue: RQExecutionQueue = h.container.queue()
     queue.committed = lambda occurrences: None  # the process "dies" between commit and activation
     job = h.service.schedule_at(spec(0.2))
-    assert entries(rq_settings["redis_url"], rq_settings["rq_queue"])["staged"] == [Occurrence.of(job).key.encode()]
+    assert entries(rq_settings["redis_url"], rq_settings["rq_queue"])["staged"] == [
+        Occurrence.of(job).key.encode()
+    ]
     del queue.committed
     reconciler = Reconciler(store=h.store, queue=queue, clock=h.container.clock())
     assert reconciler.run().healed == 0  # a fresh staged entry may still be committing
@@ -100,7 +108,9 @@ def test_released_jobs_are_json_with_the_fire_function_and_plain_ids(rq_settings
         h.wait_status(job.id, "completed")
 
 
-def test_a_single_release_uses_the_occurrence_key_as_rq_id_and_double_enqueue_fires_once(rq_settings, harnesses):
+def test_a_single_release_uses_the_occurrence_key_as_rq_id_and_double_enqueue_fires_once(
+    rq_settings, harnesses
+):
     h = harnesses(rq_settings)
     queue: RQExecutionQueue = h.container.queue()
     job = h.service.schedule_at(spec(0.05))

@@ -1,0 +1,115 @@
+"""The rq substrate across processes: pump failover after SIGKILL, a worker killed mid-fire,
+and stock ``rq worker`` processes executing the fires the pump released."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+from datetime import UTC, datetime, timedelta
+
+import pytest
+import redis
+
+from schedule_sdk import OneShotSpec, ScheduleContainer
+from schedule_sdk.adapters.queues.rq import DuePump
+from schedule_sdk.adapters.queues.rq._redis import Keys
+from tests.rq.conftest import ROOT, env_of, read_events, spawn_worker, wait_until
+
+pytestmark = [pytest.mark.redis, pytest.mark.slow]
+
+
+def spec(seconds: float) -> OneShotSpec:
+    return OneShotSpec(
+        topic="rq.procs", run_at=datetime.now(UTC) + timedelta(seconds=seconds), timezone="UTC"
+    )
+
+
+def stop(process: subprocess.Popen[str]) -> None:
+    if process.poll() is None:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+def test_one_pump_is_active_and_another_takes_over_within_5s_of_a_sigkill(rq_settings, harnesses, tmp_path):
+    events = tmp_path / "events"
+    workers = [spawn_worker(rq_settings, events) for _ in range(2)]
+    try:
+        r = redis.Redis.from_url(rq_settings["redis_url"])
+        lock = Keys(rq_settings["rq_queue"]).pump
+        assert wait_until(lambda: r.get(lock) is not None)
+        holder = int(r.get(lock).decode().split(":")[0])
+        assert holder in {w.pid for w in workers}
+        [leader] = [w for w in workers if w.pid == holder]
+        [other] = [w for w in workers if w.pid != holder]
+        service = harnesses(rq_settings).service
+        leader.send_signal(signal.SIGKILL)
+        leader.wait()
+        killed = time.monotonic()
+        job = service.schedule_at(spec(0.1))
+        assert wait_until(lambda: any(e[0] == job.id for e in read_events(events)), timeout=10)
+        assert time.monotonic() - killed < 5.0
+        assert [e[3] for e in read_events(events) if e[0] == job.id] == [other.pid]
+        assert int(r.get(lock).decode().split(":")[0]) == other.pid
+    finally:
+        for worker in workers:
+            stop(worker)
+
+
+def test_a_worker_killed_mid_fire_is_fired_again_after_the_lease(rq_settings, harnesses, tmp_path):
+    events = tmp_path / "events"
+    service = harnesses(rq_settings).service
+    slow = spawn_worker(rq_settings, events, SDK_TEST_SLEEP="30")
+    try:
+        job = service.schedule_at(spec(0.2))
+        assert wait_until(lambda: service.get_by_id(job.id).status.value == "active")
+        slow.send_signal(signal.SIGKILL)
+        slow.wait()
+    finally:
+        stop(slow)
+    survivor = spawn_worker(rq_settings, events)
+    try:
+        assert wait_until(lambda: service.get_by_id(job.id).status.value == "completed", timeout=20)
+        assert [(e[0], e[3]) for e in read_events(events)] == [(job.id, survivor.pid)]
+    finally:
+        stop(survivor)
+
+
+@pytest.mark.parametrize("worker_class", ["rq.worker.SimpleWorker", "rq.worker.Worker"])
+def test_stock_rq_workers_execute_the_released_fires(rq_settings, harnesses, tmp_path, worker_class):
+    events = tmp_path / "events"
+    h = harnesses(rq_settings)
+    jobs = [h.service.schedule_at(spec(0.2)) for _ in range(5)]
+    pump = DuePump(h.container.queue())  # the SDK's pump alone; no in-process consumer
+    pump.start()
+    try:
+        assert wait_until(lambda: pump.released == len(jobs))
+    finally:
+        pump.stop()
+    command = [
+        sys.executable, "-m", "rq.cli", "worker", "--burst", "--url", rq_settings["redis_url"],
+        "--serializer", "rq.serializers.JSONSerializer", "--worker-class", worker_class,
+        rq_settings["rq_queue"],
+    ]  # fmt: skip
+    env = env_of(rq_settings, SCHEDULE_LISTENER_MODULES="tests.rq.listeners", SDK_TEST_EVENTS=str(events))
+    subprocess.run(command, cwd=ROOT, env=env, check=True, timeout=120, capture_output=True)
+    assert sorted(e[0] for e in read_events(events)) == sorted(j.id for j in jobs)
+    assert all(h.job(j.id).status.value == "completed" for j in jobs)
+
+
+def test_the_container_builds_the_rq_substrate_from_the_environment(rq_settings, monkeypatch):
+    for key, value in env_of(rq_settings).items():
+        if key.startswith("SCHEDULE_"):
+            monkeypatch.setenv(key, value)
+    monkeypatch.delenv("SCHEDULE_SUBSTRATE")  # SCHEDULE_REDIS_URL alone selects rq
+    container = ScheduleContainer()
+    try:
+        assert type(container.queue()).__name__ == "RQExecutionQueue"
+        assert type(container.runner()).__name__ == "RQRunner"
+    finally:
+        container.shutdown_resources()
