@@ -67,6 +67,11 @@ class JobTransaction(ABC):
             (the check is a unique index, so two racing transactions cannot both win).
         """
 
+    def insert_many(self, jobs: Sequence[ScheduledJob]) -> None:
+        """Insert new job rows, in one statement where the store can (same contract as ``insert``)."""
+        for job in jobs:
+            self.insert(job)
+
     @abstractmethod
     def get(self, job_id: str, *, for_update: bool = False) -> ScheduledJob | None:
         """The job, or None. ``for_update`` locks the row until the transaction ends."""

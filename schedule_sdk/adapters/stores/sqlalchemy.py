@@ -147,6 +147,13 @@ class _Transaction(JobTransaction):
         except ClientRequestIdInUse as error:  # the driver's params do not always name the value
             raise ClientRequestIdInUse(str(job.metadata.client_request_id)) from error.__cause__
 
+    def insert_many(self, jobs: Sequence[ScheduledJob]) -> None:
+        if len(jobs) == 1:
+            self.insert(jobs[0])
+        elif jobs:
+            with translate_errors():  # one executemany (the timer arms a batch of timers at once)
+                self._conn.execute(sa.insert(t), [to_row(job) for job in jobs])
+
     def get(self, job_id: str, *, for_update: bool = False) -> ScheduledJob | None:
         query = sa.select(t).where(t.c.id == job_id)
         if for_update:
