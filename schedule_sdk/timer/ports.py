@@ -29,11 +29,17 @@ class TimerStore(ABC):
         """The tenant's timer, or None (inside ``tx``: locked until it ends)."""
 
     @abstractmethod
-    def insert(self, tx: JobTransaction, entry: TimerEntry) -> bool:
-        """Insert ``entry`` unless the tenant already has a timer for its serviceCallId; return
-        whether it did.
+    def get_many(
+        self, tx: JobTransaction, keys: Sequence[tuple[str, str]]
+    ) -> dict[tuple[str, str], TimerEntry]:
+        """The timers of these ``(tenant_id, service_call_id)`` keys that exist, locked until ``tx`` ends."""
 
-        :raises InvalidTimerCommand: the host's ``service_calls`` foreign key refused it.
+    @abstractmethod
+    def insert_many(self, tx: JobTransaction, entries: Sequence[TimerEntry]) -> set[tuple[str, str]]:
+        """Insert each entry unless its tenant already has a timer for its serviceCallId; return
+        the keys inserted.
+
+        :raises InvalidTimerCommand: the host's ``service_calls`` foreign key refused one of them.
         """
 
     @abstractmethod

@@ -104,24 +104,44 @@ class TimerService:
         logger.warning("ScheduleTimer rejected (%s): %s %r", error.code, error, raw[:200])
 
     def _persist(self, commands: Sequence[ScheduleTimer]) -> list[TimerOutcome]:
+        """New timers in bulk (one read of the batch's keys, one multi-row insert); commands for
+        existing timers, and repeats of a key within the batch, one by one after them."""
         now = self._clock.now()
+        firsts: dict[tuple[str, str], ScheduleTimer] = {}
+        for command in commands:
+            firsts.setdefault(_key(command), command)
         with self._write() as (tx, armed):
-            return [self._apply(tx, command, now, armed) for command in commands]
+            existing = self._timers.get_many(tx, list(firsts))
+            fresh = [self._new_entry(c, now) for key, c in firsts.items() if key not in existing]
+            created = self._timers.insert_many(tx, fresh)
+            self._arm(tx, [e for e in fresh if (e.tenant_id, e.service_call_id) in created], now, armed)
+            outcomes: list[TimerOutcome] = []
+            for command in commands:
+                key = _key(command)
+                if key in created:
+                    created.discard(key)  # a repeat of this key later in the batch is applied normally
+                    outcomes.append(TimerOutcome.CREATED)
+                else:
+                    outcomes.append(self._apply(tx, command, now, armed))
+            return outcomes
+
+    def _new_entry(self, cmd: ScheduleTimer, now: datetime) -> TimerEntry:
+        return TimerEntry(
+            tenant_id=cmd.tenant_id,
+            service_call_id=cmd.service_call_id,
+            correlation_id=cmd.correlation_id or new_id(),
+            due_at=cmd.due_at,
+            registered_at=to_ms(now),
+        )
 
     def _apply(
         self, tx: JobTransaction, cmd: ScheduleTimer, now: datetime, armed: list[Occurrence]
     ) -> TimerOutcome:
         entry = self._timers.get(cmd.tenant_id, cmd.service_call_id, tx)
         if entry is None:
-            new = TimerEntry(
-                tenant_id=cmd.tenant_id,
-                service_call_id=cmd.service_call_id,
-                correlation_id=cmd.correlation_id or new_id(),
-                due_at=cmd.due_at,
-                registered_at=to_ms(now),
-            )
-            if self._timers.insert(tx, new):
-                self._arm(tx, new, now, armed)
+            new = self._new_entry(cmd, now)
+            if self._timers.insert_many(tx, [new]):
+                self._arm(tx, [new], now, armed)
                 return TimerOutcome.CREATED
             entry = self._timers.get(cmd.tenant_id, cmd.service_call_id, tx)  # a racing insert won
             assert entry is not None
@@ -131,7 +151,7 @@ class TimerService:
             return TimerOutcome.UNCHANGED
         self._timers.move(tx, cmd.tenant_id, cmd.service_call_id, cmd.due_at)
         if cmd.due_at < entry.due_at:
-            self._arm(tx, replace(entry, due_at=cmd.due_at), now, armed)
+            self._arm(tx, [replace(entry, due_at=cmd.due_at)], now, armed)
         return TimerOutcome.MOVED
 
     # -- firing ------------------------------------------------------------------------------
@@ -172,8 +192,7 @@ class TimerService:
         while entries := self._timers.unarmed(TIMER_TOPIC, batch):
             now = self._clock.now()
             with self._write() as (tx, armed):
-                for entry in entries:
-                    self._arm(tx, entry, now, armed)
+                self._arm(tx, entries, now, armed)
             total += len(entries)
             if len(entries) < batch:
                 break
@@ -200,10 +219,22 @@ class TimerService:
     def _rearm(self, tx: JobTransaction, seen: TimerEntry, now: datetime, armed: list[Occurrence]) -> None:
         current = self._timers.get(seen.tenant_id, seen.service_call_id, tx)
         if current is not None and not current.reached:
-            self._arm(tx, current, now, armed)
+            self._arm(tx, [current], now, armed)
 
-    def _arm(self, tx: JobTransaction, entry: TimerEntry, now: datetime, armed: list[Occurrence]) -> None:
-        job = ScheduledJob(
+    def _arm(
+        self, tx: JobTransaction, entries: Sequence[TimerEntry], now: datetime, armed: list[Occurrence]
+    ) -> None:
+        """Insert a one-shot job firing each timer at its due time, and hand it to the queue."""
+        jobs = [self._job(entry, now) for entry in entries]
+        if not jobs:
+            return
+        tx.insert_many(jobs)
+        occurrences = [Occurrence.of(job) for job in jobs]
+        self._queue.enqueue(occurrences)
+        armed.extend(occurrences)
+
+    def _job(self, entry: TimerEntry, now: datetime) -> ScheduledJob:
+        return ScheduledJob(
             id=new_id(),
             topic=TIMER_TOPIC,
             status=JobStatus.PENDING,
@@ -219,10 +250,10 @@ class TimerService:
             created_at=now,
             updated_at=now,
         )
-        tx.insert(job)
-        occurrence = [Occurrence.of(job)]
-        self._queue.enqueue(occurrence)
-        armed.extend(occurrence)
+
+
+def _key(command: ScheduleTimer) -> tuple[str, str]:
+    return command.tenant_id, command.service_call_id
 
 
 class TimerQueries:

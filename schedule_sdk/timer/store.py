@@ -10,7 +10,7 @@ filters by ``tenant_id``; the only cross-tenant query is the maintenance query :
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -110,7 +110,13 @@ def due_query(tenant_id: str, now: datetime, limit: int) -> sa.Select[Any]:
 class SQLAlchemyTimerStore(TimerStore):
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
-        self._insert = postgresql.insert if engine.dialect.name == "postgresql" else sqlite.insert
+        insert = postgresql.insert if engine.dialect.name == "postgresql" else sqlite.insert
+        # RETURNING tells which rows were new (executemany: "insertmanyvalues" batches)
+        self._insert_statement = (
+            insert(t)
+            .on_conflict_do_nothing(index_elements=[t.c.tenant_id, t.c.service_call_id])
+            .returning(t.c.tenant_id, t.c.service_call_id)
+        )
 
     @contextlib.contextmanager
     def _read(self) -> Iterator[Connection]:
@@ -132,30 +138,43 @@ class SQLAlchemyTimerStore(TimerStore):
                 rows = [_entry(r) for r in connection_of(tx).execute(statement.with_for_update()).mappings()]
         return rows[0] if rows else None
 
-    def insert(self, tx: JobTransaction, entry: TimerEntry) -> bool:
-        values = {
-            "tenant_id": entry.tenant_id,
-            "service_call_id": entry.service_call_id,
-            "correlation_id": entry.correlation_id,
-            "due_at": entry.due_at,
-            "registered_at": entry.registered_at,
-            "reached_at": entry.reached_at,
-            "state": entry.state.value,
-        }
-        statement = (
-            self._insert(t)
-            .values(values)
-            .on_conflict_do_nothing(index_elements=[t.c.tenant_id, t.c.service_call_id])
-            .returning(t.c.tenant_id)  # rowcount is not reliable for INSERT on every driver
-        )
+    def get_many(
+        self, tx: JobTransaction, keys: Sequence[tuple[str, str]]
+    ) -> dict[tuple[str, str], TimerEntry]:
+        if not keys:
+            return {}
+        # each key carries its tenant: the statement never reaches a timer of another tenant
+        statement = sa.select(t).where(sa.tuple_(t.c.tenant_id, t.c.service_call_id).in_(list(keys)))
+        with translate_errors():
+            rows = connection_of(tx).execute(statement.with_for_update()).mappings()
+            return {(r["tenant_id"], r["service_call_id"]): _entry(r) for r in rows}
+
+    def insert_many(self, tx: JobTransaction, entries: Sequence[TimerEntry]) -> set[tuple[str, str]]:
+        if not entries:
+            return set()
+        rows = [
+            {
+                "tenant_id": e.tenant_id,
+                "service_call_id": e.service_call_id,
+                "correlation_id": e.correlation_id,
+                "due_at": e.due_at,
+                "registered_at": e.registered_at,
+                "reached_at": e.reached_at,
+                "state": e.state.value,
+            }
+            for e in entries
+        ]
         with translate_errors():
             try:
-                result = connection_of(tx).execute(statement)
+                result = connection_of(tx).execute(self._insert_statement, rows)
             except exc.IntegrityError as error:  # the only constraint left: the service_calls FK
-                raise InvalidTimerCommand(
-                    f"no service call ({entry.tenant_id!r}, {entry.service_call_id!r}) for this timer"
-                ) from error
-            return result.first() is not None
+                what = (
+                    f"({entries[0].tenant_id!r}, {entries[0].service_call_id!r})"
+                    if len(entries) == 1
+                    else f"of one of {len(entries)} timers"
+                )
+                raise InvalidTimerCommand(f"no service call {what} in service_calls") from error
+            return {(r.tenant_id, r.service_call_id) for r in result}
 
     def move(self, tx: JobTransaction, tenant_id: str, service_call_id: str, due_at: datetime) -> bool:
         statement = (

@@ -63,8 +63,19 @@ def timer_db(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     """A TIMER_DB_PATH value: a SQLite file, or the URL of a fresh PostgreSQL database."""
     if request.param == "sqlite":
         return str(tmp_path / "event_service.db")
-    databases: services.PostgresDatabases = request.getfixturevalue("postgres_databases")
-    return databases.create("timer")
+    databases: services.PostgresDatabases = request.getfixturevalue("empty_postgres_databases")
+    return databases.create("timer_suite")
+
+
+@pytest.fixture(scope="session")
+def empty_postgres_databases() -> Iterator[services.PostgresDatabases]:
+    """Empty databases (no template): the timer tests run the migrations themselves, some with
+    the service_calls foreign key option."""
+    services.require_postgres()
+    databases = services.PostgresDatabases()
+    yield databases
+    databases.drop_all()
+    databases.close()
 
 
 @pytest.fixture
