@@ -42,18 +42,23 @@ def print_event(event: ScheduleArrivedEvent) -> None:
     arrived.release()
 
 
+# --8<-- [start:listener]
 @on_event(schedule_arrived_event_name("notifications.task-reminder"))
 def send_reminder(event: ScheduleArrivedEvent) -> None:
     print(f"    -> reminding {event.user_payload['userId'] if event.user_payload else '?'}")
+# --8<-- [end:listener]
 
 
 def main() -> None:
     database = os.environ.get("SCHEDULE_DATABASE_URL") or f"sqlite:///{tempfile.mkdtemp()}/quickstart.db"
+    # --8<-- [start:container]
     container = ScheduleContainer()
     container.config.from_dict({"database_url": database})
     service = container.schedule_service()
+    # --8<-- [end:container]
     now = datetime.now(UTC)
 
+    # --8<-- [start:schedule]
     with container.worker():  # boot reconciler, then fire jobs in this process
         service.schedule_at(
             OneShotSpec(
@@ -67,6 +72,7 @@ def main() -> None:
         service.schedule_repeat(
             RepeatSpec(topic="demo.interval", timezone="UTC", repeat=IntervalRepeat(every_ms=1500), limit=3)
         )
+        # --8<-- [end:schedule]
         cron = service.schedule_repeat(
             RepeatSpec(
                 topic="demo.cron",

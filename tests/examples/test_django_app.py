@@ -19,7 +19,7 @@ from schedule_sdk import JobMetadata, OneShotSpec, ScheduleContainer, ScheduleSe
 from .conftest import AppBackend
 from .support import ROOT, Process, example_env, wait_for
 
-APP = ROOT / "examples" / "django_app"
+APP = ROOT / "examples/django_app"
 
 
 def manage(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
