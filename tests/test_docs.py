@@ -80,7 +80,7 @@ def test_relative_links_resolve(doc: Path) -> None:
             continue
         if not (doc.parent / target).exists():
             broken.append(match["target"])
-    assert broken == []
+    assert broken == [], f"broken links in {_id(doc)}: {broken}"
 
 
 def test_the_index_links_every_page() -> None:
