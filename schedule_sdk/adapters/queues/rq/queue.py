@@ -3,9 +3,11 @@
 ``enqueue`` (inside the SQL transaction) stages each occurrence in one atomic ``MULTI``; a Redis
 error raises :class:`QueueUnavailable` so the row rolls back. ``committed`` (after the commit)
 moves the staged entries into the delay index (exact millisecond scores) and wakes the pump if
-an entry is earlier than its plan. ``withdraw`` (the compensating removal, and cancel) deletes
-every trace. An entry is released to RQ only after its transaction committed, so a worker never
-looks for a row that is not visible yet.
+an entry is earlier than its plan. An occurrence due later than ``stale_after`` goes straight
+into the delay index (no transaction lasts that long, so it cannot be released before its row
+is visible), which saves the second round trip for the common case. ``withdraw`` (the
+compensating removal, and cancel) deletes every trace. An entry is released to RQ only after
+its transaction committed, so a worker never looks for a row that is not visible yet.
 
 The pump side (``release_due``) pops due entries and pushes RQ jobs for them in the same
 ``MULTI``: the only callable is the SDK's fire function, the arguments are the queue name and
@@ -90,13 +92,24 @@ class RQExecutionQueue(ExecutionQueue):
     def enqueue(self, occurrences: Sequence[Occurrence]) -> None:
         if not occurrences:
             return
-        staged_at = _now_ms()
+        now = _now_ms()
+        near = {o.key: now for o in occurrences if not self._far(o, now)}
+        far = {o.key: _ms(o) for o in occurrences if self._far(o, now)}
         with unavailable_as("could not enqueue in Redis"):
-            self.connection.zadd(self.keys.staged, {o.key: staged_at for o in occurrences})
+            pipe = self.connection.pipeline(transaction=True)
+            if near:
+                pipe.zadd(self.keys.staged, near)
+            if far:  # due after any transaction has long ended: straight into the delay index
+                pipe.zadd(self.keys.delay, far)
+            pipe.execute()
+
+    def _far(self, occurrence: Occurrence, now_ms: float) -> bool:
+        return _ms(occurrence) > now_ms + self.stale_after * 1000.0
 
     def committed(self, occurrences: Sequence[Occurrence]) -> None:
+        now = _now_ms()
         try:
-            self.activate([(o.key, _ms(o)) for o in occurrences])
+            self.activate([(o.key, _ms(o)) for o in occurrences if not self._far(o, now)])
         except ScheduleError as error:  # the row is committed: the reconciler heals the entry
             logger.warning("could not activate %d entries (%s); reconciler heals", len(occurrences), error)
 

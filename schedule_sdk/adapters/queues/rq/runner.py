@@ -77,4 +77,3 @@ class RQRunner:
             self.queue.committed(occurrences)
         except ScheduleError as error:
             logger.warning("could not re-enqueue %d released fires (%s); reconciler heals", len(jobs), error)
-

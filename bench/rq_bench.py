@@ -1,0 +1,226 @@
+"""Benchmarks of the ``rq`` substrate (issue 3), PostgreSQL + Redis, both durable. Prints figures.
+
+Run:  .venv/bin/python bench/rq_bench.py [--only W1,W2,W3,R] [--store postgres|sqlite]
+
+It starts its own redis-server on a free port with ``appendonly yes, appendfsync everysec`` (the
+shared test server has persistence off) and a fresh PostgreSQL database ``schedule_sdk_rq_bench``
+(fsync and synchronous_commit on, as configured on the machine).
+
+W1  schedule_at: 10,000 one-shots due in an hour, 1 and 8 callers       -> jobs/s
+W2  10,000 jobs due at one instant, two ``schedule-sdk worker`` processes -> drain fires/s, lateness
+W3  6,000 jobs due at 200/s, one ``schedule-sdk worker`` process          -> lateness p50/p99/max, early
+R   100,000 pending rows with no Redis entry, one reconciler run          -> seconds, healed
+
+Lateness = listener start (fired_at) - due instant (scheduled_for), measured in the worker.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import psycopg
+
+from schedule_sdk import OneShotSpec, ScheduleContainer
+from schedule_sdk.reconciler import Reconciler
+
+ROOT = Path(__file__).resolve().parents[1]
+PG_ADMIN = "postgresql://postgres@127.0.0.1:5432/test"
+PG_BENCH = "postgresql+psycopg://postgres@127.0.0.1:5432/schedule_sdk_rq_bench"
+
+
+def percentile(values: list[float], p: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(p / 100 * (len(ordered) - 1))))]
+
+
+class Env:
+    """A durable redis-server of our own, a fresh database, and worker processes."""
+
+    def __init__(self, store: str) -> None:
+        self.dir = Path(tempfile.mkdtemp(prefix="sdk-rq-bench-"))
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            port = probe.getsockname()[1]
+        self.redis = subprocess.Popen(
+            ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "yes",
+             "--appendfsync", "everysec", "--dir", str(self.dir)],
+            stdout=subprocess.DEVNULL,
+        )  # fmt: skip
+        self.redis_url = f"redis://127.0.0.1:{port}/0"
+        time.sleep(0.5)
+        self.store = store
+        self.workers: list[subprocess.Popen[str]] = []
+
+    def settings(self) -> dict[str, object]:
+        if self.store == "sqlite":
+            url = f"sqlite:///{self.dir / f'bench-{time.time_ns()}.db'}"
+        else:
+            with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
+                conn.execute("DROP DATABASE IF EXISTS schedule_sdk_rq_bench WITH (FORCE)")
+                conn.execute("CREATE DATABASE schedule_sdk_rq_bench")
+            url = PG_BENCH
+        import redis
+
+        redis.Redis.from_url(self.redis_url).flushdb()
+        return {"database_url": url, "redis_url": self.redis_url, "rq_queue": "bench"}
+
+    def container(self, settings: dict[str, object]) -> ScheduleContainer:
+        container = ScheduleContainer()
+        container.config.from_dict(settings)
+        return container
+
+    def start_workers(self, settings: dict[str, object], count: int, events: Path) -> None:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("SCHEDULE_")}
+        env.update({f"SCHEDULE_{k.upper()}": str(v) for k, v in settings.items()})
+        env.update(SCHEDULE_LISTENER_MODULES="bench.rq_listener", RQ_BENCH_EVENTS=str(events))
+        env["PYTHONPATH"] = str(ROOT)
+        for _ in range(count):
+            worker = subprocess.Popen(
+                [sys.executable, "-m", "schedule_sdk", "worker"], cwd=ROOT, env=env,
+                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+            )  # fmt: skip
+            assert worker.stderr is not None
+            while "started" not in (line := worker.stderr.readline()):
+                if not line:
+                    raise RuntimeError("worker failed to start")
+            self.workers.append(worker)
+
+    def stop_workers(self) -> None:
+        for worker in self.workers:
+            worker.terminate()
+        for worker in self.workers:
+            worker.wait(timeout=30)
+        self.workers.clear()
+
+    def close(self) -> None:
+        self.stop_workers()
+        self.redis.terminate()
+        self.redis.wait()
+
+
+def spec(run_at: datetime) -> OneShotSpec:
+    return OneShotSpec(topic="bench", run_at=run_at, timezone="UTC")
+
+
+def bulk_insert(container: ScheduleContainer, run_ats: list[datetime]) -> None:
+    """Rows only (no queue entries), in large transactions: the setup for W2 and R."""
+    service, store = container.schedule_service(), container.store()
+    for start in range(0, len(run_ats), 5000):
+        with store.transaction() as tx:
+            for run_at in run_ats[start : start + 5000]:
+                tx.insert(service._new_job(spec(run_at)))
+
+
+def wait_events(events: Path, count: int, timeout: float) -> list[tuple[float, float]]:
+    deadline = time.monotonic() + timeout
+    rows: list[str] = []
+    while time.monotonic() < deadline:
+        rows = events.read_text().splitlines() if events.exists() else []
+        if len(rows) >= count:
+            break
+        time.sleep(0.2)
+    return [(float(a), float(b)) for a, b in (r.split() for r in rows)]
+
+
+def w1(env: Env) -> None:
+    container = env.container(env.settings())
+    service = container.schedule_service()
+    due = datetime.now(UTC) + timedelta(hours=1)
+    for _ in range(200):
+        service.schedule_at(spec(due))  # warm-up
+    n = 10_000
+
+    def call(count: int) -> None:
+        for _ in range(count):
+            service.schedule_at(spec(due))
+
+    for callers in (1, 8):
+        threads = [threading.Thread(target=call, args=(n // callers,)) for _ in range(callers)]
+        started = time.perf_counter()
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        elapsed = time.perf_counter() - started
+        print(f"W1 [{env.store}+redis] schedule_at x{n}, {callers} caller(s): {n / elapsed:,.0f} jobs/s")
+    container.shutdown_resources()
+
+
+def w2(env: Env) -> None:
+    settings = env.settings()
+    container = env.container(settings)
+    n, events = 10_000, env.dir / f"w2-{time.time_ns()}.events"
+    due = datetime.now(UTC) + timedelta(seconds=30)
+    bulk_insert(container, [due] * n)
+    Reconciler(store=container.store(), queue=container.queue(), clock=container.clock()).run()
+    env.start_workers(settings, 2, events)
+    rows = wait_events(events, n, timeout=max(60.0, (due - datetime.now(UTC)).total_seconds() + 60))
+    env.stop_workers()
+    late = [(f - s) * 1000 for s, f in rows]
+    drain = max(f for _, f in rows) - due.timestamp()
+    print(
+        f"W2 [{env.store}+redis] {len(rows)}/{n} due at one instant, 2 worker processes: "
+        f"drained in {drain:.2f}s = {len(rows) / drain:,.0f} fires/s; "
+        f"lateness p50 {percentile(late, 50):.0f} ms, p99 {percentile(late, 99):.0f} ms, "
+        f"early {sum(1 for x in late if x < 0)}"
+    )
+    container.shutdown_resources()
+
+
+def w3(env: Env) -> None:
+    settings = env.settings()
+    container = env.container(settings)
+    n, rate, events = 6_000, 200, env.dir / f"w3-{time.time_ns()}.events"
+    start = datetime.now(UTC) + timedelta(seconds=25)
+    bulk_insert(container, [start + timedelta(seconds=i / rate) for i in range(n)])
+    Reconciler(store=container.store(), queue=container.queue(), clock=container.clock()).run()
+    env.start_workers(settings, 1, events)
+    rows = wait_events(events, n, timeout=(start - datetime.now(UTC)).total_seconds() + n / rate + 60)
+    env.stop_workers()
+    late = [(f - s) * 1000 for s, f in rows]
+    print(
+        f"W3 [{env.store}+redis] {len(rows)}/{n} due at {rate}/s, 1 worker process: lateness "
+        f"p50 {percentile(late, 50):.1f} ms, p99 {percentile(late, 99):.1f} ms, max {max(late):.1f} ms, "
+        f"early {sum(1 for x in late if x < 0)}"
+    )
+    container.shutdown_resources()
+
+
+def reconcile(env: Env) -> None:
+    container = env.container(env.settings())
+    n = 100_000
+    due = datetime.now(UTC) + timedelta(hours=1)
+    bulk_insert(container, [due] * n)
+    reconciler = Reconciler(store=container.store(), queue=container.queue(), clock=container.clock())
+    started = time.perf_counter()
+    report = reconciler.run()
+    elapsed = time.perf_counter() - started
+    print(f"R  [{env.store}+redis] healed {report.healed:,} of {report.scanned:,} in {elapsed:.1f}s")
+    container.shutdown_resources()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--only", default="W1,W2,W3,R")
+    parser.add_argument("--store", default="postgres", choices=["postgres", "sqlite"])
+    args = parser.parse_args()
+    env = Env(args.store)
+    try:
+        workloads = {"W1": w1, "W2": w2, "W3": w3, "R": reconcile}
+        for name in args.only.split(","):
+            workloads[name.strip()](env)
+    finally:
+        env.close()
+
+
+if __name__ == "__main__":
+    main()
