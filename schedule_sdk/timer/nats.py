@@ -180,7 +180,7 @@ class JetStreamCommandSource(CommandSource):
         while not self._stopping.is_set():
             try:
                 messages = await subscription.fetch(self._batch, timeout=0.5)
-            except nats.errors.TimeoutError:
+            except (TimeoutError, nats.errors.TimeoutError):
                 continue  # nothing to do
             except Exception as error:  # disconnected, server restarting: wait and go on
                 logger.warning(

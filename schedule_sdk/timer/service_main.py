@@ -9,6 +9,7 @@ SIGINT stops it cleanly: intake stops, in-flight fires finish, exit status 0.
 from __future__ import annotations
 
 import argparse
+import gc
 import logging
 import os
 import signal
@@ -62,6 +63,9 @@ def main(argv: list[str] | None = None) -> int:
         logger.error("cannot start the timer service: %s", error)
         timer.close()
         return 1
+    # Everything loaded so far lives as long as the process: keep it out of the collector's
+    # full passes, whose pauses (tens of ms over SQLAlchemy's object graph) showed in lateness p99.
+    gc.freeze()
     try:
         logger.info("timer service ready (db %s)", settings.database_url)
         stop.wait()
