@@ -45,6 +45,7 @@ class NatsLoop:
         self._thread.start()
         self.nc: Any = None
         self.js: Any = None
+        self._closing = False
 
     def submit(self, coro: Coroutine[Any, Any, T]) -> Future[T]:
         return asyncio.run_coroutine_threadsafe(coro, self.loop)
@@ -67,7 +68,8 @@ class NatsLoop:
 
     async def _connect(self) -> Any:
         async def disconnected() -> None:
-            logger.warning("disconnected from NATS %s; reconnecting", self.url)
+            if not self._closing:
+                logger.warning("disconnected from NATS %s; reconnecting", self.url)
 
         async def reconnected() -> None:
             logger.warning("reconnected to NATS %s", self.url)
@@ -98,6 +100,7 @@ class NatsLoop:
             await self.js.add_stream(name=name, subjects=subjects, storage=StorageType.FILE)
 
     def close(self) -> None:
+        self._closing = True
         if self.nc is not None:
             try:
                 self.run(self.nc.close(), 5)
