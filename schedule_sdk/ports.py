@@ -25,6 +25,10 @@ class Clock(ABC):
         """The current instant, aware UTC."""
 
 
+#: ``(job_id, occurrence, attempt)``: which fire of which job.
+OccurrenceRef = tuple[str, int, int]
+
+
 @dataclass(frozen=True, slots=True)
 class Occurrence:
     """One hand-off to the execution queue: attempt ``attempt`` of occurrence ``occurrence`` of a job,
@@ -114,11 +118,23 @@ class JobStore(ABC):
         another transaction is claiming are skipped, never claimed twice."""
 
     @abstractmethod
+    def claim_many(
+        self,
+        occurrences: Sequence[OccurrenceRef],
+        now: datetime,
+        worker_id: str,
+        lease_until: datetime,
+    ) -> list[ScheduledJob]:
+        """Claim, like ``claim_due``, each ``(job_id, occurrence, attempt)`` whose job is pending,
+        due, and at exactly that occurrence and attempt; return those claimed (any order). The others
+        (cancelled, already fired, not yet due, or being claimed by someone else) are left alone."""
+
     def claim(
         self, job_id: str, occurrence: int, attempt: int, now: datetime, worker_id: str, lease_until: datetime
     ) -> ScheduledJob | None:
-        """Claim one job like ``claim_due`` if it is pending, due, and at this occurrence and attempt;
-        None otherwise (cancelled, already fired, not yet due, or claimed by someone else)."""
+        """``claim_many`` for one occurrence: the claimed job, or None."""
+        claimed = self.claim_many([(job_id, occurrence, attempt)], now, worker_id, lease_until)
+        return claimed[0] if claimed else None
 
     @abstractmethod
     def extend_claims(self, worker_id: str, job_ids: Sequence[str], lease_until: datetime) -> None:

@@ -123,6 +123,32 @@ def test_claim_of_an_unknown_job_is_none_and_a_second_claim_loses(job_store: Job
     assert job_store.get(j.id).claimed_by == "w1"  # type: ignore[union-attr]
 
 
+def test_claim_many_claims_exactly_the_matching_due_pending_occurrences(job_store: JobStore) -> None:
+    due, other_attempt, not_due, done, also_due = insert(
+        job_store,
+        job(run_at=at(-3)),
+        job(run_at=at(-2), attempt=2),
+        job(run_at=at(5)),
+        job(run_at=at(-1), status=JobStatus.COMPLETED),
+        job(run_at=at(-1), occurrence=4),
+    )
+    asked = [
+        (due.id, 1, 1),
+        (other_attempt.id, 1, 1),  # the row is at attempt 2
+        (not_due.id, 1, 1),
+        (done.id, 1, 1),
+        (also_due.id, 4, 1),
+        (due.id, 1, 1),  # asked twice: claimed once
+        ("01900000-0000-7000-8000-00000000dead", 1, 1),
+    ]
+    claimed = job_store.claim_many(asked, NOW, "w1", at(30))
+    assert sorted(j.id for j in claimed) == sorted([due.id, also_due.id])
+    assert all(j.status is ACTIVE and j.claimed_by == "w1" for j in claimed)
+    assert job_store.get(other_attempt.id) == other_attempt and job_store.get(not_due.id) == not_due
+    assert job_store.claim_many(asked, NOW, "w2", at(30)) == []
+    assert job_store.claim_many([], NOW, "w2", at(30)) == []
+
+
 def test_racing_claims_of_one_occurrence_have_exactly_one_winner(
     job_store: JobStore, reopen: Callable[[], JobStore]
 ) -> None:

@@ -22,7 +22,14 @@ from schedule_sdk import ListenerRegistry, ScheduleArrivedEvent, ScheduleContain
 from schedule_sdk.adapters.publishers.blinker import deliver
 from schedule_sdk.adapters.stores.sqlalchemy import SQLAlchemyJobStore
 from schedule_sdk.domain.jobs import JobQuery, ScheduledJob
-from schedule_sdk.ports import EventPublisher, ExecutionQueue, JobStore, JobTransaction, Occurrence
+from schedule_sdk.ports import (
+    EventPublisher,
+    ExecutionQueue,
+    JobStore,
+    JobTransaction,
+    Occurrence,
+    OccurrenceRef,
+)
 
 
 # --8<-- [start:store]
@@ -51,11 +58,11 @@ class MeteredJobStore(JobStore):
         self.calls["claim_due"] += 1
         return self._inner.claim_due(now, limit, worker_id, lease_until)
 
-    def claim(
-        self, job_id: str, occurrence: int, attempt: int, now: datetime, worker_id: str, lease_until: datetime
-    ) -> ScheduledJob | None:
-        self.calls["claim"] += 1
-        return self._inner.claim(job_id, occurrence, attempt, now, worker_id, lease_until)
+    def claim_many(
+        self, occurrences: Sequence[OccurrenceRef], now: datetime, worker_id: str, lease_until: datetime
+    ) -> list[ScheduledJob]:
+        self.calls["claim_many"] += 1
+        return self._inner.claim_many(occurrences, now, worker_id, lease_until)
 
     def extend_claims(self, worker_id: str, job_ids: Sequence[str], lease_until: datetime) -> None:
         self.calls["extend_claims"] += 1

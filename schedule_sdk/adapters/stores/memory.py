@@ -19,7 +19,7 @@ from typing import Any
 from ...domain.errors import ClientRequestIdInUse, StoreUnavailable
 from ...domain.jobs import MUTABLE_FIELDS, JobQuery, ScheduledJob, encode_json
 from ...domain.status import JobStatus
-from ...ports import Guard, JobStore, JobTransaction
+from ...ports import Guard, JobStore, JobTransaction, OccurrenceRef
 
 _TIMES = ("run_at", "scheduled_for", "ends_at", "last_fired_at", "claimed_until", "created_at", "updated_at")
 _PENDING, _ACTIVE = JobStatus.PENDING, JobStatus.ACTIVE
@@ -149,16 +149,22 @@ class MemoryJobStore(JobStore):
             claimed = self._claim(due, now, worker_id, lease_until)
         return sorted(claimed, key=lambda j: (j.run_at, j.id))
 
-    def claim(
-        self, job_id: str, occurrence: int, attempt: int, now: datetime, worker_id: str, lease_until: datetime
-    ) -> ScheduledJob | None:
+    def claim_many(
+        self,
+        occurrences: Sequence[OccurrenceRef],
+        now: datetime,
+        worker_id: str,
+        lease_until: datetime,
+    ) -> list[ScheduledJob]:
         with self._write_lock:
-            row = self._committed(job_id)
-            if row is None or row.status is not _PENDING or row.run_at > now:
-                return None
-            if (row.occurrence, row.attempt) != (occurrence, attempt):
-                return None
-            return self._claim([row], now, worker_id, lease_until)[0]
+            rows = []
+            for job_id, occurrence, attempt in dict.fromkeys(occurrences):
+                row = self._committed(job_id)
+                if row is None or row.status is not _PENDING or row.run_at > now:
+                    continue
+                if (row.occurrence, row.attempt) == (occurrence, attempt):
+                    rows.append(row)
+            return self._claim(rows, now, worker_id, lease_until) if rows else []
 
     def _claim(
         self, rows: Sequence[ScheduledJob], now: datetime, worker_id: str, lease_until: datetime

@@ -22,7 +22,7 @@ from ...domain.jobs import (
     repeat_from_dict,
 )
 from ...domain.status import JobStatus
-from ...ports import Guard, JobStore, JobTransaction
+from ...ports import Guard, JobStore, JobTransaction, OccurrenceRef
 from . import _watch
 from ._engine import WRITE, translate_errors
 from ._tables import schedule_jobs as t
@@ -239,18 +239,25 @@ class SQLAlchemyJobStore(JobStore):
         where = [t.c.id.in_(_once(due)), t.c.status == "pending"]
         return self._claim(where, now, worker_id, lease_until)
 
-    def claim(
-        self, job_id: str, occurrence: int, attempt: int, now: datetime, worker_id: str, lease_until: datetime
-    ) -> ScheduledJob | None:
-        where = [
-            t.c.id == job_id,
-            t.c.status == "pending",
-            t.c.occurrence == occurrence,
-            t.c.attempt == attempt,
-            t.c.run_at <= now,
-        ]
-        claimed = self._claim(where, now, worker_id, lease_until)
-        return claimed[0] if claimed else None
+    def claim_many(
+        self,
+        occurrences: Sequence[OccurrenceRef],
+        now: datetime,
+        worker_id: str,
+        lease_until: datetime,
+    ) -> list[ScheduledJob]:
+        if not occurrences:
+            return []
+        wanted = (
+            sa.select(t.c.id)
+            .where(
+                sa.tuple_(t.c.id, t.c.occurrence, t.c.attempt).in_([tuple(o) for o in occurrences]),
+                t.c.status == "pending",
+                t.c.run_at <= now,
+            )
+            .with_for_update(skip_locked=True)
+        )
+        return self._claim([t.c.id.in_(_once(wanted)), t.c.status == "pending"], now, worker_id, lease_until)
 
     def _claim(
         self, where: list[sa.ColumnElement[bool]], now: datetime, worker_id: str, lease_until: datetime

@@ -65,20 +65,18 @@ class FireRuntime(ABC):
         occurrence and attempt but could not be claimed (released before their due instant on this
         worker's clock, or racing a commit); drop the released marks."""
         now = self.clock.now()
-        claimed: list[ScheduledJob] = []
-        unclaimed: list[tuple[str, str, int, int]] = []
+        wanted: dict[tuple[str, int, int], str] = {}
         for member in members:
             parts = parse_key(member)
             if parts is None:
                 logger.error("ignoring a malformed occurrence key %r", member[:100])
                 continue
-            job = self.store.claim(*parts, now, self.worker_id, now + self.lease)
-            if job is None:
-                unclaimed.append((member, *parts))
-            else:
-                claimed.append(job)
-        if unclaimed:
-            self._retry_unclaimed(unclaimed)
+            wanted[parts] = member
+        claimed = self.store.claim_many(list(wanted), now, self.worker_id, now + self.lease)
+        for job in claimed:
+            wanted.pop((job.id, job.occurrence, job.attempt), None)
+        if wanted:
+            self._retry_unclaimed([(member, *parts) for parts, member in wanted.items()])
         return claimed
 
     def _retry_unclaimed(self, unclaimed: list[tuple[str, str, int, int]]) -> None:
