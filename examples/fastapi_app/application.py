@@ -27,12 +27,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
 from schedule_sdk import (
-    ClientRequestIdInUse,
-    JobNotFound,
-    NotReschedulable,
     ScheduleError,
-    ScheduleUnavailable,
-    ScheduleValidationError,
 )
 
 from . import endpoints
@@ -59,22 +54,10 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
 
 
 # --8<-- [start:errors]
-def status_for(error: ScheduleError) -> int:
-    if isinstance(error, ScheduleValidationError):
-        return 422
-    if isinstance(error, JobNotFound):
-        return 404
-    if isinstance(error, NotReschedulable | ClientRequestIdInUse):
-        return 409
-    if isinstance(error, ScheduleUnavailable):
-        return 503
-    return 500
-
-
 async def schedule_error(request: Request, error: Exception) -> JSONResponse:
     assert isinstance(error, ScheduleError)
     body = {"code": error.code, "message": error.message}
-    return JSONResponse(body, status_code=status_for(error))
+    return JSONResponse(body, status_code=error.http_status)
 
 
 # --8<-- [end:errors]

@@ -29,6 +29,8 @@ Catch :class:`ScheduleError` for "anything from the scheduler", a builtin for a 
         └── BrokerUnavailable           SCHEDULE_BROKER_UNAVAILABLE
 
 The message defaults to the class docstring; most subclasses add the offending value.
+``http_status`` suggests a response status for apps that expose scheduling over HTTP
+(validation 422, not found 404, conflicts 409, unavailable 503, anything else 500).
 Driver exceptions (SQLAlchemy, redis, nats) never reach callers: adapters translate them
 and chain the original as ``__cause__``.
 """
@@ -42,6 +44,8 @@ class ScheduleError(Exception):
     """The scheduler refused or could not complete an operation."""
 
     code: ClassVar[str] = "SCHEDULE_ERROR"
+    #: A suggested HTTP status for apps that expose scheduling over HTTP.
+    http_status: ClassVar[int] = 500
 
     def __init__(self, message: str | None = None) -> None:
         super().__init__(message or (self.__doc__ or self.code).strip())
@@ -58,6 +62,7 @@ class ScheduleValidationError(ScheduleError, ValueError):
     """The request is invalid; nothing was written."""
 
     code = "SCHEDULE_INVALID_REQUEST"
+    http_status = 422
 
 
 class NaiveDatetime(ScheduleValidationError):
@@ -142,6 +147,7 @@ class ClientRequestIdInUse(ScheduleError):
     """The clientRequestId is already used by another job (in any status)."""
 
     code = "SCHEDULE_CLIENT_REQUEST_ID_IN_USE"
+    http_status = 409
 
     def __init__(self, client_request_id: str) -> None:
         super().__init__(f"clientRequestId {client_request_id!r} is already in use")
@@ -152,6 +158,7 @@ class JobNotFound(ScheduleError, LookupError):
     """No scheduled job has this id."""
 
     code = "SCHEDULE_NOT_FOUND"
+    http_status = 404
 
     def __init__(self, job_id: str) -> None:
         super().__init__(f"no scheduled job with id {job_id!r}")
@@ -162,6 +169,7 @@ class NotReschedulable(ScheduleError):
     """Only pending or active jobs can be rescheduled."""
 
     code = "SCHEDULE_NOT_RESCHEDULABLE"
+    http_status = 409
 
     def __init__(self, job_id: str, status: str) -> None:
         super().__init__(f"job {job_id!r} is {status} and cannot be rescheduled")
@@ -173,6 +181,7 @@ class InvalidTransition(ScheduleError):
     """A job cannot move between these statuses."""
 
     code = "SCHEDULE_INVALID_TRANSITION"
+    http_status = 409
 
 
 class ListenerFailed(ScheduleError):
@@ -192,6 +201,7 @@ class ScheduleUnavailable(ScheduleError, ConnectionError):
     """A backing service is unreachable; nothing was written."""
 
     code = "SCHEDULE_UNAVAILABLE"
+    http_status = 503
 
 
 class StoreUnavailable(ScheduleUnavailable):

@@ -7,25 +7,8 @@ from collections.abc import Callable
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
 from schedule_sdk import (
-    ClientRequestIdInUse,
-    JobNotFound,
-    NotReschedulable,
     ScheduleError,
-    ScheduleUnavailable,
-    ScheduleValidationError,
 )
-
-
-def status_for(error: ScheduleError) -> int:
-    if isinstance(error, ScheduleValidationError):
-        return 422
-    if isinstance(error, JobNotFound):
-        return 404
-    if isinstance(error, NotReschedulable | ClientRequestIdInUse):
-        return 409
-    if isinstance(error, ScheduleUnavailable):
-        return 503
-    return 500
 
 
 class ScheduleErrorMiddleware:
@@ -38,4 +21,4 @@ class ScheduleErrorMiddleware:
     def process_exception(self, request: HttpRequest, error: Exception) -> HttpResponse | None:
         if not isinstance(error, ScheduleError):
             return None  # Django's usual handling
-        return JsonResponse({"code": error.code, "message": error.message}, status=status_for(error))
+        return JsonResponse({"code": error.code, "message": error.message}, status=error.http_status)
