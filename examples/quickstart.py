@@ -46,6 +46,8 @@ def print_event(event: ScheduleArrivedEvent) -> None:
 @on_event(schedule_arrived_event_name("notifications.task-reminder"))
 def send_reminder(event: ScheduleArrivedEvent) -> None:
     print(f"    -> reminding {event.user_payload['userId'] if event.user_payload else '?'}")
+
+
 # --8<-- [end:listener]
 
 
