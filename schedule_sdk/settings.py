@@ -11,7 +11,7 @@ import os
 import socket
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from .domain.errors import InvalidSetting
 from .domain.ids import new_id
@@ -19,6 +19,32 @@ from .domain.ids import new_id
 
 def _env(name: str) -> dict[str, str]:
     return {"env": name}
+
+
+S = TypeVar("S")
+
+
+def load_settings(
+    cls: type[S],
+    overrides: Mapping[str, Any] | None = None,
+    environ: Mapping[str, str] | None = None,
+    what: str = "setting",
+) -> S:
+    """An instance of the settings dataclass ``cls``: each field from ``overrides`` (by field name),
+    else from the environment variable in its ``env`` metadata, else its default."""
+    environ = os.environ if environ is None else environ
+    overrides = {k: v for k, v in (overrides or {}).items() if v is not None}
+    fields = {f.name: f for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+    unknown = set(overrides) - set(fields)
+    if unknown:
+        raise InvalidSetting(f"unknown {what}(s): {', '.join(sorted(unknown))}")
+    values: dict[str, Any] = {}
+    for name, f in fields.items():
+        if name in overrides:
+            values[name] = _coerce(f, overrides[name])
+        elif f.metadata.get("env") in environ:
+            values[name] = _coerce(f, environ[f.metadata["env"]])
+    return cls(**values)
 
 
 def default_worker_id() -> str:
@@ -98,19 +124,7 @@ class Settings:
         cls, overrides: Mapping[str, Any] | None = None, environ: Mapping[str, str] | None = None
     ) -> Settings:
         """Settings from ``overrides``, then ``environ`` (default ``os.environ``), then defaults."""
-        environ = os.environ if environ is None else environ
-        overrides = {k: v for k, v in (overrides or {}).items() if v is not None}
-        fields = {f.name: f for f in dataclasses.fields(cls)}
-        unknown = set(overrides) - set(fields)
-        if unknown:
-            raise InvalidSetting(f"unknown setting(s): {', '.join(sorted(unknown))}")
-        values: dict[str, Any] = {}
-        for name, f in fields.items():
-            if name in overrides:
-                values[name] = _coerce(f, overrides[name])
-            elif f.metadata.get("env") in environ:
-                values[name] = _coerce(f, environ[f.metadata["env"]])
-        return cls(**values)
+        return load_settings(cls, overrides, environ)
 
 
 def _coerce(f: dataclasses.Field[Any], value: Any) -> Any:

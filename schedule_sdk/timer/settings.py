@@ -7,18 +7,12 @@ environment, then the defaults below.
 
 from __future__ import annotations
 
-import dataclasses
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..domain.errors import InvalidSetting
-from ..settings import _coerce
-
-
-def _env(name: str) -> dict[str, str]:
-    return {"env": name}
+from ..settings import _env, load_settings
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -82,16 +76,5 @@ class TimerSettings:
     def load(
         cls, overrides: Mapping[str, Any] | None = None, environ: Mapping[str, str] | None = None
     ) -> TimerSettings:
-        environ = os.environ if environ is None else environ
-        overrides = {k: v for k, v in (overrides or {}).items() if v is not None}
-        fields = {f.name: f for f in dataclasses.fields(cls)}
-        unknown = set(overrides) - set(fields)
-        if unknown:
-            raise InvalidSetting(f"unknown timer setting(s): {', '.join(sorted(unknown))}")
-        values: dict[str, Any] = {}
-        for name, f in fields.items():
-            if name in overrides:
-                values[name] = _coerce(f, overrides[name])
-            elif f.metadata["env"] in environ:
-                values[name] = _coerce(f, environ[f.metadata["env"]])
-        return cls(**values)
+        """Timer settings from ``overrides``, then ``environ`` (default ``os.environ``), then defaults."""
+        return load_settings(cls, overrides, environ, what="timer setting")
