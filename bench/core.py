@@ -22,6 +22,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import psycopg
+from _stats import PG_ADMIN, percentile  # bench/ is on sys.path when run as a script
 from dependency_injector import providers
 
 from schedule_sdk import (
@@ -32,7 +33,6 @@ from schedule_sdk import (
     ScheduleContainer,
 )
 
-PG_ADMIN = "postgresql://postgres@127.0.0.1:5432/test"
 PG_BENCH = "postgresql+psycopg://postgres@127.0.0.1:5432/schedule_sdk_bench"
 
 
@@ -76,11 +76,6 @@ def spec(run_at: datetime) -> OneShotSpec:
     return OneShotSpec(topic="bench.job", run_at=run_at, timezone="UTC", payload={"n": 1})
 
 
-def pct(values: list[float], p: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(round(p / 100 * (len(ordered) - 1))))]
-
-
 def w1(store: str) -> str:
     bench = Bench(store)
     run_at = datetime.now(UTC) + timedelta(hours=1)
@@ -110,7 +105,7 @@ def w2(store: str) -> str:
     bench.close()
     return (
         f"W2 {store:8} burst of {n}: drained in {drain:.2f} s = {n / drain:,.0f} fires/s; "
-        f"lateness p50 {pct(late, 50):.0f} ms, p99 {pct(late, 99):.0f} ms"
+        f"lateness p50 {percentile(late, 50):.0f} ms, p99 {percentile(late, 99):.0f} ms"
     )
 
 
@@ -127,8 +122,8 @@ def w3(store: str) -> str:
     bench.close()
     early = sum(1 for v in late if v < 0)
     return (
-        f"W3 {store:8} {n} due at {rate}/s: lateness p50 {pct(late, 50):.2f} ms, p99 {pct(late, 99):.2f} ms, "
-        f"max {max(late):.2f} ms, early {early}"
+        f"W3 {store:8} {n} due at {rate}/s: lateness p50 {percentile(late, 50):.2f} ms, "
+        f"p99 {percentile(late, 99):.2f} ms, max {max(late):.2f} ms, early {early}"
     )
 
 

@@ -28,18 +28,13 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import psycopg
+from _stats import PG_ADMIN, percentile  # bench/ is on sys.path when run as a script
 
 from schedule_sdk import OneShotSpec, ScheduleContainer
 from schedule_sdk.reconciler import Reconciler
 
 ROOT = Path(__file__).resolve().parents[1]
-PG_ADMIN = "postgresql://postgres@127.0.0.1:5432/test"
 PG_BENCH = "postgresql+psycopg://postgres@127.0.0.1:5432/schedule_sdk_rq_bench"
-
-
-def percentile(values: list[float], p: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(round(p / 100 * (len(ordered) - 1))))]
 
 
 class Env:

@@ -34,17 +34,12 @@ from typing import Any
 
 import nats
 import psycopg
+from _stats import PG_ADMIN, percentile  # bench/ is on sys.path when run as a script
 
 from schedule_sdk.timer import Envelope, ScheduleTimer
 
 ROOT = Path(__file__).resolve().parents[1]
 NATS_URL = "nats://127.0.0.1:4222"
-PG_ADMIN = "postgresql://postgres@127.0.0.1:5432/test"
-
-
-def percentile(values: list[float], p: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(round(p / 100 * (len(ordered) - 1))))]
 
 
 class Bench:
