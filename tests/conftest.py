@@ -12,7 +12,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import psycopg
 import pytest
 
 from schedule_sdk.adapters.stores import schema
@@ -109,11 +108,7 @@ def database_url_factory(request: pytest.FixtureRequest, tmp_path: Path) -> Iter
         if store == "sqlite":
             return f"sqlite:///{tmp_path / f'jobs{len(created)}.db'}"
         databases: services.PostgresDatabases = request.getfixturevalue("postgres_databases")
-        try:
-            url = databases.create("t")
-        except psycopg.OperationalError:  # a test restarted the server: reconnect once
-            databases.close()
-            url = databases.create("t")
+        url = databases.create("t")
         created.append(url)
         return url
 

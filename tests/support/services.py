@@ -39,6 +39,7 @@ CONNECT_TIMEOUT = 3.0
 RUN_ID = f"{os.getpid()}_{secrets.token_hex(3)}"
 #: Unix time this process started; Postgres database names carry it so stale ones can be found.
 RUN_STARTED = int(time.time())
+_TEMPLATES = itertools.count(1)
 
 _PG_NAME = re.compile(r"^sdk_(\d{10})_")
 _STREAM_NAME = re.compile(r"^[A-Za-z0-9_-]+$")
@@ -130,6 +131,12 @@ class PostgresDatabases:
         return f"sdk_{RUN_STARTED}_{RUN_ID}"
 
     def _admin(self) -> psycopg.Connection[Any]:
+        """The admin connection, re-opened if the server was restarted since it was last used."""
+        if self._conn is not None and not self._conn.closed:
+            try:
+                self._conn.execute("SELECT 1")
+            except psycopg.OperationalError:
+                self._conn.close()
         if self._conn is None or self._conn.closed:
             require_postgres(self._admin_url)
             self._conn = psycopg.connect(self._admin_url, autocommit=True)
@@ -163,7 +170,7 @@ class PostgresDatabases:
         """
         if self._template is not None:
             raise RuntimeError(f"template {self._template} already exists for this run")
-        name = f"{self.prefix}_tpl"
+        name = f"{self.prefix}_{next(_TEMPLATES)}_tpl"  # several objects in one run: distinct names
         self._admin().execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
         self._template = name
         setup(postgres_url(name))
