@@ -80,7 +80,9 @@ class Settings:
     #: Create or upgrade the schema when the store is first used.
     auto_migrate: bool = field(default=True, metadata=_env("SCHEDULE_AUTO_MIGRATE"))
     #: Re-run the reconciler this often while the worker runs (seconds); 0 = only at start.
-    reconcile_interval: float = field(default=0.0, metadata=_env("SCHEDULE_RECONCILE_INTERVAL"))
+    #: Default: 300 on the ``rq`` substrate (heals a Redis flush, or a process that died between a
+    #: commit and its hand-off, without a restart), 0 on ``sql`` (the row is the queue entry).
+    reconcile_interval: float | None = field(default=None, metadata=_env("SCHEDULE_RECONCILE_INTERVAL"))
     #: This worker's identity in claims (default: host:pid:random).
     worker_id: str = field(default_factory=default_worker_id, metadata=_env("SCHEDULE_WORKER_ID"))
     #: Modules the ``schedule-sdk worker`` command imports so their ``@on_event`` listeners register.
@@ -96,6 +98,8 @@ class Settings:
     def __post_init__(self) -> None:
         if self.substrate is None:
             object.__setattr__(self, "substrate", "rq" if self.redis_url else "sql")
+        if self.reconcile_interval is None:
+            object.__setattr__(self, "reconcile_interval", 300.0 if self.substrate == "rq" else 0.0)
         if self.substrate not in ("sql", "rq"):
             raise InvalidSetting(f"substrate must be 'sql' or 'rq', not {self.substrate!r}")
         if self.substrate == "rq" and not self.redis_url:
