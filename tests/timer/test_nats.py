@@ -112,7 +112,7 @@ def test_commands_are_acked_only_after_they_are_persisted(nats_timer, probe):
     probe.send(command("tenant-a", "sc-1", ms=200))
     assert wait_until(lambda: probe.keys() == [("tenant-a", "sc-1")], timeout=15)
     assert failures == [1]  # the first delivery failed to persist, was not acked, and came back
-    assert timer.queries.get("tenant-a", "sc-1").state is TimerState.REACHED
+    assert wait_until(lambda: timer.queries.get("tenant-a", "sc-1").state is TimerState.REACHED, timeout=5)
 
 
 def test_many_tenants_never_see_each_others_events(nats_timer, probe):

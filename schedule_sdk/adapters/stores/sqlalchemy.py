@@ -26,6 +26,7 @@ from ...domain.status import JobStatus
 from ...ports import Guard, JobStore, JobTransaction, OccurrenceRef
 from . import _watch
 from ._engine import WRITE, translate_errors
+from ._tables import UTCDateTime
 from ._tables import schedule_jobs as t
 
 NOTIFY_CHANNEL = "schedule_sdk_jobs"
@@ -180,6 +181,53 @@ class _Transaction(JobTransaction):
                 self._conn.execute(_update_statement(shape), params)
 
 
+_NOW = sa.bindparam("c_now", type_=UTCDateTime)
+
+
+def _claiming(where: list[sa.ColumnElement[bool]]) -> sa.Update:
+    """``UPDATE … SET status='active'`` claimed by ``c_worker`` until ``c_lease``, for rows matching
+    ``where``, returning them (bind ``c_now``, ``c_worker``, ``c_lease``)."""
+    return (
+        sa.update(t)
+        .where(*where)
+        .values(
+            status="active",
+            claimed_by=sa.bindparam("c_worker"),
+            claimed_until=sa.bindparam("c_lease", type_=UTCDateTime),
+            updated_at=_NOW,
+        )
+        .returning(*t.c)
+    )
+
+
+# Built once: the poller runs it at every due instant. Bind c_limit as well.
+_CLAIM_DUE = _claiming(
+    [
+        t.c.id.in_(
+            _once(
+                sa.select(t.c.id)
+                .where(t.c.status == "pending", t.c.run_at <= _NOW)
+                .order_by(t.c.run_at)
+                .limit(sa.bindparam("c_limit", type_=sa.Integer))
+                .with_for_update(skip_locked=True)
+            )
+        ),
+        t.c.status == "pending",
+    ]
+)
+
+
+def _claims_engine(engine: Engine) -> Engine:
+    return sa.create_engine(
+        engine.url,
+        pool_size=2,
+        max_overflow=4,
+        pool_pre_ping=engine.pool._pre_ping,
+        isolation_level="AUTOCOMMIT",
+        connect_args={"options": "-c synchronous_commit=off"},
+    )
+
+
 class SQLAlchemyJobStore(JobStore):
     """The job store on SQLite (file) or PostgreSQL. Create the schema with
     :func:`schedule_sdk.adapters.stores.schema.upgrade` (the container does it at start-up)."""
@@ -194,6 +242,11 @@ class SQLAlchemyJobStore(JobStore):
         self._write_lock: contextlib.AbstractContextManager[object] = (
             contextlib.nullcontext() if self._is_pg else threading.RLock()
         )
+        # PostgreSQL: claims are single statements, so they run in autocommit (one round trip, not
+        # BEGIN/SET/UPDATE/COMMIT) on a small pool whose sessions do not wait for the WAL flush. A
+        # claim need not survive a database crash: a lost claim leaves the row pending, so the
+        # occurrence fires again (at least once). Job rows and outcomes use the durable pool.
+        self._claims = _claims_engine(engine) if self._is_pg else None
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[JobTransaction]:
@@ -210,6 +263,16 @@ class SQLAlchemyJobStore(JobStore):
     @contextlib.contextmanager
     def _read(self) -> Iterator[Connection]:
         with translate_errors(), self.engine.connect() as conn, conn.begin():
+            yield conn
+
+    @contextlib.contextmanager
+    def _claiming(self) -> Iterator[Connection]:
+        """A connection for one claim statement (autocommit on PostgreSQL; a write on SQLite)."""
+        if self._claims is None:
+            with self._write() as conn:
+                yield conn
+            return
+        with translate_errors(), self._claims.connect() as conn:
             yield conn
 
     def get(self, job_id: str) -> ScheduledJob | None:
@@ -236,15 +299,7 @@ class SQLAlchemyJobStore(JobStore):
     def claim_due(
         self, now: datetime, limit: int, worker_id: str, lease_until: datetime
     ) -> list[ScheduledJob]:
-        due = (
-            sa.select(t.c.id)
-            .where(t.c.status == "pending", t.c.run_at <= now)
-            .order_by(t.c.run_at)
-            .limit(limit)
-            .with_for_update(skip_locked=True)
-        )
-        where = [t.c.id.in_(_once(due)), t.c.status == "pending"]
-        return self._claim(where, now, worker_id, lease_until)
+        return self._claim(_CLAIM_DUE, now, worker_id, lease_until, c_limit=limit)
 
     def claim_many(
         self,
@@ -264,24 +319,15 @@ class SQLAlchemyJobStore(JobStore):
             )
             .with_for_update(skip_locked=True)
         )
-        return self._claim([t.c.id.in_(_once(wanted)), t.c.status == "pending"], now, worker_id, lease_until)
+        statement = _claiming([t.c.id.in_(_once(wanted)), t.c.status == "pending"])
+        return self._claim(statement, now, worker_id, lease_until)
 
     def _claim(
-        self, where: list[sa.ColumnElement[bool]], now: datetime, worker_id: str, lease_until: datetime
+        self, statement: sa.Update, now: datetime, worker_id: str, lease_until: datetime, **params: Any
     ) -> list[ScheduledJob]:
-        statement = (
-            sa.update(t)
-            .where(*where)
-            .values(status="active", claimed_by=worker_id, claimed_until=lease_until, updated_at=now)
-            .returning(*t.c)
-        )
-        with self._write() as conn:
-            if self._is_pg:
-                # A claim need not survive a database crash: a lost claim leaves the row pending, so
-                # the occurrence fires again (at least once). Not waiting for the WAL flush takes
-                # the fsync off every fire's critical path; outcomes are still committed durably.
-                conn.exec_driver_sql("SET LOCAL synchronous_commit TO OFF")
-            rows = conn.execute(statement).mappings().all()
+        params.update(c_now=now, c_worker=worker_id, c_lease=lease_until)
+        with self._claiming() as conn:
+            rows = conn.execute(statement, params).mappings().all()
         return sorted((from_row(r) for r in rows), key=lambda j: (j.run_at, j.id))
 
     def extend_claims(self, worker_id: str, job_ids: Sequence[str], lease_until: datetime) -> None:
@@ -324,7 +370,7 @@ class SQLAlchemyJobStore(JobStore):
         return [from_row(r) for r in rows]
 
     def next_due_at(self) -> datetime | None:
-        with self._read() as conn:
+        with self._claiming() if self._claims is not None else self._read() as conn:
             value = conn.execute(sa.select(sa.func.min(t.c.run_at)).where(t.c.status == "pending")).scalar()
         return value if isinstance(value, datetime) or value is None else None
 
@@ -341,4 +387,6 @@ class SQLAlchemyJobStore(JobStore):
         return _watch.poll_sqlite_data_version(self.engine.url, on_change)
 
     def close(self) -> None:
+        if self._claims is not None:
+            self._claims.dispose()
         self.engine.dispose()
