@@ -217,6 +217,27 @@ _CLAIM_DUE = _claiming(
 )
 
 
+_KEYS: sa.BindParameter[Any] = sa.bindparam("c_keys", expanding=True)  # (id, occurrence, attempt)
+_CLAIM_MANY = _claiming(
+    [
+        t.c.id.in_(
+            _once(
+                sa.select(t.c.id)
+                .where(
+                    sa.tuple_(t.c.id, t.c.occurrence, t.c.attempt).in_(
+                        sa.bindparam("c_keys", expanding=True)
+                    ),
+                    t.c.status == "pending",
+                    t.c.run_at <= _NOW,
+                )
+                .with_for_update(skip_locked=True)
+            )
+        ),
+        t.c.status == "pending",
+    ]
+)
+
+
 def _claims_engine(engine: Engine) -> Engine:
     return sa.create_engine(
         engine.url,
@@ -310,17 +331,8 @@ class SQLAlchemyJobStore(JobStore):
     ) -> list[ScheduledJob]:
         if not occurrences:
             return []
-        wanted = (
-            sa.select(t.c.id)
-            .where(
-                sa.tuple_(t.c.id, t.c.occurrence, t.c.attempt).in_([tuple(o) for o in occurrences]),
-                t.c.status == "pending",
-                t.c.run_at <= now,
-            )
-            .with_for_update(skip_locked=True)
-        )
-        statement = _claiming([t.c.id.in_(_once(wanted)), t.c.status == "pending"])
-        return self._claim(statement, now, worker_id, lease_until)
+        keys = [tuple(o) for o in dict.fromkeys(occurrences)]
+        return self._claim(_CLAIM_MANY, now, worker_id, lease_until, c_keys=keys)
 
     def _claim(
         self, statement: sa.Update, now: datetime, worker_id: str, lease_until: datetime, **params: Any
