@@ -11,48 +11,24 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator, Mapping, Sequence
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy import exc
 from sqlalchemy.dialects import postgresql, sqlite
-from sqlalchemy.engine import Connection, Dialect, Engine
-from sqlalchemy.types import TypeDecorator, TypeEngine
+from sqlalchemy.engine import Connection, Engine
 
 from ..adapters.stores._engine import translate_errors
+from ..adapters.stores._tables import UTCDateTime
 from ..adapters.stores._tables import schedule_jobs as jobs
 from ..domain.errors import InvalidTimerCommand
 from ..ports import JobTransaction
-from .domain import TimerEntry, TimerState, format_instant
+from .domain import TimerEntry, TimerState
 from .ports import TimerStore
 
-
-class TimerTimestamp(TypeDecorator[datetime]):
-    """Aware datetimes in and out; ``YYYY-MM-DDTHH:MM:SS.sssZ`` text on SQLite, timestamptz elsewhere."""
-
-    impl = sa.DateTime(timezone=True)
-    cache_ok = True
-
-    def load_dialect_impl(self, dialect: Dialect) -> TypeEngine[Any]:
-        if dialect.name == "sqlite":
-            return dialect.type_descriptor(sa.Text())
-        return dialect.type_descriptor(sa.DateTime(timezone=True))
-
-    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> Any:
-        if value is None:
-            return None
-        if value.tzinfo is None:
-            raise ValueError("naive datetime given to a timer timestamp")
-        return format_instant(value) if dialect.name == "sqlite" else value.astimezone(UTC)
-
-    def process_result_value(self, value: Any, dialect: Dialect) -> datetime | None:
-        if value is None:
-            return None
-        if isinstance(value, str):
-            return datetime.fromisoformat(value).astimezone(UTC)
-        assert isinstance(value, datetime)
-        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+#: ``YYYY-MM-DDTHH:MM:SS.sssZ`` text on SQLite (seed 003's format), timestamptz on PostgreSQL.
+TimerTimestamp = UTCDateTime(milliseconds=True)
 
 
 metadata = sa.MetaData()

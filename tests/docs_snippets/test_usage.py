@@ -88,6 +88,8 @@ class ReminderService:
 
 def test_readme_example(tmp_path):
     url = f"sqlite:///{tmp_path}/jobs.db"
+    received.clear()  # @on_event listeners are global: other tests' fires of this topic land here too
+    arrived.clear()
     # --8<-- [start:container]
     container = ScheduleContainer()
     container.config.from_dict({"database_url": url})  # or set SCHEDULE_DATABASE_URL

@@ -15,18 +15,24 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Dialect
 from sqlalchemy.types import TypeDecorator, TypeEngine
 
-_SQLITE_FORMAT = "%Y-%m-%dT%H:%M:%S.%fZ"
-
 
 class UTCDateTime(TypeDecorator[datetime]):
-    """Aware datetimes in, aware UTC datetimes out, on every backend. Naive values are refused."""
+    """Aware datetimes in, aware UTC datetimes out, on every backend. Naive values are refused.
+
+    On SQLite the text is ``YYYY-MM-DDTHH:MM:SS.ffffffZ`` (or ``.fffZ`` with ``milliseconds=True``,
+    the timer seeds' format): fixed width, so text order is time order.
+    """
 
     impl = sa.DateTime(timezone=True)
     cache_ok = True
 
+    def __init__(self, *, milliseconds: bool = False) -> None:
+        super().__init__()
+        self.milliseconds = milliseconds
+
     def load_dialect_impl(self, dialect: Dialect) -> TypeEngine[Any]:
         if dialect.name == "sqlite":
-            return dialect.type_descriptor(sa.String(27))
+            return dialect.type_descriptor(sa.String(24 if self.milliseconds else 27))
         return dialect.type_descriptor(sa.DateTime(timezone=True))
 
     def process_bind_param(self, value: datetime | None, dialect: Dialect) -> Any:
@@ -35,13 +41,16 @@ class UTCDateTime(TypeDecorator[datetime]):
         if value.tzinfo is None:
             raise ValueError("naive datetime given to a UTC column")
         value = value.astimezone(UTC)
-        return value.strftime(_SQLITE_FORMAT) if dialect.name == "sqlite" else value
+        if dialect.name != "sqlite":
+            return value
+        text = value.strftime("%Y-%m-%dT%H:%M:%S.%f")
+        return (text[:-3] if self.milliseconds else text) + "Z"
 
     def process_result_value(self, value: Any, dialect: Dialect) -> datetime | None:
         if value is None:
             return None
         if isinstance(value, str):
-            return datetime.strptime(value, _SQLITE_FORMAT).replace(tzinfo=UTC)
+            return datetime.fromisoformat(value).astimezone(UTC)
         assert isinstance(value, datetime)
         return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
 
