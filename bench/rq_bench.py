@@ -126,6 +126,12 @@ def wait_events(events: Path, count: int, timeout: float) -> list[tuple[float, f
     return [(float(a), float(b)) for a, b in (r.split() for r in rows)]
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of process ``pid`` so far (Linux)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def w1(env: Env) -> None:
     container = env.container(env.settings())
     service = container.schedule_service()
@@ -179,13 +185,15 @@ def w3(env: Env) -> None:
     bulk_insert(container, [start + timedelta(seconds=i / rate) for i in range(n)])
     Reconciler(store=container.store(), queue=container.queue(), clock=container.clock()).run()
     env.start_workers(settings, 1, events)
+    idle_cpu = cpu_seconds(env.workers[0].pid)
     rows = wait_events(events, n, timeout=(start - datetime.now(UTC)).total_seconds() + n / rate + 60)
+    busy_cpu = cpu_seconds(env.workers[0].pid) - idle_cpu
     env.stop_workers()
     late = [(f - s) * 1000 for s, f in rows]
     print(
         f"W3 [{env.store}+redis] {len(rows)}/{n} due at {rate}/s, 1 worker process: lateness "
         f"p50 {percentile(late, 50):.1f} ms, p99 {percentile(late, 99):.1f} ms, max {max(late):.1f} ms, "
-        f"early {sum(1 for x in late if x < 0)}"
+        f"early {sum(1 for x in late if x < 0)}; worker CPU {busy_cpu / len(rows) * 1000:.2f} ms per fire"
     )
     container.shutdown_resources()
 

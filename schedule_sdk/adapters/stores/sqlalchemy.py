@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -24,7 +25,7 @@ from ...domain.jobs import (
 )
 from ...domain.status import JobStatus
 from ...ports import Guard, JobStore, JobTransaction, OccurrenceRef
-from . import _watch
+from . import _pg_claims, _watch
 from ._engine import WRITE, translate_errors
 from ._tables import UTCDateTime
 from ._tables import schedule_jobs as t
@@ -99,15 +100,16 @@ def from_row(row: Mapping[Any, Any]) -> ScheduledJob:
     )
 
 
-def _guarded(guard: Guard, bind: Callable[[str], Any]) -> list[sa.ColumnElement[bool]]:
+def _guarded(statuses: frozenset[JobStatus], checks_claim: bool) -> list[sa.ColumnElement[bool]]:
     # Statuses as SQL literals (fixed enum strings): an expanding IN parameter cannot be used
     # with executemany, which update_many relies on.
-    statuses: list[sa.ColumnElement[Any]] = [
-        sa.literal_column(f"'{s.value}'") for s in sorted(guard.statuses)
-    ]
-    clauses = [t.c.id == bind("b_id"), t.c.status.in_(statuses)]
-    if guard.claimed_by is not None:
-        clauses += [t.c.claimed_by == bind("b_claimed_by"), t.c.occurrence == bind("b_occurrence")]
+    literals: list[sa.ColumnElement[Any]] = [sa.literal_column(f"'{s.value}'") for s in sorted(statuses)]
+    clauses = [t.c.id == sa.bindparam("b_id"), t.c.status.in_(literals)]
+    if checks_claim:
+        clauses += [
+            t.c.claimed_by == sa.bindparam("b_claimed_by"),
+            t.c.occurrence == sa.bindparam("b_occurrence"),
+        ]
     return clauses
 
 
@@ -118,9 +120,12 @@ def _update_params(job: ScheduledJob, guard: Guard) -> dict[str, Any]:
     return params
 
 
-def _update_statement(guard: Guard) -> sa.Update:
+@functools.cache
+def _update_statement(statuses: frozenset[JobStatus], checks_claim: bool) -> sa.Update:
+    """The guarded update of one row, one statement per guard shape (built once: every fire's
+    outcome is written with it)."""
     values = {name: sa.bindparam(f"v_{name}", type_=t.c[name].type) for name in MUTABLE_FIELDS}
-    return sa.update(t).where(*_guarded(guard, sa.bindparam)).values(values)
+    return sa.update(t).where(*_guarded(statuses, checks_claim)).values(values)
 
 
 def _once(ids: sa.Select[Any]) -> sa.Select[Any]:
@@ -166,7 +171,8 @@ class _Transaction(JobTransaction):
 
     def update(self, job: ScheduledJob, guard: Guard) -> bool:
         with translate_errors():
-            result = self._conn.execute(_update_statement(guard), _update_params(job, guard))
+            statement = _update_statement(guard.statuses, guard.claimed_by is not None)
+            result = self._conn.execute(statement, _update_params(job, guard))
         return result.rowcount == 1
 
     def update_many(self, changes: Sequence[tuple[ScheduledJob, Guard]]) -> None:
@@ -176,9 +182,8 @@ class _Transaction(JobTransaction):
             key = (guard.statuses, guard.claimed_by is not None)
             batches.setdefault(key, []).append(_update_params(job, guard))
         with translate_errors():
-            for (statuses, claimed), params in batches.items():
-                shape = Guard(statuses, "?" if claimed else None)
-                self._conn.execute(_update_statement(shape), params)
+            for (statuses, checks_claim), params in batches.items():
+                self._conn.execute(_update_statement(statuses, checks_claim), params)
 
 
 _NOW = sa.bindparam("c_now", type_=UTCDateTime)
@@ -200,7 +205,7 @@ def _claiming(where: list[sa.ColumnElement[bool]]) -> sa.Update:
     )
 
 
-# Built once: the poller runs it at every due instant. Bind c_limit as well.
+# SQLite's claims (PostgreSQL's are in _pg_claims), built once. Bind c_limit as well.
 _CLAIM_DUE = _claiming(
     [
         t.c.id.in_(
@@ -247,6 +252,10 @@ def _claims_engine(engine: Engine) -> Engine:
         isolation_level="AUTOCOMMIT",
         connect_args={"options": "-c synchronous_commit=off"},
     )
+
+
+def _sorted(rows: Sequence[Mapping[Any, Any]]) -> list[ScheduledJob]:
+    return sorted((from_row(r) for r in rows), key=lambda j: (j.run_at, j.id))
 
 
 class SQLAlchemyJobStore(JobStore):
@@ -320,6 +329,9 @@ class SQLAlchemyJobStore(JobStore):
     def claim_due(
         self, now: datetime, limit: int, worker_id: str, lease_until: datetime
     ) -> list[ScheduledJob]:
+        if self._claims is not None:
+            params = {"now": now, "worker": worker_id, "lease": lease_until, "limit": limit}
+            return _sorted(_pg_claims.claim(self._claims, _pg_claims.CLAIM_DUE, params))
         return self._claim(_CLAIM_DUE, now, worker_id, lease_until, c_limit=limit)
 
     def claim_many(
@@ -332,6 +344,11 @@ class SQLAlchemyJobStore(JobStore):
         if not occurrences:
             return []
         keys = [tuple(o) for o in dict.fromkeys(occurrences)]
+        if self._claims is not None:
+            ids, numbers, attempts = (list(column) for column in zip(*keys, strict=True))
+            params = {"now": now, "worker": worker_id, "lease": lease_until}
+            params.update(ids=ids, occurrences=numbers, attempts=attempts)
+            return _sorted(_pg_claims.claim(self._claims, _pg_claims.CLAIM_MANY, params))
         return self._claim(_CLAIM_MANY, now, worker_id, lease_until, c_keys=keys)
 
     def _claim(
@@ -340,7 +357,7 @@ class SQLAlchemyJobStore(JobStore):
         params.update(c_now=now, c_worker=worker_id, c_lease=lease_until)
         with self._claiming() as conn:
             rows = conn.execute(statement, params).mappings().all()
-        return sorted((from_row(r) for r in rows), key=lambda j: (j.run_at, j.id))
+        return _sorted(rows)
 
     def extend_claims(self, worker_id: str, job_ids: Sequence[str], lease_until: datetime) -> None:
         if not job_ids:
