@@ -48,7 +48,8 @@ class StoreFactory:
 
     def close_all(self) -> None:
         for store in self._opened:
-            checked_out = store.engine.pool.checkedout()  # type: ignore[attr-defined]
+            engines = [store.engine] + ([store._claims] if store._claims is not None else [])
+            checked_out = sum(e.pool.checkedout() for e in engines)  # type: ignore[attr-defined]
             store.close()
             assert checked_out == 0, f"{checked_out} connection(s) still checked out"
 

@@ -62,9 +62,9 @@ def claim(engine: Engine, statement: str, params: dict[str, Any]) -> list[dict[s
         with the connection (the rows stay pending or their lease expires: they fire again).
     """
     try:
-        connection = engine.raw_connection()
-    except exc.SQLAlchemyError as error:
-        raise StoreUnavailable(f"the job store failed: {getattr(error, 'orig', None) or error}") from error
+        connection = engine.raw_connection()  # the pool raises the driver's own errors
+    except (exc.SQLAlchemyError, psycopg.Error) as error:
+        raise _unavailable(getattr(error, "orig", None) or error) from error
     driver = connection.driver_connection
     assert isinstance(driver, psycopg.Connection)
     try:
@@ -74,10 +74,14 @@ def claim(engine: Engine, statement: str, params: dict[str, Any]) -> list[dict[s
     except psycopg.Error as error:
         if isinstance(error, psycopg.OperationalError | psycopg.InterfaceError):
             connection.invalidate(error)  # do not hand a broken session to the next claim
-        raise StoreUnavailable(f"the job store failed: {type(error).__name__}: {error}") from error
+        raise _unavailable(error) from error
     finally:
         connection.close()  # back to the pool (or discarded, if invalidated)
     return [_mapping(row) for row in rows]
+
+
+def _unavailable(error: BaseException) -> StoreUnavailable:
+    return StoreUnavailable(f"the job store failed: {type(error).__name__}: {error}")
 
 
 def _mapping(row: tuple[Any, ...]) -> dict[str, Any]:
