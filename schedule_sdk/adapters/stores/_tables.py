@@ -101,7 +101,13 @@ sa.Index(
     sqlite_where=_pending,
 )
 # Expired leases of active rows (release_expired).
-sa.Index("ix_schedule_jobs_status_claimed", schedule_jobs.c.status, schedule_jobs.c.claimed_until)
+_active = schedule_jobs.c.status == "active"
+sa.Index(
+    "ix_schedule_jobs_active_claimed",
+    schedule_jobs.c.claimed_until,
+    postgresql_where=_active,
+    sqlite_where=_active,
+)
 # Keyset pages of list(), per filter.
 sa.Index("ix_schedule_jobs_owner", schedule_jobs.c.owner_id, schedule_jobs.c.id)
 sa.Index("ix_schedule_jobs_tenant", schedule_jobs.c.tenant_id, schedule_jobs.c.id)

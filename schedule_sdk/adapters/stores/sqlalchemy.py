@@ -205,40 +205,33 @@ def _claiming(where: list[sa.ColumnElement[bool]]) -> sa.Update:
     )
 
 
-# SQLite's claims (PostgreSQL's are in _pg_claims), built once. Bind c_limit as well.
+# Status tests as literals, not bound parameters, so the planner can use the partial indexes
+# (ix_schedule_jobs_pending_due, ix_schedule_jobs_active_claimed) rather than read every row.
+_PENDING = t.c.status == sa.literal_column("'pending'")
+_ACTIVE = t.c.status == sa.literal_column("'active'")
+
+# SQLite's claims (PostgreSQL's are in _pg_claims), built once. They run in a write transaction
+# (BEGIN IMMEDIATE), so no other writer changes a row between choosing and updating it.
+# Bind c_limit as well.
 _CLAIM_DUE = _claiming(
     [
         t.c.id.in_(
-            _once(
-                sa.select(t.c.id)
-                .where(t.c.status == "pending", t.c.run_at <= _NOW)
-                .order_by(t.c.run_at)
-                .limit(sa.bindparam("c_limit", type_=sa.Integer))
-                .with_for_update(skip_locked=True)
-            )
+            sa.select(t.c.id)
+            .where(_PENDING, t.c.run_at <= _NOW)
+            .order_by(t.c.run_at)
+            .limit(sa.bindparam("c_limit", type_=sa.Integer))
         ),
-        t.c.status == "pending",
     ]
 )
 
-
-_KEYS: sa.BindParameter[Any] = sa.bindparam("c_keys", expanding=True)  # (id, occurrence, attempt)
+# Bind c_ids (the job ids) and c_keys ((id, occurrence, attempt) tuples): the id list lets SQLite
+# look the rows up by primary key.
 _CLAIM_MANY = _claiming(
     [
-        t.c.id.in_(
-            _once(
-                sa.select(t.c.id)
-                .where(
-                    sa.tuple_(t.c.id, t.c.occurrence, t.c.attempt).in_(
-                        sa.bindparam("c_keys", expanding=True)
-                    ),
-                    t.c.status == "pending",
-                    t.c.run_at <= _NOW,
-                )
-                .with_for_update(skip_locked=True)
-            )
-        ),
-        t.c.status == "pending",
+        t.c.id.in_(sa.bindparam("c_ids", expanding=True)),
+        sa.tuple_(t.c.id, t.c.occurrence, t.c.attempt).in_(sa.bindparam("c_keys", expanding=True)),
+        _PENDING,
+        t.c.run_at <= _NOW,
     ]
 )
 
@@ -349,7 +342,9 @@ class SQLAlchemyJobStore(JobStore):
             params = {"now": now, "worker": worker_id, "lease": lease_until}
             params.update(ids=ids, occurrences=numbers, attempts=attempts)
             return _sorted(_pg_claims.claim(self._claims, _pg_claims.CLAIM_MANY, params))
-        return self._claim(_CLAIM_MANY, now, worker_id, lease_until, c_keys=keys)
+        return self._claim(
+            _CLAIM_MANY, now, worker_id, lease_until, c_ids=[key[0] for key in keys], c_keys=keys
+        )
 
     def _claim(
         self, statement: sa.Update, now: datetime, worker_id: str, lease_until: datetime, **params: Any
@@ -384,13 +379,13 @@ class SQLAlchemyJobStore(JobStore):
     def release_expired(self, now: datetime, limit: int) -> list[ScheduledJob]:
         expired = (
             sa.select(t.c.id)
-            .where(t.c.status == "active", t.c.claimed_until < now)
+            .where(_ACTIVE, t.c.claimed_until < now)
             .limit(limit)
             .with_for_update(skip_locked=True)
         )
         statement = (
             sa.update(t)
-            .where(t.c.id.in_(_once(expired)), t.c.status == "active", t.c.claimed_until < now)
+            .where(t.c.id.in_(_once(expired)), _ACTIVE, t.c.claimed_until < now)
             .values(status="pending", claimed_by=None, claimed_until=None, updated_at=now)
             .returning(*t.c)
         )
@@ -400,7 +395,7 @@ class SQLAlchemyJobStore(JobStore):
 
     def next_due_at(self) -> datetime | None:
         with self._claiming() if self._claims is not None else self._read() as conn:
-            value = conn.execute(sa.select(sa.func.min(t.c.run_at)).where(t.c.status == "pending")).scalar()
+            value = conn.execute(sa.select(sa.func.min(t.c.run_at)).where(_PENDING)).scalar()
         return value if isinstance(value, datetime) or value is None else None
 
     def scan_open(self, after_id: str | None, limit: int) -> list[ScheduledJob]:
