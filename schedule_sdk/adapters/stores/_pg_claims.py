@@ -16,7 +16,6 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-import psycopg
 from sqlalchemy import exc
 from sqlalchemy.engine import Engine
 
@@ -61,6 +60,8 @@ def claim(engine: Engine, statement: str, params: dict[str, Any]) -> list[dict[s
     :raises StoreUnavailable: the database failed; nothing was claimed, or the claim is lost
         with the connection (the rows stay pending or their lease expires: they fire again).
     """
+    import psycopg  # the optional ``postgres`` extra: only PostgreSQL stores get here
+
     try:
         connection = engine.raw_connection()  # the pool raises the driver's own errors
     except (exc.SQLAlchemyError, psycopg.Error) as error:
