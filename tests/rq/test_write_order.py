@@ -150,3 +150,13 @@ def test_withdraw_on_cancel_leaves_no_entry_and_a_stale_release_never_fires(rq_s
     queue.activate([(Occurrence.of(job).key, time.time() * 1000)])  # a stale entry resurfaces
     time.sleep(1.0)
     assert h.events_for(job.id) == [] and h.job(job.id).status is JobStatus.CANCELLED
+
+
+def test_released_marks_are_cleared_after_the_fires_are_claimed(rq_settings, harnesses):
+    """The consumer clears the marks of what it fired with its next pop, or within its one-second
+    idle poll: none is left behind (a left-over mark would delay the reconciler's healing)."""
+    h = harnesses(rq_settings).start()
+    jobs = [h.service.schedule_at(spec(0.1 + i * 0.05)) for i in range(5)]
+    for job in jobs:
+        h.wait_status(job.id, "completed")
+    assert h.wait_for(lambda: entries(rq_settings["redis_url"], rq_settings["rq_queue"])["released"] == [], 3)

@@ -115,28 +115,32 @@ class DispatchRuntime(FireRuntime):
         self.stopping.set()
 
     def fire(self, members: list[str]) -> None:
+        if self.take(members):
+            self.drop_marks(members)
+
+    def take(self, members: list[str]) -> bool:
+        """Claim ``members`` and hand the claimed jobs to the dispatcher; True when their released
+        marks are left to the caller to clear (the consumer clears them with its next pop), False
+        when they were put back in the delay index instead."""
         while self.dispatcher.capacity() <= 0:  # back-pressure: wait for a free slot
             if self.stopping.is_set():
                 break
             time.sleep(0.005)
         if self.stopping.is_set():
             self.queue.restore(members)  # another worker takes them
-            return
+            return False
         # Claim here, in the RQ consumer thread: one statement per batch (~1 ms), cheaper than a
         # hand-off to another thread, which under a busy GIL costs milliseconds of lateness.
-        self._take(members)
-
-    def _take(self, members: list[str]) -> None:
         try:
             claimed = self.claim(members)
         except Exception as error:  # e.g. the store is down: hand them back for a later try
             logger.warning("could not claim %d released fires (%s); re-enqueued", len(members), error)
             time.sleep(0.5)
             self._restore(members)
-            return
+            return False
         if claimed:
             self.dispatcher.submit(claimed)
-        self.drop_marks(members)
+        return True
 
     def _restore(self, members: list[str]) -> None:
         try:

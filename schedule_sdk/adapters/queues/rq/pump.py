@@ -119,11 +119,10 @@ class DuePump:
 
     def _cycle(self) -> float:
         """Release what is due; return how long to sleep (0: go again at once)."""
-        released = self.queue.release_due(time.time() * 1000.0, self.batch)
+        released, earliest = self.queue.release(time.time() * 1000.0, self.batch)
         self.released += len(released)
         if len(released) == self.batch:
             return 0.0
-        earliest = self.queue.plan()
         if earliest is None:
             return self.renew_every
         return max(0.0, min((earliest - time.time() * 1000.0) / 1000.0, self.renew_every))

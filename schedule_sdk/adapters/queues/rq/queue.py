@@ -165,19 +165,26 @@ class RQExecutionQueue(ExecutionQueue):
 
     def release_due(self, now_ms: float, limit: int) -> list[str]:
         """Pop up to ``limit`` entries due at ``now_ms`` and push RQ jobs for them, atomically."""
+        return self.release(now_ms, limit)[0]
+
+    def release(self, now_ms: float, limit: int) -> tuple[list[str], float | None]:
+        """:meth:`release_due`, and then :meth:`plan` in the same ``MULTI`` (one round trip fewer
+        per release): the released entries and the earliest score left (None if empty)."""
         with self._release_lock, unavailable_as("could not release due entries"):
             found = self.connection.zrangebyscore(self.keys.delay, "-inf", now_ms, start=0, num=limit)
             due = [m.decode() if isinstance(m, bytes) else str(m) for m in found]
             if not due:
-                return []
+                return [], self.plan()
             pipe = self.connection.pipeline(transaction=True)
             pipe.multi()  # explicit, as RQ's enqueue_job expects of a caller's pipeline
             pipe.zrem(self.keys.delay, *due)
             pipe.zadd(self.keys.released, dict.fromkeys(due, now_ms))
             for start in range(0, len(due), self.batch_size):
                 self._push(due[start : start + self.batch_size], pipe)
-            pipe.execute()
-        return due
+            # EVAL, not EVALSHA: a script cache emptied by a Redis restart cannot fail the MULTI.
+            pipe.eval(_redis.PLAN, 2, self.keys.delay, self.keys.next)
+            first = pipe.execute()[-1]
+        return due, None if first is None else float(first)
 
     def _push(self, members: list[str], pipe: Any) -> None:
         job = self.rq_queue.create_job(

@@ -1,9 +1,11 @@
 """``WorkerThread``: the in-process consumer of the RQ queue, safe inside a threaded host app.
 
-It pops released RQ jobs from the RQ queue list (``BLPOP`` with a one-second timeout, then up to
-``batch`` more without blocking), reads and deletes their hashes in one ``MULTI``, parses them
-with RQ's own ``Job`` class and the JSON serializer (nothing is unpickled), refuses any job whose
-function is not the SDK's fire function, and hands the occurrence keys to the fire runtime. It
+It pops released RQ jobs from the RQ queue list (``BLPOP`` with a one-second timeout), then in
+one ``MULTI`` pops up to ``batch`` more, reads and deletes the first one's hash and clears the
+released marks of the entries it already fired; it parses jobs with RQ's own ``Job`` class and the
+JSON serializer (nothing is unpickled), refuses any job whose function is not the SDK's fire
+function, and hands the occurrence keys to the fire runtime. Two round trips per pop at steady
+rates (each one is also a GIL hand-off, which is what lateness is made of). It
 installs no signal handlers, never subscribes to RQ's command channel (whose shutdown command
 ``os.kill``s the host with SIGINT), adds no log handlers, and notices a stop within a second.
 
@@ -25,7 +27,7 @@ from rq.queue import Queue
 from rq.serializers import JSONSerializer
 
 from ._redis import FIRE_FUNCTION
-from .fire import FireRuntime
+from .fire import DispatchRuntime
 
 logger = logging.getLogger(__name__)
 
@@ -33,13 +35,17 @@ logger = logging.getLogger(__name__)
 class WorkerThread:
     """Consumes the RQ queue ``queue`` in a daemon thread, firing through ``runtime``."""
 
-    def __init__(self, *, queue: Queue, runtime: FireRuntime, batch: int = 50, poll_seconds: int = 1) -> None:
+    def __init__(
+        self, *, queue: Queue, runtime: DispatchRuntime, batch: int = 50, poll_seconds: int = 1
+    ) -> None:
         self._queue = queue
         self._runtime = runtime
         self._batch = batch
         self._poll = poll_seconds
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._released_key = runtime.queue.keys.released
+        self._fired: list[str] = []  # entries whose released marks are still to clear
         self.executed = 0  #: RQ jobs this thread executed
 
     def start(self) -> None:
@@ -59,9 +65,11 @@ class WorkerThread:
         backoff = 0.05
         while not self._stop.is_set():
             try:
-                ids = self._pop()
-                if ids:
-                    self._execute(ids)
+                taken = self._pop()
+                if taken:
+                    self._execute(taken)
+                elif self._fired:
+                    self._clear_marks()  # idle: nothing to carry them
                 backoff = 0.05
             except RedisError as error:
                 logger.warning("RQ worker: %s; reconnecting in %.2fs", error, backoff)
@@ -70,44 +78,76 @@ class WorkerThread:
             except Exception:  # never lose the thread; released entries are healed by the reconciler
                 logger.exception("RQ worker: unexpected error")
                 self._stop.wait(backoff)
+        try:
+            self._clear_marks()
+        except RedisError as error:  # stale marks only make the reconciler wait before healing
+            logger.warning("RQ worker: could not clear released marks at stop: %s", error)
 
-    def _pop(self) -> list[str]:
+    def _pop(self) -> list[tuple[str, Job | None]]:
         connection: Any = self._queue.connection
         first = connection.blpop([self._queue.key], timeout=self._poll)
         if first is None:
             return []
-        more = connection.lpop(self._queue.key, self._batch - 1) if self._batch > 1 else None
-        return [_text(first[1]), *(_text(m) for m in more or ())]
+        ids = [_text(first[1])]
+        pipe = connection.pipeline(transaction=True)
+        if self._batch > 1:
+            pipe.lpop(self._queue.key, self._batch - 1)
+        results = self._take(pipe, ids)
+        more = [_text(m) for m in (results[0] or ())] if self._batch > 1 else []
+        taken = list(zip(ids, self._jobs(ids, results[-len(ids) - 1 : -1]), strict=True))
+        if more:
+            results = self._take(connection.pipeline(transaction=True), more)
+            taken += zip(more, self._jobs(more, results[: len(more)]), strict=True)
+        return taken
 
-    def _execute(self, ids: list[str]) -> None:
-        for job_id, job in zip(ids, self._take(ids), strict=True):
+    def _take(self, pipe: Any, ids: list[str]) -> list[Any]:
+        """Read and delete the job hashes of ``ids`` in ``pipe`` (a ``MULTI``: a re-release of the
+        same id that lands later creates a fresh hash, never one deleted unread), clearing the
+        released marks of earlier fires on the way; the replies, hashes then the delete's count."""
+        keys = [Job.key_for(job_id) for job_id in ids]
+        marks, self._fired = self._fired, []
+        for key in keys:
+            pipe.hgetall(key)
+        pipe.delete(*keys)
+        if marks:
+            pipe.zrem(self._released_key, *marks)
+        try:
+            results: list[Any] = pipe.execute()
+        except BaseException:
+            self._fired = marks + self._fired
+            raise
+        return results[:-1] if marks else results
+
+    def _jobs(self, ids: list[str], raws: list[Any]) -> list[Job | None]:
+        jobs: list[Job | None] = []
+        for job_id, raw in zip(ids, raws, strict=True):
+            job = None
+            if raw:
+                job = Job(job_id, connection=self._queue.connection, serializer=JSONSerializer)
+                job.restore(raw)
+            jobs.append(job)
+        return jobs
+
+    def _execute(self, taken: list[tuple[str, Job | None]]) -> None:
+        for job_id, job in taken:
             if job is None:
                 continue  # already taken (e.g. by a stock rq worker)
             members = _members(job, self._runtime.queue.queue_name)
             if members is None:
                 logger.error("refusing RQ job %s: it is not a schedule_sdk fire", job_id)
                 continue
-            self._runtime.fire(members)
+            if self._runtime.take(members):
+                self._fired += members  # cleared with the next pop (or when idle)
             self.executed += 1
 
-    def _take(self, ids: list[str]) -> list[Job | None]:
-        """Read and delete the job hashes in one ``MULTI``: a re-release of the same id (the same
-        occurrence) that lands later creates a fresh hash, never one we delete unread."""
-        connection = self._queue.connection
-        pipe = connection.pipeline(transaction=True)
-        keys = [Job.key_for(job_id) for job_id in ids]
-        for key in keys:
-            pipe.hgetall(key)
-        pipe.delete(*keys)
-        *raws, _ = pipe.execute()
-        jobs: list[Job | None] = []
-        for job_id, raw in zip(ids, raws, strict=True):
-            job = None
-            if raw:
-                job = Job(job_id, connection=connection, serializer=JSONSerializer)
-                job.restore(raw)
-            jobs.append(job)
-        return jobs
+    def _clear_marks(self) -> None:
+        marks, self._fired = self._fired, []
+        if marks:
+            try:
+                self._queue.connection.zrem(self._released_key, *marks)
+            except BaseException:
+                self._fired = marks + self._fired
+                raise
 
 
 def _members(job: Job, queue_name: str) -> list[str] | None:
