@@ -6,7 +6,7 @@ can be claimed), so a stale, duplicated or early entry never fires a cancelled o
 and never fires early. Claimed jobs are fired:
 
 - inside a ``schedule-sdk`` worker, the in-process consumer (``worker.WorkerThread``) calls
-  ``DispatchRuntime.fire`` directly: claimed jobs go to the worker's ``FireDispatcher``
+  ``DispatchRuntime.take`` directly: claimed jobs go to the worker's ``FireDispatcher``
   (listener pool, batched recording, lease renewal);
 - inside a stock ``rq worker`` process, synchronously, by a runtime built once per process from
   the ``SCHEDULE_*`` environment (listener modules from ``SCHEDULE_LISTENER_MODULES``).
@@ -18,7 +18,6 @@ import importlib
 import logging
 import threading
 import time
-from abc import ABC, abstractmethod
 from datetime import timedelta
 from typing import Any
 
@@ -32,7 +31,7 @@ from .queue import RQExecutionQueue
 
 logger = logging.getLogger(__name__)
 
-_default: FireRuntime | None = None
+_default: SyncRuntime | None = None
 _default_lock = threading.Lock()
 
 
@@ -44,8 +43,8 @@ def fire(queue_name: str, members: list[str]) -> None:
     runtime.fire([str(m) for m in members])
 
 
-class FireRuntime(ABC):
-    """Claims released occurrences and fires them."""
+class FireRuntime:
+    """Claims released occurrences (the part both runtimes share)."""
 
     def __init__(
         self, *, store: JobStore, queue: RQExecutionQueue, clock: Clock, worker_id: str, lease_seconds: float
@@ -55,9 +54,6 @@ class FireRuntime(ABC):
         self.clock = clock
         self.worker_id = worker_id
         self.lease = timedelta(seconds=lease_seconds)
-
-    @abstractmethod
-    def fire(self, members: list[str]) -> None: ...
 
     def claim(self, members: list[str]) -> list[ScheduledJob]:
         """Claim the rows of ``members``; re-enqueue those that are still pending at the same
@@ -114,10 +110,6 @@ class DispatchRuntime(FireRuntime):
     def stop(self) -> None:
         self.stopping.set()
 
-    def fire(self, members: list[str]) -> None:
-        if self.take(members):
-            self.drop_marks(members)
-
     def take(self, members: list[str]) -> bool:
         """Claim ``members`` and hand the claimed jobs to the dispatcher; True when their released
         marks are left to the caller to clear (the consumer clears them with its next pop), False
@@ -163,7 +155,7 @@ class SyncRuntime(FireRuntime):
             self.firing.record([self.firing.run(job) for job in claimed])
 
 
-def default_runtime() -> FireRuntime:
+def default_runtime() -> SyncRuntime:
     """The runtime of a process that runs no ``schedule-sdk`` worker (a stock ``rq worker``),
     built once from the ``SCHEDULE_*`` environment."""
     global _default

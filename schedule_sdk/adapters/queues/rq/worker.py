@@ -17,8 +17,10 @@ rq.serializers.JSONSerializer`` processes can execute them alongside (or instead
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
+from collections.abc import Iterator
 from typing import Any
 
 from redis.exceptions import RedisError
@@ -68,8 +70,8 @@ class WorkerThread:
                 taken = self._pop()
                 if taken:
                     self._execute(taken)
-                elif self._fired:
-                    self._clear_marks()  # idle: nothing to carry them
+                else:
+                    self._clear_marks()  # idle: no pop to carry them
                 backoff = 0.05
             except RedisError as error:
                 logger.warning("RQ worker: %s; reconnecting in %.2fs", error, backoff)
@@ -92,31 +94,28 @@ class WorkerThread:
         pipe = connection.pipeline(transaction=True)
         if self._batch > 1:
             pipe.lpop(self._queue.key, self._batch - 1)
-        results = self._take(pipe, ids)
-        more = [_text(m) for m in (results[0] or ())] if self._batch > 1 else []
-        taken = list(zip(ids, self._jobs(ids, results[-len(ids) - 1 : -1]), strict=True))
+        earlier, jobs = self._take(pipe, ids)
+        taken = list(zip(ids, jobs, strict=True))
+        more = [_text(m) for m in (earlier[0] if earlier else None) or ()]
         if more:
-            results = self._take(connection.pipeline(transaction=True), more)
-            taken += zip(more, self._jobs(more, results[: len(more)]), strict=True)
+            taken += zip(more, self._take(connection.pipeline(transaction=True), more)[1], strict=True)
         return taken
 
-    def _take(self, pipe: Any, ids: list[str]) -> list[Any]:
+    def _take(self, pipe: Any, ids: list[str]) -> tuple[list[Any], list[Job | None]]:
         """Read and delete the job hashes of ``ids`` in ``pipe`` (a ``MULTI``: a re-release of the
         same id that lands later creates a fresh hash, never one deleted unread), clearing the
-        released marks of earlier fires on the way; the replies, hashes then the delete's count."""
+        released marks of earlier fires on the way; the replies to the commands ``pipe`` already
+        held, and the jobs."""
+        earlier = len(pipe)
         keys = [Job.key_for(job_id) for job_id in ids]
-        marks, self._fired = self._fired, []
         for key in keys:
             pipe.hgetall(key)
         pipe.delete(*keys)
-        if marks:
-            pipe.zrem(self._released_key, *marks)
-        try:
+        with self._marks() as marks:
+            if marks:
+                pipe.zrem(self._released_key, *marks)
             results: list[Any] = pipe.execute()
-        except BaseException:
-            self._fired = marks + self._fired
-            raise
-        return results[:-1] if marks else results
+        return results[:earlier], self._jobs(ids, results[earlier : earlier + len(ids)])
 
     def _jobs(self, ids: list[str], raws: list[Any]) -> list[Job | None]:
         jobs: list[Job | None] = []
@@ -141,13 +140,19 @@ class WorkerThread:
             self.executed += 1
 
     def _clear_marks(self) -> None:
-        marks, self._fired = self._fired, []
-        if marks:
-            try:
+        with self._marks() as marks:
+            if marks:
                 self._queue.connection.zrem(self._released_key, *marks)
-            except BaseException:
-                self._fired = marks + self._fired
-                raise
+
+    @contextlib.contextmanager
+    def _marks(self) -> Iterator[list[str]]:
+        """The released marks to clear now; handed back for a later try if clearing fails."""
+        marks, self._fired = self._fired, []
+        try:
+            yield marks
+        except BaseException:
+            self._fired = marks + self._fired
+            raise
 
 
 def _members(job: Job, queue_name: str) -> list[str] | None:
