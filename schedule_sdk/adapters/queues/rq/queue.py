@@ -8,6 +8,9 @@ into the delay index (no transaction lasts that long, so it cannot be released b
 is visible), which saves the second round trip for the common case. ``withdraw`` (the
 compensating removal, and cancel) deletes every trace. An entry is released to RQ only after
 its transaction committed, so a worker never looks for a row that is not visible yet.
+``stranded`` reports the entries a process that died between two of these steps left behind
+(staged, or released and taken out of RQ's queue, for longer than the lease); the reconciler
+re-checks them against their rows.
 
 The pump side (``release_due``) pops due entries and pushes RQ jobs for them in the same
 ``MULTI``: the only callable is the SDK's fire function, the arguments are the queue name and
