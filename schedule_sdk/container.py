@@ -126,7 +126,9 @@ class ScheduleContainer(containers.DeclarativeContainer):
             clock=clock,
         ),
     )
-    reconciler = providers.ThreadSafeSingleton(Reconciler, store=store, queue=queue, clock=clock)
+    reconciler = providers.ThreadSafeSingleton(
+        Reconciler, store=store, queue=queue, clock=clock, lease_seconds=settings.provided.lease_seconds
+    )
     worker = providers.ThreadSafeSingleton(
         ScheduleWorker,
         store=store,

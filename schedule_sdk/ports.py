@@ -29,6 +29,12 @@ class Clock(ABC):
 OccurrenceRef = tuple[str, int, int]
 
 
+def key_of(ref: OccurrenceRef) -> str:
+    """The occurrence key of ``ref``: ``<job id>_<occurrence>_<attempt>``."""
+    job_id, occurrence, attempt = ref
+    return f"{job_id}_{occurrence}_{attempt}"
+
+
 @dataclass(frozen=True, slots=True)
 class Occurrence:
     """One hand-off to the execution queue: attempt ``attempt`` of occurrence ``occurrence`` of a job,
@@ -42,7 +48,7 @@ class Occurrence:
     @property
     def key(self) -> str:
         """``<job id>_<occurrence>_<attempt>``: only ``[A-Za-z0-9_-]`` (safe as an RQ job id)."""
-        return f"{self.job_id}_{self.occurrence}_{self.attempt}"
+        return key_of((self.job_id, self.occurrence, self.attempt))
 
     @classmethod
     def of(cls, job: ScheduledJob) -> Occurrence:
@@ -199,6 +205,18 @@ class ExecutionQueue(ABC):
     @abstractmethod
     def missing(self, occurrences: Sequence[Occurrence]) -> list[Occurrence]:
         """Those of ``occurrences`` that have no entry in the substrate (for the reconciler)."""
+
+    def stranded(self, older_than: float) -> list[OccurrenceRef]:
+        """Occurrences whose entries have waited more than ``older_than`` seconds in a step some
+        process should have finished (handed over in a transaction whose ``committed`` never came,
+        or taken for firing and never claimed): that process may have died. The reconciler
+        re-checks each against the store. Default: none (entries that cannot be stranded)."""
+        return []
+
+    def discard_stranded(self, occurrences: Sequence[OccurrenceRef], older_than: float) -> None:
+        """Drop the stranded entries of these occurrences whose rows moved on, keeping any that
+        was handed over again in the last ``older_than`` seconds (best effort, never raises)."""
+        return None
 
 
 class EventPublisher(ABC):

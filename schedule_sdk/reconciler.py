@@ -5,6 +5,10 @@ worker died mid-fire: the job fires again), then scans every pending and active 
 re-enqueues those the substrate has no entry for; a past-due entry fires at once. Enqueueing is
 idempotent per occurrence, and a fire starts only from a successful claim, so two reconcilers
 running at once cannot double-fire an occurrence.
+
+Between those runs, the worker's heartbeat calls :meth:`Reconciler.release_expired` and
+:meth:`Reconciler.rescue`: the latter re-checks entries the substrate reports stranded for longer
+than the lease (a process died between two steps of a hand-off) against their rows.
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from .domain.status import JobStatus
-from .ports import Clock, ExecutionQueue, JobStore, Occurrence
+from .ports import Clock, ExecutionQueue, JobStore, Occurrence, OccurrenceRef
 
 logger = logging.getLogger(__name__)
 
@@ -37,12 +41,19 @@ class ReconcileReport:
 
 class Reconciler:
     def __init__(
-        self, *, store: JobStore, queue: ExecutionQueue, clock: Clock, batch_size: int = 1000
+        self,
+        *,
+        store: JobStore,
+        queue: ExecutionQueue,
+        clock: Clock,
+        batch_size: int = 1000,
+        lease_seconds: float = 30.0,
     ) -> None:
         self._store = store
         self._queue = queue
         self._clock = clock
         self._batch = batch_size
+        self._lease = lease_seconds
 
     def release_expired(self) -> int:
         """Return expired claims to pending and hand them to the queue again; return how many."""
@@ -58,9 +69,33 @@ class Reconciler:
             logger.warning("released %d expired claims (a worker stopped mid-fire)", total)
         return total
 
+    def rescue(self) -> int:
+        """Hand over again each entry stranded for longer than the lease whose row is still
+        pending at that occurrence and attempt; drop the others (their rows moved on, or a
+        transaction that lasted longer than the lease wrote them: its ``committed`` adds them
+        again). Return how many were handed over again."""
+        stranded = self._queue.stranded(self._lease)
+        if not stranded:
+            return 0
+        again: list[Occurrence] = []
+        moved_on: list[OccurrenceRef] = []
+        for job_id, occurrence, attempt in stranded:
+            row = self._store.get(job_id)
+            if row is not None and row.pending_at(occurrence, attempt):
+                again.append(Occurrence.of(row))
+            else:
+                moved_on.append((job_id, occurrence, attempt))
+        self._queue.discard_stranded(moved_on, self._lease)
+        if again:
+            self._queue.enqueue(again)
+            self._queue.committed(again)
+            logger.warning("handed over %d stranded entries again (a process died mid-hand-off)", len(again))
+        return len(again)
+
     def run(self, progress: Callable[[ReconcileReport], None] | None = None) -> ReconcileReport:
         """Heal everything once; ``progress`` is called after each batch."""
         released = self.release_expired()
+        self.rescue()
         scanned = healed = 0
         after: str | None = None
         while page := self._store.scan_open(after, self._batch):

@@ -80,8 +80,9 @@ class Settings:
     #: Create or upgrade the schema when the store is first used.
     auto_migrate: bool = field(default=True, metadata=_env("SCHEDULE_AUTO_MIGRATE"))
     #: Re-run the reconciler this often while the worker runs (seconds); 0 = only at start.
-    #: Default: 300 on the ``rq`` substrate (heals a Redis flush, or a process that died between a
-    #: commit and its hand-off, without a restart), 0 on ``sql`` (the row is the queue entry).
+    #: Default: 300 on the ``rq`` substrate (heals a Redis flush without a restart; an entry a dead
+    #: process left mid-hand-off is handed over sooner, by the heartbeat, after ``lease_seconds``),
+    #: 0 on ``sql`` (the row is the queue entry).
     reconcile_interval: float | None = field(default=None, metadata=_env("SCHEDULE_RECONCILE_INTERVAL"))
     #: This worker's identity in claims (default: host:pid:random).
     worker_id: str = field(default_factory=default_worker_id, metadata=_env("SCHEDULE_WORKER_ID"))

@@ -1,8 +1,9 @@
 """``ScheduleWorker``: the in-process worker's lifecycle.
 
 ``start()`` runs the boot reconciler, then starts the listener pool, the substrate's runner (the
-due-time poller, or the RQ worker) and a heartbeat that renews this worker's leases and releases
-the expired leases of workers that died. ``stop()`` stops cleanly: in-flight fires get
+due-time poller, or the RQ worker) and a heartbeat that renews this worker's leases, releases
+the expired leases of workers that died, and hands over again the entries a dead process left
+stranded for longer than the lease (``Reconciler.rescue``). ``stop()`` stops cleanly: in-flight fires get
 ``stop_timeout`` seconds to finish, the rest are released for another worker. It installs no
 signal handlers, so it is safe inside a threaded web app. Also a context manager::
 
@@ -107,6 +108,7 @@ class ScheduleWorker:
                     until = self._clock.now() + timedelta(seconds=self._lease)
                     self._store.extend_claims(self.dispatcher.worker_id, held, until)
                 self.reconciler.release_expired()
+                self.reconciler.rescue()
                 if self._reconcile_interval and time.monotonic() - last_reconcile >= self._reconcile_interval:
                     last_reconcile = time.monotonic()
                     self.reconciler.run()

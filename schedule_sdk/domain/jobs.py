@@ -270,6 +270,11 @@ class ScheduledJob:
             return self.repeat.timezone
         return self.timezone
 
+    def pending_at(self, occurrence: int, attempt: int) -> bool:
+        """Whether this job waits to fire exactly this attempt of this occurrence (a queue entry
+        for it is still wanted)."""
+        return self.status is JobStatus.PENDING and (self.occurrence, self.attempt) == (occurrence, attempt)
+
     def evolve(self, **changes: Any) -> ScheduledJob:
         """A copy with ``changes`` applied."""
         return dataclasses.replace(self, **changes)

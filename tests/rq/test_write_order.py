@@ -160,3 +160,50 @@ def test_released_marks_are_cleared_after_the_fires_are_claimed(rq_settings, har
     for job in jobs:
         h.wait_status(job.id, "completed")
     assert h.wait_for(lambda: entries(rq_settings["redis_url"], rq_settings["rq_queue"])["released"] == [], 3)
+
+
+def _age(url: str, queue: str, name: str, key: str, seconds: float) -> None:
+    """Make the entry ``key`` of set ``name`` look ``seconds`` old."""
+    redis.Redis.from_url(url).zadd(getattr(Keys(queue), name), {key: (time.time() - seconds) * 1000}, xx=True)
+
+
+def test_only_entries_left_behind_by_a_dead_process_are_stranded(rq_settings, harnesses):
+    """Staged for longer than the lease: stranded. Released that long ago: stranded once taken out
+    of the RQ queue (its consumer died), never while it still waits there (a backlog is not
+    released twice); a consumer waiting for room renews the marks it holds."""
+    h = harnesses(rq_settings)
+    url = rq_settings["redis_url"]
+    queue: RQExecutionQueue = h.container.queue()
+    staged, queued = h.service.schedule_at(spec(0.05)), h.service.schedule_at(spec(0.05))
+    queued_key = Occurrence.of(queued).key
+    queue.withdraw([Occurrence.of(staged)])
+    queue.enqueue([Occurrence.of(staged)])  # staged, its committed() never comes
+    time.sleep(0.1)
+    assert queue.release_due(time.time() * 1000, 10) == [queued_key]
+    assert queue.stranded(0.5) == []  # both are younger than the lease
+    time.sleep(0.6)
+    assert queue.stranded(0.5) == [(staged.id, 1, 1)]  # the released one still waits in RQ's queue
+    queue.touch([queued_key])  # a live consumer holding it renews the mark
+    redis.Redis.from_url(url).lpop(queue.rq_queue.key)  # a consumer took it out of the queue ...
+    assert queue.stranded(0.5) == [(staged.id, 1, 1)]
+    time.sleep(0.6)  # ... and died before claiming it
+    assert sorted(queue.stranded(0.5)) == sorted([(staged.id, 1, 1), (queued.id, 1, 1)])
+
+
+def test_rescue_hands_pending_stranded_entries_over_again_and_drops_the_others(rq_settings, harnesses):
+    h = harnesses(rq_settings, lease_seconds=1.0)
+    url, name = rq_settings["redis_url"], rq_settings["rq_queue"]
+    queue: RQExecutionQueue = h.container.queue()
+    queue.committed = lambda occurrences: None  # the process "dies" after each commit
+    alive, gone = h.service.schedule_at(spec(0.3)), h.service.schedule_at(spec(0.3))
+    del queue.committed
+    h.service.cancel(gone.id)  # withdraws its entry: stage it again, as a late hand-off would
+    queue.enqueue([Occurrence.of(gone)])
+    for job in (alive, gone):
+        _age(url, name, "staged", Occurrence.of(job).key, 2.0)
+    reconciler = h.container.reconciler()
+    assert reconciler.rescue() == 1
+    assert entries(url, name) == {"staged": [], "delay": [Occurrence.of(alive).key.encode()], "released": []}
+    h.start()
+    assert h.wait_events(alive.id, 1)[0].fired_at >= alive.run_at
+    assert h.events_for(gone.id) == []

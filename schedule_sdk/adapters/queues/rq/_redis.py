@@ -5,7 +5,8 @@ Per RQ queue ``q`` the SDK keeps, next to RQ's own keys:
 - ``schedule_sdk:{q}:staged``   ZSET occurrence key -> ms when staged (written inside the SQL
   transaction; an entry here is not released until the transaction committed);
 - ``schedule_sdk:{q}:delay``    ZSET occurrence key -> due instant in epoch ms (exact float);
-- ``schedule_sdk:{q}:released`` ZSET occurrence key -> ms when the pump handed it to RQ;
+- ``schedule_sdk:{q}:released`` ZSET occurrence key -> ms when the pump handed it to RQ (renewed
+  while a consumer waits for room to claim it);
 - ``schedule_sdk:{q}:next``     the pump's planned wake-up (ms), so a commit only publishes a
   wake-up on ``schedule_sdk:{q}:wake`` when it adds an earlier entry;
 - ``schedule_sdk:{q}:pump``     the pump leadership lock (SET NX PX, renewed).
@@ -107,6 +108,20 @@ redis.call('SET', KEYS[2], first[2])
 return first[2]
 """
 
+# Drop stranded entries from staged and released, each only if it is still at most the cutoff
+# score (an entry handed over again meanwhile has a newer one). KEYS: staged, released.
+# ARGV: cutoff ms, key, key...
+DISCARD = """
+local cutoff = tonumber(ARGV[1])
+for i = 2, #ARGV do
+  for k = 1, 2 do
+    local score = redis.call('ZSCORE', KEYS[k], ARGV[i])
+    if score and tonumber(score) <= cutoff then redis.call('ZREM', KEYS[k], ARGV[i]) end
+  end
+end
+return 0
+"""
+
 # Renew the lock only if we still hold it. KEYS: lock. ARGV: token, ttl ms.
 RENEW = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then
@@ -120,6 +135,11 @@ UNLOCK = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
 return 0
 """
+
+
+def as_text(value: Any) -> str:
+    """A Redis reply (bytes) as text."""
+    return value.decode() if isinstance(value, bytes) else str(value)
 
 
 def parse_key(key: Any) -> tuple[str, int, int] | None:

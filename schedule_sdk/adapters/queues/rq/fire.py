@@ -22,8 +22,8 @@ from datetime import timedelta
 from typing import Any
 
 from ....dispatch import FireDispatcher
+from ....domain.errors import ScheduleError
 from ....domain.jobs import ScheduledJob
-from ....domain.status import JobStatus
 from ....firing import Firing
 from ....ports import Clock, JobStore
 from ._redis import parse_key
@@ -78,11 +78,7 @@ class FireRuntime:
         again: list[tuple[str, float]] = []
         for member, job_id, occurrence, attempt in unclaimed:
             row = self.store.get(job_id)
-            if (
-                row is not None
-                and row.status is JobStatus.PENDING
-                and (row.occurrence, row.attempt) == (occurrence, attempt)
-            ):
+            if row is not None and row.pending_at(occurrence, attempt):
                 again.append((member, row.run_at.timestamp() * 1000.0))
         if again:
             logger.info("%d released entries were not claimable yet; re-enqueued at due time", len(again))
@@ -103,6 +99,9 @@ class DispatchRuntime(FireRuntime):
         super().__init__(worker_id=dispatcher.worker_id, **kwargs)
         self.dispatcher = dispatcher
         self.stopping = threading.Event()
+        #: Every occurrence key of the consumer's current pop that is not claimed yet: their
+        #: released marks are renewed while ``take`` waits for room, so none looks stranded.
+        self.holding: list[str] = []
 
     def start(self) -> None:
         self.stopping.clear()
@@ -114,10 +113,14 @@ class DispatchRuntime(FireRuntime):
         """Claim ``members`` and hand the claimed jobs to the dispatcher; True when their released
         marks are left to the caller to clear (the consumer clears them with its next pop), False
         when they were put back in the delay index instead."""
+        touched = time.monotonic()
         while self.dispatcher.capacity() <= 0:  # back-pressure: wait for a free slot
             if self.stopping.is_set():
                 break
             time.sleep(0.005)
+            if time.monotonic() - touched >= min(1.0, self.lease.total_seconds() / 3):
+                touched = time.monotonic()
+                self._touch()
         if self.stopping.is_set():
             self.queue.restore(members)  # another worker takes them
             return False
@@ -133,6 +136,12 @@ class DispatchRuntime(FireRuntime):
         if claimed:
             self.dispatcher.submit(claimed)
         return True
+
+    def _touch(self) -> None:
+        try:
+            self.queue.touch(self.holding)
+        except ScheduleError as error:  # the marks only age: a duplicate release, claim-guarded
+            logger.warning("could not renew %d released marks: %s", len(self.holding), error)
 
     def _restore(self, members: list[str]) -> None:
         try:

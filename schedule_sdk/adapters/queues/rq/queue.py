@@ -8,6 +8,9 @@ into the delay index (no transaction lasts that long, so it cannot be released b
 is visible), which saves the second round trip for the common case. ``withdraw`` (the
 compensating removal, and cancel) deletes every trace. An entry is released to RQ only after
 its transaction committed, so a worker never looks for a row that is not visible yet.
+``stranded`` reports the entries a process that died between two of these steps left behind
+(staged, or released and taken out of RQ's queue, for longer than the lease); the reconciler
+re-checks them against their rows.
 
 The pump side (``release_due``) pops due entries and pushes RQ jobs for them in the same
 ``MULTI``: the only callable is the SDK's fire function, the arguments are the queue name and
@@ -25,12 +28,14 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from rq import Queue
+from rq.exceptions import NoSuchJobError
+from rq.job import Job
 from rq.serializers import JSONSerializer
 
 from ....domain.errors import ScheduleError
-from ....ports import ExecutionQueue, Occurrence
+from ....ports import ExecutionQueue, Occurrence, OccurrenceRef, key_of
 from . import _redis
-from ._redis import Keys, unavailable_as
+from ._redis import Keys, as_text, parse_key, unavailable_as
 
 if TYPE_CHECKING:
     import redis
@@ -40,6 +45,10 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 SCRIPT_CHUNK = 500  # occurrences per Lua call (keeps ARGV small)
+STRANDED_BATCH = 1000  # most stranded entries one look returns
+#: A released entry counts as taken out of the RQ queue only if it was released this long before
+#: the fire at the queue's head (covers the gap between the pump's clock read and RQ's stamp).
+HEAD_MARGIN_MS = 1000.0
 
 
 def _now_ms() -> float:
@@ -76,6 +85,7 @@ class RQExecutionQueue(ExecutionQueue):
         self.rq_queue = Queue(queue_name, connection=self.connection, serializer=JSONSerializer)
         self._activate = self.connection.register_script(_redis.ACTIVATE)
         self._plan = self.connection.register_script(_redis.PLAN)
+        self._discard = self.connection.register_script(_redis.DISCARD)
         self._release_lock = threading.Lock()
 
     @classmethod
@@ -133,6 +143,47 @@ class RQExecutionQueue(ExecutionQueue):
             if d is None and (s is None or s < fresh) and (r is None or r < fresh)
         ]
 
+    def stranded(self, older_than: float) -> list[OccurrenceRef]:
+        """Entries staged more than ``older_than`` seconds ago (their ``committed`` never came), and
+        entries released that long ago, taken out of the RQ queue, and still unclaimed (their
+        consumer died, or a stock ``rq worker`` did). An entry still waiting in the RQ queue is not
+        stranded, however old: it was released before the fire at the queue's head only if it was
+        taken (the queue is first in, first out)."""
+        cutoff = _now_ms() - older_than * 1000.0
+        with unavailable_as("could not read the delay index"):
+            pipe = self.connection.pipeline(transaction=False)
+            pipe.zrangebyscore(self.keys.staged, "-inf", cutoff, start=0, num=STRANDED_BATCH)
+            pipe.zrangebyscore(
+                self.keys.released, "-inf", cutoff, start=0, num=STRANDED_BATCH, withscores=True
+            )
+            pipe.lindex(self.rq_queue.key, 0)
+            staged, released, head = pipe.execute()
+            if released and head is not None:
+                since = self._released_at(as_text(head))
+                taken_before = -1.0 if since is None else since - HEAD_MARGIN_MS
+                released = [(m, s) for m, s in released if s < taken_before]
+        keys = {as_text(m) for m in staged} | {as_text(m) for m, _ in released}
+        return [parts for key in sorted(keys) if (parts := parse_key(key)) is not None]
+
+    def _released_at(self, job_id: str) -> float | None:
+        """When the RQ job ``job_id`` was pushed (epoch ms), or None if it is gone already."""
+        try:
+            job = Job.fetch(job_id, connection=self.connection, serializer=JSONSerializer)
+        except NoSuchJobError:
+            return None
+        at = job.enqueued_at
+        return None if at is None else at.timestamp() * 1000.0
+
+    def discard_stranded(self, occurrences: Sequence[OccurrenceRef], older_than: float) -> None:
+        keys = [key_of(ref) for ref in occurrences]
+        cutoff = repr(_now_ms() - older_than * 1000.0)
+        try:
+            for start in range(0, len(keys), SCRIPT_CHUNK):
+                chunk = keys[start : start + SCRIPT_CHUNK]
+                self._discard(keys=[self.keys.staged, self.keys.released], args=[cutoff, *chunk])
+        except Exception as error:
+            logger.warning("could not drop %d stranded entries: %s", len(keys), error)
+
     # -- used by the pump and the fire path ------------------------------------------------------
 
     def activate(self, entries: Sequence[tuple[str, float]]) -> None:
@@ -172,7 +223,7 @@ class RQExecutionQueue(ExecutionQueue):
         per release): the released entries and the earliest score left (None if empty)."""
         with self._release_lock, unavailable_as("could not release due entries"):
             found = self.connection.zrangebyscore(self.keys.delay, "-inf", now_ms, start=0, num=limit)
-            due = [m.decode() if isinstance(m, bytes) else str(m) for m in found]
+            due = [as_text(m) for m in found]
             if not due:
                 return [], self.plan()
             pipe = self.connection.pipeline(transaction=True)
@@ -202,6 +253,13 @@ class RQExecutionQueue(ExecutionQueue):
         if members:
             with unavailable_as("could not update released entries"):
                 self.connection.zrem(self.keys.released, *members)
+
+    def touch(self, members: Sequence[str]) -> None:
+        """Renew the released marks of entries a live consumer holds but cannot claim yet (waiting
+        for room), so they are not taken for stranded."""
+        if members:
+            with unavailable_as("could not update released entries"):
+                self.connection.zadd(self.keys.released, dict.fromkeys(members, _now_ms()), xx=True)
 
     def restore(self, members: Sequence[str]) -> None:
         """Put released entries back in the delay index, due now (a stopping worker's leftovers)."""

@@ -28,7 +28,7 @@ from rq.job import Job
 from rq.queue import Queue
 from rq.serializers import JSONSerializer
 
-from ._redis import FIRE_FUNCTION
+from ._redis import FIRE_FUNCTION, as_text
 from .fire import DispatchRuntime
 
 logger = logging.getLogger(__name__)
@@ -90,13 +90,13 @@ class WorkerThread:
         first = connection.blpop([self._queue.key], timeout=self._poll)
         if first is None:
             return []
-        ids = [_text(first[1])]
+        ids = [as_text(first[1])]
         pipe = connection.pipeline(transaction=True)
         if self._batch > 1:
             pipe.lpop(self._queue.key, self._batch - 1)
         earlier, jobs = self._take(pipe, ids)
         taken = list(zip(ids, jobs, strict=True))
-        more = [_text(m) for m in (earlier[0] if earlier else None) or ()]
+        more = [as_text(m) for m in (earlier[0] if earlier else None) or ()]
         if more:
             taken += zip(more, self._take(connection.pipeline(transaction=True), more)[1], strict=True)
         return taken
@@ -128,6 +128,7 @@ class WorkerThread:
         return jobs
 
     def _execute(self, taken: list[tuple[str, Job | None]]) -> None:
+        batches: list[list[str]] = []
         for job_id, job in taken:
             if job is None:
                 continue  # already taken (e.g. by a stock rq worker)
@@ -135,6 +136,9 @@ class WorkerThread:
             if members is None:
                 logger.error("refusing RQ job %s: it is not a schedule_sdk fire", job_id)
                 continue
+            batches.append(members)
+        self._runtime.holding = [member for members in batches for member in members]
+        for members in batches:
             if self._runtime.take(members):
                 self._fired += members  # cleared with the next pop (or when idle)
             self.executed += 1
@@ -168,7 +172,3 @@ def _members(job: Job, queue_name: str) -> list[str] | None:
     if not all(isinstance(m, str) for m in members):
         return None
     return members
-
-
-def _text(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)

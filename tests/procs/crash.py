@@ -1,0 +1,51 @@
+"""A test-only hook that SIGKILLs this process at one named point of the ``rq`` substrate's hand-offs.
+
+``install(point, container)`` wraps the container's own objects (no library code knows about it):
+
+- ``claim``: after the RQ consumer took a released fire out of Redis, before it claims the row;
+- ``schedule``: after ``schedule_at`` committed its row, before the queue's ``committed``;
+- ``record``: after ``Firing.record`` committed an outcome (a next occurrence or a retry), before
+  ``committed``;
+- ``release``: after ``Reconciler.release_expired`` committed the release of expired claims and
+  staged their entries, before ``committed``.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+from collections.abc import Callable
+from typing import Any
+
+from schedule_sdk import ScheduleContainer
+
+#: The function that calls ``ExecutionQueue.committed`` at each point (the frame that is killed).
+CALLERS = {"schedule": "_write", "record": "record", "release": "release_expired"}
+POINTS = ("claim", *CALLERS)
+
+
+def die() -> None:
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def install(point: str, container: ScheduleContainer) -> None:
+    if point not in POINTS:
+        raise ValueError(f"unknown crash point {point!r}; one of {POINTS}")
+    if point == "claim":
+        from schedule_sdk.adapters.queues.rq.fire import DispatchRuntime
+
+        def claim(self: Any, members: list[str]) -> Any:
+            die()
+
+        DispatchRuntime.claim = claim  # type: ignore[method-assign]
+        return
+    queue = container.queue()
+    committed: Callable[..., None] = queue.committed
+
+    def crashing(occurrences: Any) -> None:
+        if occurrences and sys._getframe(1).f_code.co_name == CALLERS[point]:
+            die()
+        committed(occurrences)
+
+    queue.committed = crashing  # type: ignore[method-assign]
