@@ -49,9 +49,9 @@ from .domain.jobs import (
 from .domain.status import JobStatus
 from .listeners import ListenerRegistry, on_event
 from .reconciler import ReconcileReport
+from .runtimes.worker import ScheduleWorker
 from .service import ScheduleService
 from .settings import Settings
-from .worker import ScheduleWorker
 
 __all__ = [
     "SCHEDULE_ARRIVED_EVENT",

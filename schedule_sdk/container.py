@@ -25,17 +25,18 @@ from sqlalchemy.engine import Engine
 
 from .adapters.clock import SystemClock
 from .adapters.publishers.blinker import BlinkerEventPublisher
-from .adapters.queues.sql import DuePoller, SQLExecutionQueue
+from .adapters.queues.sql import SQLExecutionQueue
 from .adapters.stores import schema
-from .adapters.stores._engine import make_engine
+from .adapters.stores.engine import make_engine
 from .adapters.stores.sqlalchemy import SQLAlchemyJobStore
-from .dispatch import FireDispatcher
 from .firing import Firing
 from .listeners import default_registry
 from .reconciler import Reconciler
+from .runtimes.dispatch import FireDispatcher
+from .runtimes.poller import DuePoller
+from .runtimes.worker import ScheduleWorker
 from .service import ScheduleService
 from .settings import Settings
-from .worker import ScheduleWorker
 
 
 def _lazy(module: str, attribute: str) -> Callable[..., Any]:
@@ -83,7 +84,8 @@ class ScheduleContainer(containers.DeclarativeContainer):
         settings.provided.execution_substrate,
         sql=sql_queue,
         rq=providers.ThreadSafeSingleton(
-            _lazy("schedule_sdk.adapters.queues.rq", "RQExecutionQueue.from_settings"), settings=settings
+            _lazy("schedule_sdk.adapters.queues.rq.queue", "RQExecutionQueue.from_settings"),
+            settings=settings,
         ),
     )
 
@@ -117,7 +119,7 @@ class ScheduleContainer(containers.DeclarativeContainer):
             poll_interval=settings.provided.poll_interval,
         ),
         rq=providers.ThreadSafeSingleton(
-            _lazy("schedule_sdk.adapters.queues.rq", "RQRunner.from_settings"),
+            _lazy("schedule_sdk.runtimes.rq.runner", "RQRunner.from_settings"),
             settings=settings,
             queue=queue,
             firing=firing,

@@ -20,21 +20,21 @@ from typing import Any
 
 from dependency_injector import providers
 
+from ..adapters.brokers.inprocess import InProcessBus, InProcessCommandSource
+from ..adapters.metrics import InMemoryMetrics
 from ..adapters.stores import schema
-from ..adapters.stores._engine import make_engine
+from ..adapters.stores.engine import make_engine
+from ..adapters.stores.sqlalchemy_timers import SQLAlchemyTimerStore
 from ..container import ScheduleContainer
 from ..domain.errors import ScheduleError
 from ..domain.events import schedule_arrived_event_name
 from ..domain.jobs import Backoff, RetryPolicy
 from ..listeners import ListenerRegistry
-from ..worker import ScheduleWorker
+from ..runtimes.worker import ScheduleWorker
 from .domain import TIMER_TOPIC, ScheduleTimer, TimerOutcome
-from .inprocess import InProcessBus, InProcessCommandSource
-from .metrics import InMemoryMetrics
 from .ports import CommandSource, MessageBus, Metrics
 from .service import TimerQueries, TimerService
 from .settings import TimerSettings
-from .store import SQLAlchemyTimerStore
 
 logger = logging.getLogger(__name__)
 
@@ -78,7 +78,7 @@ class Timer:
         s = self.settings
         if s.in_process:
             return InProcessBus(), InProcessCommandSource()
-        from .nats import JetStreamBus, JetStreamCommandSource, NatsLoop
+        from ..adapters.brokers.nats import JetStreamBus, JetStreamCommandSource, NatsLoop
 
         self._nats = nats_loop = NatsLoop(s.broker_url)
         bus = JetStreamBus(

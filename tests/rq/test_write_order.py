@@ -18,7 +18,7 @@ from rq.serializers import JSONSerializer
 
 from schedule_sdk import JobStatus, OneShotSpec, QueueUnavailable, StoreUnavailable
 from schedule_sdk.adapters.queues.rq import RQExecutionQueue
-from schedule_sdk.adapters.queues.rq._redis import FIRE_FUNCTION, Keys
+from schedule_sdk.adapters.queues.rq.plumbing import FIRE_FUNCTION, Keys
 from schedule_sdk.ports import Occurrence
 from schedule_sdk.reconciler import Reconciler
 

@@ -46,18 +46,17 @@ def test_public_api_is_sorted_and_complete():
     public = {n for n in dir(schedule_sdk) if not n.startswith("_")} - {
         "adapters",
         "container",
-        "dispatch",
         "domain",
+        "entrypoints",
         "firing",
         "listeners",
         "ports",
         "reconciler",
         "service",
+        "runtimes",
         "settings",
-        "worker",
         "testing",
         "timer",
-        "cli",
         "annotations",
     }
     assert public == set(exported)

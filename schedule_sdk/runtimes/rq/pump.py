@@ -22,9 +22,9 @@ from typing import Any
 
 from redis.exceptions import RedisError
 
-from ....domain.errors import ScheduleError
-from . import _redis
-from .queue import RQExecutionQueue
+from ...adapters.queues.rq import plumbing
+from ...adapters.queues.rq.queue import RQExecutionQueue
+from ...domain.errors import ScheduleError
 
 logger = logging.getLogger(__name__)
 
@@ -48,8 +48,8 @@ class DuePump:
         self.leading = False
         self.released = 0  #: entries this pump released (for tests and metrics)
         self._renewed = 0.0
-        self._renew = queue.connection.register_script(_redis.RENEW)
-        self._unlock = queue.connection.register_script(_redis.UNLOCK)
+        self._renew = queue.connection.register_script(plumbing.RENEW)
+        self._unlock = queue.connection.register_script(plumbing.UNLOCK)
         self._pubsub: Any = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None

@@ -21,13 +21,13 @@ import time
 from datetime import timedelta
 from typing import Any
 
-from ....dispatch import FireDispatcher
-from ....domain.jobs import ScheduledJob
-from ....domain.status import JobStatus
-from ....firing import Firing
-from ....ports import Clock, JobStore
-from ._redis import parse_key
-from .queue import RQExecutionQueue
+from ...adapters.queues.rq.plumbing import parse_key
+from ...adapters.queues.rq.queue import RQExecutionQueue
+from ...domain.jobs import ScheduledJob
+from ...domain.status import JobStatus
+from ...firing import Firing
+from ...ports import Clock, JobStore
+from ..dispatch import FireDispatcher
 
 logger = logging.getLogger(__name__)
 
@@ -161,7 +161,7 @@ def default_runtime() -> SyncRuntime:
     global _default
     with _default_lock:
         if _default is None:
-            from ....container import ScheduleContainer
+            from ...container import ScheduleContainer
 
             container = ScheduleContainer()
             settings = container.settings()

@@ -25,9 +25,9 @@ import nats
 from nats.js.api import AckPolicy, ConsumerConfig, StorageType
 from nats.js.errors import NotFoundError
 
-from ..domain.errors import BrokerUnavailable, InvalidTimerCommand, ScheduleError, ScheduleValidationError
-from .domain import Envelope, ScheduleTimer
-from .ports import CommandSink, CommandSource, MessageBus
+from ...domain.errors import BrokerUnavailable, InvalidTimerCommand, ScheduleError, ScheduleValidationError
+from ...timer.domain import Envelope, ScheduleTimer
+from ...timer.ports import CommandSink, CommandSource, MessageBus
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")

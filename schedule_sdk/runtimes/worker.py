@@ -18,10 +18,10 @@ import time
 from datetime import timedelta
 from typing import Protocol
 
+from ..domain.errors import ScheduleError
+from ..ports import Clock, JobStore
+from ..reconciler import Reconciler
 from .dispatch import FireDispatcher
-from .domain.errors import ScheduleError
-from .ports import Clock, JobStore
-from .reconciler import Reconciler
 
 logger = logging.getLogger(__name__)
 

@@ -16,12 +16,12 @@ import signal
 import threading
 from typing import Any
 
+from ..adapters.metrics import InMemoryMetrics, PrometheusMetrics
 from ..domain.errors import ScheduleError
-from .app import Timer
-from .domain import Envelope
-from .metrics import InMemoryMetrics, PrometheusMetrics
-from .ports import Metrics
-from .settings import TimerSettings
+from ..timer.app import Timer
+from ..timer.domain import Envelope
+from ..timer.ports import Metrics
+from ..timer.settings import TimerSettings
 
 logger = logging.getLogger(__name__)
 

@@ -14,10 +14,10 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 
-from .domain.errors import ScheduleError
-from .domain.jobs import ScheduledJob
-from .firing import FireResult, Firing
-from .ports import JobStore
+from ..domain.errors import ScheduleError
+from ..domain.jobs import ScheduledJob
+from ..firing import FireResult, Firing
+from ..ports import JobStore
 
 logger = logging.getLogger(__name__)
 

@@ -28,7 +28,7 @@ from rq.job import Job
 from rq.queue import Queue
 from rq.serializers import JSONSerializer
 
-from ._redis import FIRE_FUNCTION
+from ...adapters.queues.rq.plumbing import FIRE_FUNCTION
 from .fire import DispatchRuntime
 
 logger = logging.getLogger(__name__)

@@ -19,13 +19,13 @@ from sqlalchemy import exc
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection, Engine
 
-from ..adapters.stores._engine import translate_errors
-from ..adapters.stores._tables import UTCDateTime
-from ..adapters.stores._tables import schedule_jobs as jobs
-from ..domain.errors import InvalidTimerCommand
-from ..ports import JobTransaction
-from .domain import TimerEntry, TimerState
-from .ports import TimerStore
+from ...domain.errors import InvalidTimerCommand
+from ...ports import JobTransaction
+from ...timer.domain import TimerEntry, TimerState
+from ...timer.ports import TimerStore
+from .engine import translate_errors
+from .tables import UTCDateTime
+from .tables import schedule_jobs as jobs
 
 #: ``YYYY-MM-DDTHH:MM:SS.sssZ`` text on SQLite (seed 003's format), timestamptz on PostgreSQL.
 TimerTimestamp = UTCDateTime(milliseconds=True)

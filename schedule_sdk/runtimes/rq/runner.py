@@ -7,16 +7,16 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 
-from ....dispatch import FireDispatcher
-from ....domain.errors import ScheduleError
-from ....domain.jobs import ScheduledJob
-from ....firing import Firing
-from ....ports import Clock, ExecutionQueue, JobStore, Occurrence
-from ....settings import Settings
+from ...adapters.queues.rq.queue import RQExecutionQueue
+from ...domain.errors import ScheduleError
+from ...domain.jobs import ScheduledJob
+from ...firing import Firing
+from ...ports import Clock, ExecutionQueue, JobStore, Occurrence
+from ...settings import Settings
+from ..dispatch import FireDispatcher
+from .consumer import WorkerThread
 from .fire import DispatchRuntime
 from .pump import DuePump
-from .queue import RQExecutionQueue
-from .worker import WorkerThread
 
 logger = logging.getLogger(__name__)
 
