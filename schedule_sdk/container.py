@@ -6,6 +6,7 @@ from ``container.config.from_dict({...})`` before first use. Any provider can be
     container = ScheduleContainer()
     container.config.from_dict({"database_url": "postgresql+psycopg://postgres@localhost/app"})
     service = container.schedule_service()      # inject this into app code
+    container.listeners().register(my_listeners)  # a module (or object) with @on_event listeners
     with container.worker():                    # boot reconciler, then fire jobs in this process
         ...
     container.shutdown_resources()              # dispose the engine
@@ -30,7 +31,7 @@ from .adapters.stores import schema
 from .adapters.stores.engine import make_engine
 from .adapters.stores.sqlalchemy import SQLAlchemyJobStore
 from .firing import Firing
-from .listeners import default_registry
+from .listeners import ListenerRegistry
 from .reconciler import Reconciler
 from .runtimes.dispatch import FireDispatcher
 from .runtimes.poller import DuePoller
@@ -68,7 +69,9 @@ class ScheduleContainer(containers.DeclarativeContainer):
     engine = providers.Resource(_engine, settings=settings)
     store = providers.ThreadSafeSingleton(SQLAlchemyJobStore, engine=engine)
 
-    listeners = providers.Object(default_registry)
+    #: This container's listeners (never shared with another container): the ``@on_event``
+    #: functions of ``listener_modules``, plus whatever is registered on it.
+    listeners = providers.ThreadSafeSingleton(ListenerRegistry.of_modules, settings.provided.listener_modules)
     publisher = providers.Selector(
         settings.provided.events,
         local=providers.ThreadSafeSingleton(BlinkerEventPublisher, registry=listeners),

@@ -131,6 +131,7 @@ def cmd_worker(ctx: Context) -> int:
             importlib.import_module(module)
         except ImportError as error:
             raise UsageError(f"cannot import listener module {module!r}: {_one_line(error)}") from error
+    ctx.container.listeners()  # binds the @on_event functions of these modules to this container
     stop = threading.Event()
     with _signals_set(stop):
         worker = ctx.container.worker()

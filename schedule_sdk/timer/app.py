@@ -57,8 +57,8 @@ class Timer:
             default_bus, default_source = self._adapters()
             bus, source = bus or default_bus, source or default_source
         self.bus, self.source = bus, source
-        self.registry = ListenerRegistry()
-        self.container = _container(s, self.engine, self.registry)
+        self.container = _container(s, self.engine)
+        self.registry: ListenerRegistry = self.container.listeners()
         self.timers = SQLAlchemyTimerStore(self.engine)
         self.service = TimerService(
             jobs=self.container.store(),
@@ -155,7 +155,7 @@ class Timer:
                 logger.warning("healing timers failed: %s", error)
 
 
-def _container(s: TimerSettings, engine: Any, registry: ListenerRegistry) -> ScheduleContainer:
+def _container(s: TimerSettings, engine: Any) -> ScheduleContainer:
     container = ScheduleContainer()
     container.config.from_dict(
         {
@@ -170,5 +170,4 @@ def _container(s: TimerSettings, engine: Any, registry: ListenerRegistry) -> Sch
         }
     )
     container.engine.override(providers.Object(engine))
-    container.listeners.override(providers.Object(registry))
     return container

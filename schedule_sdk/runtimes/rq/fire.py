@@ -14,7 +14,6 @@ and never fires early. Claimed jobs are fired:
 
 from __future__ import annotations
 
-import importlib
 import logging
 import threading
 import time
@@ -165,8 +164,6 @@ def default_runtime() -> SyncRuntime:
 
             container = ScheduleContainer()
             settings = container.settings()
-            for module in settings.listener_modules:
-                importlib.import_module(module)
             queue = container.queue()
             if not isinstance(queue, RQExecutionQueue):
                 raise RuntimeError("the rq fire function needs SCHEDULE_REDIS_URL (the rq substrate)")
