@@ -131,6 +131,15 @@ class ScheduleContainer(containers.DeclarativeContainer):
             clock=clock,
         ),
     )
+    #: What the RQ job function runs in a stock ``rq worker`` process (see ``entrypoints/rq_job.py``).
+    rq_job_runtime = providers.ThreadSafeSingleton(
+        _lazy("schedule_sdk.runtimes.rq.fire", "SyncRuntime.from_settings"),
+        settings=settings,
+        queue=queue,
+        firing=firing,
+        store=store,
+        clock=clock,
+    )
     reconciler = providers.ThreadSafeSingleton(Reconciler, store=store, queue=queue, clock=clock)
     worker = providers.ThreadSafeSingleton(
         ScheduleWorker,

@@ -160,3 +160,23 @@ def test_released_marks_are_cleared_after_the_fires_are_claimed(rq_settings, har
     for job in jobs:
         h.wait_status(job.id, "completed")
     assert h.wait_for(lambda: entries(rq_settings["redis_url"], rq_settings["rq_queue"])["released"] == [], 3)
+
+
+def test_entries_queued_under_the_former_fire_function_name_still_run() -> None:
+    import redis
+    from rq.job import Job
+    from rq.serializers import JSONSerializer
+    from rq.utils import import_attribute
+
+    from schedule_sdk.entrypoints import rq_job
+    from schedule_sdk.runtimes.rq.consumer import _members
+
+    unused = redis.Redis()  # creating a job issues no command
+    former = "schedule_sdk.adapters.queues.rq.fire.fire"
+    assert import_attribute(former) is rq_job.fire
+    assert import_attribute(FIRE_FUNCTION) is rq_job.fire
+    for name in (former, FIRE_FUNCTION):
+        job = Job.create(name, args=["q", ["k_1_1"]], serializer=JSONSerializer, connection=unused)
+        assert _members(job, "q") == ["k_1_1"]
+    foreign = Job.create("os.getcwd", args=["q", ["k_1_1"]], serializer=JSONSerializer, connection=unused)
+    assert _members(foreign, "q") is None

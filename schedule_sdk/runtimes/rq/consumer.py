@@ -28,7 +28,7 @@ from rq.job import Job
 from rq.queue import Queue
 from rq.serializers import JSONSerializer
 
-from ...adapters.queues.rq.plumbing import FIRE_FUNCTION
+from ...adapters.queues.rq.plumbing import FIRE_FUNCTIONS
 from .fire import DispatchRuntime
 
 logger = logging.getLogger(__name__)
@@ -158,7 +158,7 @@ class WorkerThread:
 def _members(job: Job, queue_name: str) -> list[str] | None:
     """The occurrence keys of a fire job of this queue, or None for anything else."""
     try:
-        if job.func_name != FIRE_FUNCTION or job.kwargs:
+        if job.func_name not in FIRE_FUNCTIONS or job.kwargs:
             return None
         target, members = job.args
     except Exception:  # undecodable data: never executed

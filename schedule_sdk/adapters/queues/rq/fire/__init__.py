@@ -3,6 +3,6 @@
 
 from __future__ import annotations
 
-from .....runtimes.rq.fire import fire
+from .....entrypoints.rq_job import fire
 
 __all__ = ["fire"]
