@@ -19,6 +19,7 @@ from .domain.events import ScheduleArrivedEvent
 from .domain.jobs import CronRepeat, IntervalRepeat, ScheduledJob
 from .domain.status import JobStatus
 from .ports import Clock, EventPublisher, ExecutionQueue, Guard, JobStore, Occurrence
+from .write_order import write_order
 
 logger = logging.getLogger(__name__)
 
@@ -144,17 +145,9 @@ class Firing:
             (r.outcome, Guard(_ACTIVE, claimed_by=r.claimed.claimed_by, occurrence=r.claimed.occurrence))
             for r in results
         ]
-        enqueued = False
-        try:
-            with self._store.transaction() as tx:
-                tx.update_many(changes)
-                self._queue.enqueue(following)
-                enqueued = True
-        except BaseException:
-            if enqueued:
-                self._queue.withdraw(following)
-            raise
-        self._queue.committed(following)
+        with write_order(self._store, self._queue) as (tx, hand_off):
+            tx.update_many(changes)
+            hand_off.enqueue(following)
 
     def fire(self, job: ScheduledJob) -> FireResult:
         """Run and record one claimed job (the path of substrates that fire one job at a time)."""

@@ -23,6 +23,7 @@ from .domain.jobs import (
 )
 from .domain.status import OPEN_STATUSES, JobStatus
 from .ports import Clock, ExecutionQueue, Guard, JobStore, JobTransaction, Occurrence
+from .write_order import write_order
 
 logger = logging.getLogger(__name__)
 
@@ -32,9 +33,9 @@ MAX_PAGE_SIZE = 500
 class ScheduleService:
     """Schedule, cancel, reschedule and query jobs.
 
-    Every write follows the dual-store order: one store transaction writes the row and, inside
-    it, hands the occurrence to the execution queue; a queue error rolls the row back, and a
-    failed commit is followed by withdrawing the queue entry. Invalid input raises a
+    Every write follows the write order (:mod:`schedule_sdk.write_order`): one store transaction
+    writes the row and, inside it, hands the occurrence to the execution queue; a queue error
+    rolls the row back, and a failed commit is followed by withdrawing the queue entry. Invalid input raises a
     :class:`~schedule_sdk.ScheduleValidationError` subclass before anything is written.
     """
 
@@ -165,23 +166,13 @@ class ScheduleService:
     def _write(self, job: ScheduledJob, replace: str | None = None) -> ScheduledJob | None:
         """Insert ``job`` (cancelling job ``replace`` in the same transaction) in the write order;
         return the replaced job as it was before."""
-        occurrence = [Occurrence.of(job)]
         replaced: ScheduledJob | None = None
-        enqueued = False
-        try:
-            with self._store.transaction() as tx:
-                if replace is not None:
-                    replaced = self._cancel_for_replacement(tx, replace, job)
-                    job = job.evolve(rescheduled_from=replace)
-                tx.insert(job)
-                self._queue.enqueue(occurrence)
-                enqueued = True
-        except BaseException:
-            if enqueued:  # the commit failed after the queue accepted: compensate
-                logger.warning("commit failed after enqueue; withdrawing %s", occurrence[0].key)
-                self._queue.withdraw(occurrence)
-            raise
-        self._queue.committed(occurrence)
+        with write_order(self._store, self._queue) as (tx, hand_off):
+            if replace is not None:
+                replaced = self._cancel_for_replacement(tx, replace, job)
+                job = job.evolve(rescheduled_from=replace)
+            tx.insert(job)
+            hand_off.enqueue([Occurrence.of(job)])
         return replaced
 
     def _cancel_for_replacement(self, tx: JobTransaction, job_id: str, new: ScheduledJob) -> ScheduledJob:

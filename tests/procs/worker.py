@@ -32,6 +32,7 @@ def main() -> int:
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     container = ScheduleContainer()
+    container.listeners().register(record)
     with container.worker():
         sys.stdout.write("ready\n")
         sys.stdout.flush()

@@ -57,6 +57,7 @@ def test_public_api_is_sorted_and_complete():
         "settings",
         "testing",
         "timer",
+        "write_order",
         "annotations",
     }
     assert public == set(exported)
