@@ -15,6 +15,7 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 
 from ..adapters.queues.sql import SQLExecutionQueue
+from ..backoff import Reconnect
 from ..domain.errors import ScheduleError
 from ..ports import Clock, JobStore
 from .dispatch import FireDispatcher
@@ -72,14 +73,14 @@ class DuePoller:
         self._cleanups.clear()
 
     def _run(self) -> None:
-        backoff = 0.05
+        backoff = Reconnect()
         while not self._stop.is_set():
             try:
                 timeout = self._cycle()
-                backoff = 0.05
+                backoff.reset()
             except ScheduleError as error:
-                logger.warning("poller: %s; retrying in %.2fs", error, backoff)
-                timeout, backoff = backoff, min(backoff * 2, 5.0)
+                timeout = backoff.next()
+                logger.warning("poller: %s; retrying in %.2fs", error, timeout)
             if timeout > 0:
                 self._wakeup.wait(timeout)
 

@@ -29,6 +29,7 @@ from rq.queue import Queue
 from rq.serializers import JSONSerializer
 
 from ...adapters.queues.rq.plumbing import FIRE_FUNCTIONS
+from ...backoff import Reconnect
 from .fire import DispatchRuntime
 
 logger = logging.getLogger(__name__)
@@ -64,7 +65,7 @@ class WorkerThread:
             self._thread = None
 
     def _run(self) -> None:
-        backoff = 0.05
+        backoff = Reconnect()
         while not self._stop.is_set():
             try:
                 taken = self._pop()
@@ -72,14 +73,14 @@ class WorkerThread:
                     self._execute(taken)
                 else:
                     self._clear_marks()  # idle: no pop to carry them
-                backoff = 0.05
+                backoff.reset()
             except RedisError as error:
-                logger.warning("RQ worker: %s; reconnecting in %.2fs", error, backoff)
-                self._stop.wait(backoff)
-                backoff = min(backoff * 2, 2.0)
+                delay = backoff.next()
+                logger.warning("RQ worker: %s; reconnecting in %.2fs", error, delay)
+                self._stop.wait(delay)
             except Exception:  # never lose the thread; released entries are healed by the reconciler
                 logger.exception("RQ worker: unexpected error")
-                self._stop.wait(backoff)
+                self._stop.wait(backoff.next())
         try:
             self._clear_marks()
         except RedisError as error:  # stale marks only make the reconciler wait before healing
