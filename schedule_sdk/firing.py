@@ -17,7 +17,7 @@ from .domain import timing
 from .domain.errors import ListenerFailed
 from .domain.events import ScheduleArrivedEvent
 from .domain.jobs import CronRepeat, IntervalRepeat, ScheduledJob
-from .domain.status import JobStatus
+from .domain.status import JobStatus, check_transition
 from .ports import Clock, EventPublisher, ExecutionQueue, Guard, JobStore, Occurrence
 from .write_order import write_order
 
@@ -68,6 +68,14 @@ def outcome_of(
     fire after downtime, then the first occurrence after now). A failure is retried with
     backoff while attempts remain; then a one-shot fails and a repeating series continues.
     """
+    outcome = _outcome(job, fired_at, error, now)
+    check_transition(job.status, outcome.status)
+    return outcome
+
+
+def _outcome(
+    job: ScheduledJob, fired_at: datetime, error: BaseException | None, now: datetime
+) -> ScheduledJob:
     released = {"claimed_by": None, "claimed_until": None, "updated_at": now, "last_fired_at": fired_at}
     if error is not None and job.attempt < job.retry.attempts:
         retry_at = now + timedelta(milliseconds=job.retry.backoff.delay_after(job.attempt))

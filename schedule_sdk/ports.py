@@ -170,7 +170,7 @@ class JobStore(ABC):
 
 
 class ExecutionQueue(ABC):
-    """The execution substrate: holds timing for each due occurrence (seed 004's "queue").
+    """The execution substrate: holds timing for each due occurrence (docs/explanation/write-order.md).
 
     The write order is: open a store transaction, write the row, ``enqueue`` inside it, commit,
     then ``committed``. If ``enqueue`` raises, the transaction rolls back; if the commit fails

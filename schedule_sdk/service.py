@@ -9,7 +9,14 @@ from collections.abc import Iterable
 from datetime import datetime
 
 from .domain import timing
-from .domain.errors import InvalidCursor, InvalidPayload, JobNotFound, NotReschedulable, RunAtInPast
+from .domain.errors import (
+    InvalidCursor,
+    InvalidPayload,
+    InvalidStatus,
+    JobNotFound,
+    NotReschedulable,
+    RunAtInPast,
+)
 from .domain.ids import new_id
 from .domain.jobs import (
     CronRepeat,
@@ -21,7 +28,7 @@ from .domain.jobs import (
     ScheduledJob,
     encode_json,
 )
-from .domain.status import OPEN_STATUSES, JobStatus
+from .domain.status import OPEN_STATUSES, JobStatus, check_transition
 from .ports import Clock, ExecutionQueue, Guard, JobStore, JobTransaction, Occurrence
 from .write_order import write_order
 
@@ -81,6 +88,7 @@ class ScheduleService:
                 raise JobNotFound(job_id)
             if job.status not in OPEN_STATUSES:
                 return
+            check_transition(job.status, JobStatus.CANCELLED)
             cancelled = job.evolve(
                 status=JobStatus.CANCELLED, claimed_by=None, claimed_until=None, updated_at=now
             )
@@ -115,7 +123,11 @@ class ScheduleService:
         cursor: str | None = None,
     ) -> JobPage:
         """A page of jobs matching every given filter, in creation order (keyset pagination:
-        pass the returned ``next_cursor`` to get the next page; None means this is the last)."""
+        pass the returned ``next_cursor`` to get the next page; None means this is the last).
+
+        :raises InvalidStatus: ``status`` names no job status.
+        :raises InvalidCursor: the cursor is malformed or ``limit`` is out of range.
+        """
         if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= MAX_PAGE_SIZE:
             raise InvalidCursor(f"limit must be an int between 1 and {MAX_PAGE_SIZE}")
         query = JobQuery(
@@ -181,6 +193,7 @@ class ScheduleService:
             raise JobNotFound(job_id)
         if old.status not in OPEN_STATUSES:
             raise NotReschedulable(job_id, old.status.value)
+        check_transition(old.status, JobStatus.CANCELLED)
         cancelled = old.evolve(
             status=JobStatus.CANCELLED,
             claimed_by=None,
@@ -207,7 +220,7 @@ def _statuses(status: JobStatus | str | Iterable[JobStatus | str] | None) -> fro
     try:
         return frozenset(JobStatus(v) for v in values)
     except ValueError as error:
-        raise InvalidCursor(f"unknown status in {values!r}") from error
+        raise InvalidStatus(f"unknown status in {values!r}") from error
 
 
 def _encode_cursor(last_id: str) -> str:

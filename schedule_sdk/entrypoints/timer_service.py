@@ -1,5 +1,6 @@
-"""The ``timer-service`` process (ADR-0003's single deployment): command intake and firing in one
-process. Run it with ``schedule-sdk timer`` or ``python -m schedule_sdk.timer``.
+"""The ``timer-service`` process (the timer's single deployment, docs/explanation/timer.md):
+command intake and firing in one process. Run it with ``schedule-sdk timer`` or
+``python -m schedule_sdk.timer``.
 
 Settings come from the ``TIMER_*`` environment variables (see
 :class:`~schedule_sdk.timer.settings.TimerSettings`); the options below override them. SIGTERM or

@@ -1,4 +1,5 @@
-"""The seed's write order on the rq substrate, with each fault injected, and the wire format."""
+"""The write order (docs/explanation/write-order.md) on the rq substrate, with each fault injected,
+and the wire format."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""timer_schedules as seed 003 defines it, on SQLite and PostgreSQL: columns, primary key, CHECK,
+"""timer_schedules as migration 0002 defines it, on SQLite and PostgreSQL: columns, primary key, CHECK,
 STRICT, both indexes, the per-tenant due query's plan, and the optional service_calls foreign key."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""``RedisEventPublisher``: the seed's "one-adapter swap" for many app instances (``SCHEDULE_EVENTS=redis``).
+"""``RedisEventPublisher``: the "one-adapter swap" for many app instances (``SCHEDULE_EVENTS=redis``).
 
 ``publish`` runs this process's listeners (a failure fails the fire, which is then retried, as
 with the in-process publisher) and broadcasts the event as JSON on a Redis pub/sub channel.

@@ -9,7 +9,7 @@ rates (each one is also a GIL hand-off, which is what lateness is made of). It
 installs no signal handlers, never subscribes to RQ's command channel (whose shutdown command
 ``os.kill``s the host with SIGINT), adds no log handlers, and notices a stop within a second.
 
-Why not RQ's ``SimpleWorker`` in a thread (STACK-NOTES §2)? It issues about twenty Redis commands
+Why not RQ's ``SimpleWorker`` in a thread? It issues about twenty Redis commands
 per job (registries, heartbeats, status), measured at 110 jobs/s on the project machine; the
 released jobs are still ordinary RQ jobs, so stock ``rq worker --serializer
 rq.serializers.JSONSerializer`` processes can execute them alongside (or instead of) this thread.

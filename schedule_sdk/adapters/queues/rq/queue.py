@@ -1,4 +1,5 @@
-"""``RQExecutionQueue``: the ``rq`` substrate's delay index in Redis, in the seed's write order.
+"""``RQExecutionQueue``: the ``rq`` substrate's delay index in Redis, in the write order
+(docs/explanation/write-order.md).
 
 ``enqueue`` (inside the SQL transaction) stages each occurrence in one atomic ``MULTI``; a Redis
 error raises :class:`QueueUnavailable` so the row rolls back. ``committed`` (after the commit)
