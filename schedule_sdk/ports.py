@@ -11,6 +11,7 @@ from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Protocol
 
 from .domain.events import ScheduleArrivedEvent
 from .domain.jobs import JobQuery, ScheduledJob
@@ -216,3 +217,17 @@ class EventPublisher(ABC):
     def close(self) -> None:
         """Release connections and threads (optional hook)."""
         return None
+
+
+class Runner(Protocol):
+    """What an execution substrate runs inside a worker: the due poller
+    (:class:`~schedule_sdk.runtimes.poller.DuePoller`) or the rq pump and consumer
+    (:class:`~schedule_sdk.runtimes.rq.runner.RQRunner`). Both calls return promptly."""
+
+    def start(self) -> None:
+        """Start driving fires (threads of its own)."""
+        ...
+
+    def stop(self) -> None:
+        """Stop driving fires; in-flight fires are the dispatcher's to finish or release."""
+        ...
