@@ -23,7 +23,6 @@ from pathlib import Path
 
 import psycopg
 from _stats import PG_ADMIN, percentile  # bench/ is on sys.path when run as a script
-from dependency_injector import providers
 
 from schedule_sdk import (
     SCHEDULE_ARRIVED_EVENT,
@@ -49,10 +48,9 @@ class Bench:
     """A container with a recording listener."""
 
     def __init__(self, store: str, **settings: object) -> None:
-        self.registry = ListenerRegistry()
         self.container = ScheduleContainer()
         self.container.config.from_dict({"database_url": fresh_url(store), **settings})
-        self.container.listeners.override(providers.Object(self.registry))
+        self.registry: ListenerRegistry = self.container.listeners()
         self.lateness: list[float] = []
         self.done = threading.Event()
         self.expected = 0

@@ -55,7 +55,7 @@ def main() -> None:
     database = os.environ.get("SCHEDULE_DATABASE_URL") or f"sqlite:///{tempfile.mkdtemp()}/quickstart.db"
     # --8<-- [start:container]
     container = ScheduleContainer()
-    container.config.from_dict({"database_url": database})
+    container.config.from_dict({"database_url": database, "listener_modules": [__name__]})
     service = container.schedule_service()
     # --8<-- [end:container]
     now = datetime.now(UTC)

@@ -19,6 +19,7 @@ from .domain.errors import (
     InvalidRepeat,
     InvalidRetry,
     InvalidSetting,
+    InvalidStatus,
     InvalidTimerCommand,
     InvalidTimezone,
     InvalidTopic,
@@ -49,9 +50,9 @@ from .domain.jobs import (
 from .domain.status import JobStatus
 from .listeners import ListenerRegistry, on_event
 from .reconciler import ReconcileReport
+from .runtimes.worker import ScheduleWorker
 from .service import ScheduleService
 from .settings import Settings
-from .worker import ScheduleWorker
 
 __all__ = [
     "SCHEDULE_ARRIVED_EVENT",
@@ -68,6 +69,7 @@ __all__ = [
     "InvalidRepeat",
     "InvalidRetry",
     "InvalidSetting",
+    "InvalidStatus",
     "InvalidTimerCommand",
     "InvalidTimezone",
     "InvalidTopic",

@@ -6,6 +6,7 @@ from ``container.config.from_dict({...})`` before first use. Any provider can be
     container = ScheduleContainer()
     container.config.from_dict({"database_url": "postgresql+psycopg://postgres@localhost/app"})
     service = container.schedule_service()      # inject this into app code
+    container.listeners().register(my_listeners)  # a module (or object) with @on_event listeners
     with container.worker():                    # boot reconciler, then fire jobs in this process
         ...
     container.shutdown_resources()              # dispose the engine
@@ -25,17 +26,18 @@ from sqlalchemy.engine import Engine
 
 from .adapters.clock import SystemClock
 from .adapters.publishers.blinker import BlinkerEventPublisher
-from .adapters.queues.sql import DuePoller, SQLExecutionQueue
+from .adapters.queues.sql import SQLExecutionQueue
 from .adapters.stores import schema
-from .adapters.stores._engine import make_engine
+from .adapters.stores.engine import make_engine
 from .adapters.stores.sqlalchemy import SQLAlchemyJobStore
-from .dispatch import FireDispatcher
 from .firing import Firing
-from .listeners import default_registry
+from .listeners import ListenerRegistry
 from .reconciler import Reconciler
+from .runtimes.dispatch import FireDispatcher
+from .runtimes.poller import DuePoller
+from .runtimes.worker import ScheduleWorker
 from .service import ScheduleService
 from .settings import Settings
-from .worker import ScheduleWorker
 
 
 def _lazy(module: str, attribute: str) -> Callable[..., Any]:
@@ -67,7 +69,9 @@ class ScheduleContainer(containers.DeclarativeContainer):
     engine = providers.Resource(_engine, settings=settings)
     store = providers.ThreadSafeSingleton(SQLAlchemyJobStore, engine=engine)
 
-    listeners = providers.Object(default_registry)
+    #: This container's listeners (never shared with another container): the ``@on_event``
+    #: functions of ``listener_modules``, plus whatever is registered on it.
+    listeners = providers.ThreadSafeSingleton(ListenerRegistry.of_modules, settings.provided.listener_modules)
     publisher = providers.Selector(
         settings.provided.events,
         local=providers.ThreadSafeSingleton(BlinkerEventPublisher, registry=listeners),
@@ -83,7 +87,8 @@ class ScheduleContainer(containers.DeclarativeContainer):
         settings.provided.execution_substrate,
         sql=sql_queue,
         rq=providers.ThreadSafeSingleton(
-            _lazy("schedule_sdk.adapters.queues.rq", "RQExecutionQueue.from_settings"), settings=settings
+            _lazy("schedule_sdk.adapters.queues.rq.queue", "RQExecutionQueue.from_settings"),
+            settings=settings,
         ),
     )
 
@@ -117,7 +122,7 @@ class ScheduleContainer(containers.DeclarativeContainer):
             poll_interval=settings.provided.poll_interval,
         ),
         rq=providers.ThreadSafeSingleton(
-            _lazy("schedule_sdk.adapters.queues.rq", "RQRunner.from_settings"),
+            _lazy("schedule_sdk.runtimes.rq.runner", "RQRunner.from_settings"),
             settings=settings,
             queue=queue,
             firing=firing,
@@ -125,6 +130,15 @@ class ScheduleContainer(containers.DeclarativeContainer):
             dispatcher=dispatcher,
             clock=clock,
         ),
+    )
+    #: What the RQ job function runs in a stock ``rq worker`` process (see ``entrypoints/rq_job.py``).
+    rq_job_runtime = providers.ThreadSafeSingleton(
+        _lazy("schedule_sdk.runtimes.rq.fire", "SyncRuntime.from_settings"),
+        settings=settings,
+        queue=queue,
+        firing=firing,
+        store=store,
+        clock=clock,
     )
     reconciler = providers.ThreadSafeSingleton(
         Reconciler, store=store, queue=queue, clock=clock, lease_seconds=settings.provided.lease_seconds

@@ -17,8 +17,9 @@ from .domain import timing
 from .domain.errors import ListenerFailed
 from .domain.events import ScheduleArrivedEvent
 from .domain.jobs import CronRepeat, IntervalRepeat, ScheduledJob
-from .domain.status import JobStatus
+from .domain.status import JobStatus, check_transition
 from .ports import Clock, EventPublisher, ExecutionQueue, Guard, JobStore, Occurrence
+from .write_order import write_order
 
 logger = logging.getLogger(__name__)
 
@@ -67,6 +68,14 @@ def outcome_of(
     fire after downtime, then the first occurrence after now). A failure is retried with
     backoff while attempts remain; then a one-shot fails and a repeating series continues.
     """
+    outcome = _outcome(job, fired_at, error, now)
+    check_transition(job.status, outcome.status)
+    return outcome
+
+
+def _outcome(
+    job: ScheduledJob, fired_at: datetime, error: BaseException | None, now: datetime
+) -> ScheduledJob:
     released = {"claimed_by": None, "claimed_until": None, "updated_at": now, "last_fired_at": fired_at}
     if error is not None and job.attempt < job.retry.attempts:
         retry_at = now + timedelta(milliseconds=job.retry.backoff.delay_after(job.attempt))
@@ -144,17 +153,9 @@ class Firing:
             (r.outcome, Guard(_ACTIVE, claimed_by=r.claimed.claimed_by, occurrence=r.claimed.occurrence))
             for r in results
         ]
-        enqueued = False
-        try:
-            with self._store.transaction() as tx:
-                tx.update_many(changes)
-                self._queue.enqueue(following)
-                enqueued = True
-        except BaseException:
-            if enqueued:
-                self._queue.withdraw(following)
-            raise
-        self._queue.committed(following)
+        with write_order(self._store, self._queue) as (tx, hand_off):
+            tx.update_many(changes)
+            hand_off.enqueue(following)
 
     def fire(self, job: ScheduledJob) -> FireResult:
         """Run and record one claimed job (the path of substrates that fire one job at a time)."""

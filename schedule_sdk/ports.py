@@ -11,6 +11,7 @@ from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Protocol
 
 from .domain.events import ScheduleArrivedEvent
 from .domain.jobs import JobQuery, ScheduledJob
@@ -176,7 +177,7 @@ class JobStore(ABC):
 
 
 class ExecutionQueue(ABC):
-    """The execution substrate: holds timing for each due occurrence (seed 004's "queue").
+    """The execution substrate: holds timing for each due occurrence (docs/explanation/write-order.md).
 
     The write order is: open a store transaction, write the row, ``enqueue`` inside it, commit,
     then ``committed``. If ``enqueue`` raises, the transaction rolls back; if the commit fails
@@ -234,3 +235,17 @@ class EventPublisher(ABC):
     def close(self) -> None:
         """Release connections and threads (optional hook)."""
         return None
+
+
+class Runner(Protocol):
+    """What an execution substrate runs inside a worker: the due poller
+    (:class:`~schedule_sdk.runtimes.poller.DuePoller`) or the rq pump and consumer
+    (:class:`~schedule_sdk.runtimes.rq.runner.RQRunner`). Both calls return promptly."""
+
+    def start(self) -> None:
+        """Start driving fires (threads of its own)."""
+        ...
+
+    def stop(self) -> None:
+        """Stop driving fires; in-flight fires are the dispatcher's to finish or release."""
+        ...

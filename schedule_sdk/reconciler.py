@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 from .domain.status import JobStatus
 from .ports import Clock, ExecutionQueue, JobStore, Occurrence, OccurrenceRef
+from .write_order import hand_over_committed
 
 logger = logging.getLogger(__name__)
 
@@ -59,9 +60,7 @@ class Reconciler:
         """Return expired claims to pending and hand them to the queue again; return how many."""
         total = 0
         while released := self._store.release_expired(self._clock.now(), self._batch):
-            occurrences = [Occurrence.of(j) for j in released]
-            self._queue.enqueue(occurrences)
-            self._queue.committed(occurrences)
+            hand_over_committed(self._queue, [Occurrence.of(j) for j in released])
             total += len(released)
             if len(released) < self._batch:
                 break
@@ -87,8 +86,7 @@ class Reconciler:
                 moved_on.append((job_id, occurrence, attempt))
         self._queue.discard_stranded(moved_on, self._lease)
         if again:
-            self._queue.enqueue(again)
-            self._queue.committed(again)
+            hand_over_committed(self._queue, again)
             logger.warning("handed over %d stranded entries again (a process died mid-hand-off)", len(again))
         return len(again)
 
@@ -102,9 +100,7 @@ class Reconciler:
             after = page[-1].id
             pending = [Occurrence.of(j) for j in page if j.status is JobStatus.PENDING]
             missing = self._queue.missing(pending)
-            if missing:
-                self._queue.enqueue(missing)
-                self._queue.committed(missing)
+            hand_over_committed(self._queue, missing)
             scanned += len(page)
             healed += len(missing)
             if progress is not None:

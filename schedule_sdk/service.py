@@ -9,7 +9,14 @@ from collections.abc import Iterable
 from datetime import datetime
 
 from .domain import timing
-from .domain.errors import InvalidCursor, InvalidPayload, JobNotFound, NotReschedulable, RunAtInPast
+from .domain.errors import (
+    InvalidCursor,
+    InvalidPayload,
+    InvalidStatus,
+    JobNotFound,
+    NotReschedulable,
+    RunAtInPast,
+)
 from .domain.ids import new_id
 from .domain.jobs import (
     CronRepeat,
@@ -21,8 +28,9 @@ from .domain.jobs import (
     ScheduledJob,
     encode_json,
 )
-from .domain.status import OPEN_STATUSES, JobStatus
+from .domain.status import OPEN_STATUSES, JobStatus, check_transition
 from .ports import Clock, ExecutionQueue, Guard, JobStore, JobTransaction, Occurrence
+from .write_order import write_order
 
 logger = logging.getLogger(__name__)
 
@@ -32,9 +40,9 @@ MAX_PAGE_SIZE = 500
 class ScheduleService:
     """Schedule, cancel, reschedule and query jobs.
 
-    Every write follows the dual-store order: one store transaction writes the row and, inside
-    it, hands the occurrence to the execution queue; a queue error rolls the row back, and a
-    failed commit is followed by withdrawing the queue entry. Invalid input raises a
+    Every write follows the write order (:mod:`schedule_sdk.write_order`): one store transaction
+    writes the row and, inside it, hands the occurrence to the execution queue; a queue error
+    rolls the row back, and a failed commit is followed by withdrawing the queue entry. Invalid input raises a
     :class:`~schedule_sdk.ScheduleValidationError` subclass before anything is written.
     """
 
@@ -80,6 +88,7 @@ class ScheduleService:
                 raise JobNotFound(job_id)
             if job.status not in OPEN_STATUSES:
                 return
+            check_transition(job.status, JobStatus.CANCELLED)
             cancelled = job.evolve(
                 status=JobStatus.CANCELLED, claimed_by=None, claimed_until=None, updated_at=now
             )
@@ -114,7 +123,11 @@ class ScheduleService:
         cursor: str | None = None,
     ) -> JobPage:
         """A page of jobs matching every given filter, in creation order (keyset pagination:
-        pass the returned ``next_cursor`` to get the next page; None means this is the last)."""
+        pass the returned ``next_cursor`` to get the next page; None means this is the last).
+
+        :raises InvalidStatus: ``status`` names no job status.
+        :raises InvalidCursor: the cursor is malformed or ``limit`` is out of range.
+        """
         if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= MAX_PAGE_SIZE:
             raise InvalidCursor(f"limit must be an int between 1 and {MAX_PAGE_SIZE}")
         query = JobQuery(
@@ -165,23 +178,13 @@ class ScheduleService:
     def _write(self, job: ScheduledJob, replace: str | None = None) -> ScheduledJob | None:
         """Insert ``job`` (cancelling job ``replace`` in the same transaction) in the write order;
         return the replaced job as it was before."""
-        occurrence = [Occurrence.of(job)]
         replaced: ScheduledJob | None = None
-        enqueued = False
-        try:
-            with self._store.transaction() as tx:
-                if replace is not None:
-                    replaced = self._cancel_for_replacement(tx, replace, job)
-                    job = job.evolve(rescheduled_from=replace)
-                tx.insert(job)
-                self._queue.enqueue(occurrence)
-                enqueued = True
-        except BaseException:
-            if enqueued:  # the commit failed after the queue accepted: compensate
-                logger.warning("commit failed after enqueue; withdrawing %s", occurrence[0].key)
-                self._queue.withdraw(occurrence)
-            raise
-        self._queue.committed(occurrence)
+        with write_order(self._store, self._queue) as (tx, hand_off):
+            if replace is not None:
+                replaced = self._cancel_for_replacement(tx, replace, job)
+                job = job.evolve(rescheduled_from=replace)
+            tx.insert(job)
+            hand_off.enqueue([Occurrence.of(job)])
         return replaced
 
     def _cancel_for_replacement(self, tx: JobTransaction, job_id: str, new: ScheduledJob) -> ScheduledJob:
@@ -190,6 +193,7 @@ class ScheduleService:
             raise JobNotFound(job_id)
         if old.status not in OPEN_STATUSES:
             raise NotReschedulable(job_id, old.status.value)
+        check_transition(old.status, JobStatus.CANCELLED)
         cancelled = old.evolve(
             status=JobStatus.CANCELLED,
             claimed_by=None,
@@ -216,7 +220,7 @@ def _statuses(status: JobStatus | str | Iterable[JobStatus | str] | None) -> fro
     try:
         return frozenset(JobStatus(v) for v in values)
     except ValueError as error:
-        raise InvalidCursor(f"unknown status in {values!r}") from error
+        raise InvalidStatus(f"unknown status in {values!r}") from error
 
 
 def _encode_cursor(last_id: str) -> str:

@@ -26,6 +26,7 @@ happens only inside ``kit.run_due()``, in the calling thread.
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
@@ -183,15 +184,19 @@ def make_test_kit(
     registry: ListenerRegistry | None = None,
     start: datetime | None = None,
     *,
+    listeners: Iterable[object] = (),
     max_payload_bytes: int = 65_536,
 ) -> ScheduleTestKit:
     """A service on a fake clock, an in-memory store and the inline substrate.
 
-    ``registry``: whose listeners run on each fire (default: a new, empty one — pass
-    ``schedule_sdk.listeners.default_registry`` to run your ``@on_event`` functions).
+    ``registry``: whose listeners run on each fire (default: a new, empty one).
+    ``listeners``: modules, objects or ``@on_event`` functions to register in it (see
+    :meth:`~schedule_sdk.ListenerRegistry.register`), e.g. ``listeners=[myapp.listeners]``.
     ``start``: the fake clock's first instant (default: the real now).
     """
     registry = registry if registry is not None else ListenerRegistry()
+    for target in listeners:
+        registry.register(target)
     clock = FakeClock(start)
     store = MemoryJobStore()
     queue = InlineExecutionQueue()

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from schedule_sdk.adapters.stores import schema
-from schedule_sdk.adapters.stores._engine import make_engine
+from schedule_sdk.adapters.stores.engine import make_engine
 from tests.harness import Harness
 from tests.support import services
 

@@ -7,8 +7,6 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from dependency_injector import providers
-
 from schedule_sdk import (
     SCHEDULE_ARRIVED_EVENT,
     ListenerRegistry,
@@ -23,10 +21,9 @@ from schedule_sdk.ports import JobStore
 
 class Harness:
     def __init__(self, settings: dict[str, Any]) -> None:
-        self.registry = ListenerRegistry()
         self.container = ScheduleContainer()
         self.container.config.from_dict(settings)
-        self.container.listeners.override(providers.Object(self.registry))
+        self.registry: ListenerRegistry = self.container.listeners()
         self.events: list[ScheduleArrivedEvent] = []
         self._changed = threading.Condition()
         self.registry.connect(SCHEDULE_ARRIVED_EVENT, self._record)

@@ -16,6 +16,7 @@ Catch :class:`ScheduleError` for "anything from the scheduler", a builtin for a 
     │   ├── InvalidRetry                SCHEDULE_INVALID_RETRY
     │   ├── InvalidRepeat               SCHEDULE_INVALID_REPEAT
     │   ├── InvalidCursor               SCHEDULE_INVALID_CURSOR
+    │   ├── InvalidStatus               SCHEDULE_INVALID_STATUS
     │   ├── InvalidSetting              SCHEDULE_INVALID_SETTING
     │   └── InvalidTimerCommand         TIMER_INVALID_COMMAND
     ├── ClientRequestIdInUse            SCHEDULE_CLIENT_REQUEST_ID_IN_USE
@@ -129,6 +130,12 @@ class InvalidCursor(ScheduleValidationError):
     """The list cursor is malformed or the limit is out of range."""
 
     code = "SCHEDULE_INVALID_CURSOR"
+
+
+class InvalidStatus(ScheduleValidationError):
+    """A status filter names no job status."""
+
+    code = "SCHEDULE_INVALID_STATUS"
 
 
 class InvalidSetting(ScheduleValidationError):

@@ -1,8 +1,8 @@
 """Time zones, cron and interval arithmetic; every result is an aware UTC instant.
 
-Cron is evaluated in the job's wall-clock time with the Debian/Vixie rules of SEMANTICS.md
-("Time"). croniter is only asked for *naive* wall-clock matches (on naive datetimes it ignores
-DST); this module maps each wall time to its UTC instant(s):
+Cron is evaluated in the job's wall-clock time with the Debian/Vixie rules of
+docs/explanation/time-and-dst.md. croniter is only asked for *naive* wall-clock matches (on
+naive datetimes it ignores DST); this module maps each wall time to its UTC instant(s):
 
 * the wall time exists once: that instant;
 * it falls in a spring-forward gap: a fixed-time entry fires once at the transition instant

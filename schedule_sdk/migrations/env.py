@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from alembic import context
 
-from schedule_sdk.adapters.stores._tables import metadata
 from schedule_sdk.adapters.stores.schema import VERSION_TABLE
+from schedule_sdk.adapters.stores.tables import metadata
 
 connection = context.config.attributes["connection"]
 context.configure(connection=connection, target_metadata=metadata, version_table=VERSION_TABLE)

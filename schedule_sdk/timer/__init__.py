@@ -1,9 +1,15 @@
-"""Durable multi-tenant timers (ADR-0003): ``ScheduleTimer`` in, ``DueTimeReached`` out, on the
-Schedule core, in-process or over NATS JetStream. See ``docs/explanation/timer.md``."""
+"""Durable multi-tenant timers: ``ScheduleTimer`` in, ``DueTimeReached`` out, on the Schedule
+core, in-process or over NATS JetStream. See ``docs/explanation/timer.md``.
+
+:class:`Timer` and the adapters re-exported here (which live under ``schedule_sdk.adapters``) are
+imported on first use, so an adapter module can import this package's ports and domain.
+"""
 
 from __future__ import annotations
 
-from .app import Timer
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from .domain import (
     DUE_TIME_REACHED,
     TIMER_TOPIC,
@@ -14,10 +20,28 @@ from .domain import (
     TimerOutcome,
     TimerState,
 )
-from .inprocess import InProcessBus, InProcessCommandSource
-from .metrics import InMemoryMetrics, PrometheusMetrics
 from .service import TimerQueries, TimerService
 from .settings import TimerSettings
+
+if TYPE_CHECKING:
+    from ..adapters.brokers.inprocess import InProcessBus, InProcessCommandSource
+    from ..adapters.metrics import InMemoryMetrics, PrometheusMetrics
+    from .app import Timer
+
+_LAZY = {
+    "InMemoryMetrics": "schedule_sdk.adapters.metrics",
+    "InProcessBus": "schedule_sdk.adapters.brokers.inprocess",
+    "InProcessCommandSource": "schedule_sdk.adapters.brokers.inprocess",
+    "PrometheusMetrics": "schedule_sdk.adapters.metrics",
+    "Timer": "schedule_sdk.timer.app",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "DUE_TIME_REACHED",

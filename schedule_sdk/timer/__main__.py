@@ -4,6 +4,6 @@ from __future__ import annotations
 
 import sys
 
-from .service_main import main
+from ..entrypoints.timer_service import main
 
 sys.exit(main())

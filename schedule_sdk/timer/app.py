@@ -20,21 +20,21 @@ from typing import Any
 
 from dependency_injector import providers
 
+from ..adapters.brokers.inprocess import InProcessBus, InProcessCommandSource
+from ..adapters.metrics import InMemoryMetrics
 from ..adapters.stores import schema
-from ..adapters.stores._engine import make_engine
+from ..adapters.stores.engine import make_engine
+from ..adapters.stores.sqlalchemy_timers import SQLAlchemyTimerStore
 from ..container import ScheduleContainer
 from ..domain.errors import ScheduleError
 from ..domain.events import schedule_arrived_event_name
 from ..domain.jobs import Backoff, RetryPolicy
 from ..listeners import ListenerRegistry
-from ..worker import ScheduleWorker
+from ..runtimes.worker import ScheduleWorker
 from .domain import TIMER_TOPIC, ScheduleTimer, TimerOutcome
-from .inprocess import InProcessBus, InProcessCommandSource
-from .metrics import InMemoryMetrics
 from .ports import CommandSource, MessageBus, Metrics
 from .service import TimerQueries, TimerService
 from .settings import TimerSettings
-from .store import SQLAlchemyTimerStore
 
 logger = logging.getLogger(__name__)
 
@@ -57,8 +57,8 @@ class Timer:
             default_bus, default_source = self._adapters()
             bus, source = bus or default_bus, source or default_source
         self.bus, self.source = bus, source
-        self.registry = ListenerRegistry()
-        self.container = _container(s, self.engine, self.registry)
+        self.container = _container(s, self.engine)
+        self.registry: ListenerRegistry = self.container.listeners()
         self.timers = SQLAlchemyTimerStore(self.engine)
         self.service = TimerService(
             jobs=self.container.store(),
@@ -78,7 +78,7 @@ class Timer:
         s = self.settings
         if s.in_process:
             return InProcessBus(), InProcessCommandSource()
-        from .nats import JetStreamBus, JetStreamCommandSource, NatsLoop
+        from ..adapters.brokers.nats import JetStreamBus, JetStreamCommandSource, NatsLoop
 
         self._nats = nats_loop = NatsLoop(s.broker_url)
         bus = JetStreamBus(
@@ -155,7 +155,7 @@ class Timer:
                 logger.warning("healing timers failed: %s", error)
 
 
-def _container(s: TimerSettings, engine: Any, registry: ListenerRegistry) -> ScheduleContainer:
+def _container(s: TimerSettings, engine: Any) -> ScheduleContainer:
     container = ScheduleContainer()
     container.config.from_dict(
         {
@@ -170,5 +170,4 @@ def _container(s: TimerSettings, engine: Any, registry: ListenerRegistry) -> Sch
         }
     )
     container.engine.override(providers.Object(engine))
-    container.listeners.override(providers.Object(registry))
     return container

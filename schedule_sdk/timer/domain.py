@@ -1,8 +1,9 @@
 """The timer's messages and entries: ``ScheduleTimer`` in, ``DueTimeReached`` out (in an envelope).
 
-On the wire everything is JSON with the seeds' camelCase names and ISO 8601 UTC timestamps;
-inside, frozen dataclasses with aware UTC datetimes. Parsing raises :class:`InvalidTimerCommand`
-(code ``TIMER_INVALID_COMMAND``) for anything malformed, so a bad command never reaches the store.
+On the wire everything is JSON with camelCase names (docs/reference/timer-messages.md) and ISO
+8601 UTC timestamps; inside, frozen dataclasses with aware UTC datetimes. Parsing raises
+:class:`InvalidTimerCommand` (code ``TIMER_INVALID_COMMAND``) for anything malformed, so a bad
+command never reaches the store.
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ def to_ms(instant: datetime, *, up: bool = False) -> datetime:
 
 
 def format_instant(instant: datetime) -> str:
-    """``YYYY-MM-DDTHH:MM:SS.sssZ`` (UTC, milliseconds): the seeds' wire and storage format."""
+    """``YYYY-MM-DDTHH:MM:SS.sssZ`` (UTC, milliseconds): the wire and storage format."""
     instant = instant.astimezone(UTC)
     return instant.strftime("%Y-%m-%dT%H:%M:%S.") + f"{instant.microsecond // 1000:03d}Z"
 

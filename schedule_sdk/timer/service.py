@@ -19,7 +19,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from datetime import datetime
 
@@ -29,6 +29,7 @@ from ..domain.ids import new_id
 from ..domain.jobs import JobMetadata, RetryPolicy, ScheduledJob
 from ..domain.status import JobStatus
 from ..ports import Clock, ExecutionQueue, JobStore, JobTransaction, Occurrence
+from ..write_order import HandOff, write_order
 from .domain import TIMER_TOPIC, Envelope, ScheduleTimer, TimerEntry, TimerOutcome, to_ms
 from .ports import MessageBus, Metrics, TimerStore
 
@@ -134,9 +135,7 @@ class TimerService:
             registered_at=to_ms(now),
         )
 
-    def _apply(
-        self, tx: JobTransaction, cmd: ScheduleTimer, now: datetime, armed: list[Occurrence]
-    ) -> TimerOutcome:
+    def _apply(self, tx: JobTransaction, cmd: ScheduleTimer, now: datetime, armed: HandOff) -> TimerOutcome:
         entry = self._timers.get(cmd.tenant_id, cmd.service_call_id, tx)
         if entry is None:
             new = self._new_entry(cmd, now)
@@ -202,36 +201,22 @@ class TimerService:
 
     # -- jobs --------------------------------------------------------------------------------
 
-    @contextlib.contextmanager
-    def _write(self) -> Iterator[tuple[JobTransaction, list[Occurrence]]]:
-        """A job store transaction in the core's write order: occurrences armed inside it are
-        enqueued inside it, withdrawn if it fails, and announced once it committed."""
-        armed: list[Occurrence] = []
-        try:
-            with self._jobs.transaction() as tx:
-                yield tx, armed
-        except BaseException:
-            if armed:
-                self._queue.withdraw(armed)
-            raise
-        self._queue.committed(armed)
+    def _write(self) -> contextlib.AbstractContextManager[tuple[JobTransaction, HandOff]]:
+        """A job store transaction in the core's write order (:mod:`schedule_sdk.write_order`)."""
+        return write_order(self._jobs, self._queue)
 
-    def _rearm(self, tx: JobTransaction, seen: TimerEntry, now: datetime, armed: list[Occurrence]) -> None:
+    def _rearm(self, tx: JobTransaction, seen: TimerEntry, now: datetime, armed: HandOff) -> None:
         current = self._timers.get(seen.tenant_id, seen.service_call_id, tx)
         if current is not None and not current.reached:
             self._arm(tx, [current], now, armed)
 
-    def _arm(
-        self, tx: JobTransaction, entries: Sequence[TimerEntry], now: datetime, armed: list[Occurrence]
-    ) -> None:
+    def _arm(self, tx: JobTransaction, entries: Sequence[TimerEntry], now: datetime, armed: HandOff) -> None:
         """Insert a one-shot job firing each timer at its due time, and hand it to the queue."""
         jobs = [self._job(entry, now) for entry in entries]
         if not jobs:
             return
         tx.insert_many(jobs)
-        occurrences = [Occurrence.of(job) for job in jobs]
-        self._queue.enqueue(occurrences)
-        armed.extend(occurrences)
+        armed.enqueue([Occurrence.of(job) for job in jobs])
 
     def _job(self, entry: TimerEntry, now: datetime) -> ScheduledJob:
         return ScheduledJob(

@@ -1,5 +1,5 @@
-"""The timer service's settings: ADR-0003's ``TIMER_*`` names plus the broker's stream and subject
-names, each with its environment variable and default.
+"""The timer service's settings: the ``TIMER_*`` names of docs/reference/settings.md plus the
+broker's stream and subject names, each with its environment variable and default.
 
 Values come from (highest first): the mapping given to :meth:`TimerSettings.load`, then the
 environment, then the defaults below.
@@ -17,10 +17,10 @@ from ..settings import _env, load_settings
 
 @dataclass(frozen=True, kw_only=True)
 class TimerSettings:
-    #: Safety-net poll interval in milliseconds (ADR-0003). The core also wakes exactly at each
+    #: Safety-net poll interval in milliseconds. The core also wakes exactly at each
     #: due time, so this only bounds how late a missed wake-up can make a timer.
     polling_interval_ms: int = field(default=5000, metadata=_env("TIMER_POLLING_INTERVAL"))
-    #: Most due timers claimed per poll (ADR-0003's batch size).
+    #: Most due timers claimed per poll.
     batch_size: int = field(default=100, metadata=_env("TIMER_BATCH_SIZE"))
     #: The SQLite file (``./event_service.db``), or any SQLAlchemy URL (``postgresql+psycopg://…``).
     db_path: str = field(default="./event_service.db", metadata=_env("TIMER_DB_PATH"))

@@ -19,6 +19,7 @@ from schedule_sdk import (
     InvalidMetadata,
     InvalidPayload,
     InvalidRetry,
+    InvalidStatus,
     InvalidTimezone,
     InvalidTopic,
     JobMetadata,
@@ -245,8 +246,9 @@ def test_list_pages_with_a_stable_keyset_order_and_filters(backend):
         h.service.list(cursor="not-a-cursor")
     with pytest.raises(InvalidCursor):
         h.service.list(limit=0)
-    with pytest.raises(InvalidCursor):
+    with pytest.raises(InvalidStatus) as refused:
         h.service.list(status="sleeping")
+    assert refused.value.code == "SCHEDULE_INVALID_STATUS" and not isinstance(refused.value, InvalidCursor)
 
 
 def test_repeat_first_occurrence_follows_the_cron_in_its_zone(backend):

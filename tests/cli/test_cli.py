@@ -17,7 +17,7 @@ import pytest
 
 from schedule_sdk import JobMetadata, JobStatus, OneShotSpec, ScheduleContainer, ScheduleService
 from schedule_sdk.adapters.stores import schema
-from schedule_sdk.cli import main
+from schedule_sdk.entrypoints.cli import main
 
 ROOT = Path(__file__).resolve().parents[2]
 UNKNOWN_ID = "01900000-0000-7000-8000-00000000dead"

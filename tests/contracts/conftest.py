@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from schedule_sdk.adapters.stores import schema
-from schedule_sdk.adapters.stores._engine import make_engine
+from schedule_sdk.adapters.stores.engine import make_engine
 from schedule_sdk.adapters.stores.memory import MemoryJobStore
 from schedule_sdk.adapters.stores.sqlalchemy import SQLAlchemyJobStore
 from schedule_sdk.ports import JobStore

@@ -27,6 +27,7 @@ def test_readme_example(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("SCHEDULE_DATABASE_URL", f"sqlite:///{tmp_path}/jobs.db")
     # --8<-- [start:readme-use]
     container = ScheduleContainer()  # SQLite by default; SCHEDULE_DATABASE_URL for PostgreSQL
+    container.listeners().register(send_reminder)  # or a module, or SCHEDULE_LISTENER_MODULES
     service = container.schedule_service()  # inject this into your code
     with container.worker():  # reconcile, then fire due jobs in this process
         service.schedule_at(

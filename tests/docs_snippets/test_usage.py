@@ -88,11 +88,16 @@ class ReminderService:
 
 def test_readme_example(tmp_path):
     url = f"sqlite:///{tmp_path}/jobs.db"
-    received.clear()  # @on_event listeners are global: other tests' fires of this topic land here too
+    received.clear()
     arrived.clear()
     # --8<-- [start:container]
     container = ScheduleContainer()
-    container.config.from_dict({"database_url": url})  # or set SCHEDULE_DATABASE_URL
+    container.config.from_dict(
+        {
+            "database_url": url,
+            "listener_modules": [__name__],
+        }  # or SCHEDULE_DATABASE_URL, ..._LISTENER_MODULES
+    )
     container.listeners().register(invoice_listener)  # objects with @on_event methods
     reminders = ReminderService(container.schedule_service())
 

@@ -16,7 +16,6 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from dependency_injector import providers
 
 from schedule_sdk import (
     SCHEDULE_ARRIVED_EVENT,
@@ -28,7 +27,7 @@ from schedule_sdk import (
     ScheduleContainer,
 )
 from schedule_sdk.adapters.stores import schema
-from schedule_sdk.adapters.stores._engine import make_engine
+from schedule_sdk.adapters.stores.engine import make_engine
 from schedule_sdk.adapters.stores.memory import MemoryJobStore
 from schedule_sdk.adapters.stores.sqlalchemy import SQLAlchemyJobStore
 from schedule_sdk.ports import JobStore
@@ -93,10 +92,9 @@ def test_the_contract_suite_is_collected_here() -> None:
 
 def test_a_worker_runs_on_the_custom_adapters(tmp_path: Path) -> None:
     events_file = tmp_path / "events.jsonl"
-    registry = ListenerRegistry()
     container = ScheduleContainer()
     container.config.from_dict({"database_url": f"sqlite:///{tmp_path / 'jobs.db'}", "poll_interval": 0.2})
-    container.listeners.override(providers.Object(registry))
+    registry: ListenerRegistry = container.listeners()
     use_custom_adapters(container, events_file)
 
     attempts: list[int] = []

@@ -20,7 +20,7 @@ from typing import Any
 
 from schedule_sdk import ScheduleContainer
 
-#: The function that calls ``ExecutionQueue.committed`` at each point (the frame that is killed).
+#: The function under whose call ``ExecutionQueue.committed`` runs at each point (the frame that is killed).
 CALLERS = {"schedule": "_write", "record": "record", "release": "release_expired"}
 POINTS = ("claim", *CALLERS)
 
@@ -29,11 +29,21 @@ def die() -> None:
     os.kill(os.getpid(), signal.SIGKILL)
 
 
+def _callers(frame: Any, depth: int = 5) -> list[str]:
+    """The names of the functions of ``frame`` and the ones below it (``committed`` is reached
+    through the write-order helpers, so the point's function is a few frames down)."""
+    names: list[str] = []
+    while frame is not None and len(names) < depth:
+        names.append(frame.f_code.co_name)
+        frame = frame.f_back
+    return names
+
+
 def install(point: str, container: ScheduleContainer) -> None:
     if point not in POINTS:
         raise ValueError(f"unknown crash point {point!r}; one of {POINTS}")
     if point == "claim":
-        from schedule_sdk.adapters.queues.rq.fire import DispatchRuntime
+        from schedule_sdk.runtimes.rq.fire import DispatchRuntime
 
         def claim(self: Any, members: list[str]) -> Any:
             die()
@@ -44,7 +54,7 @@ def install(point: str, container: ScheduleContainer) -> None:
     committed: Callable[..., None] = queue.committed
 
     def crashing(occurrences: Any) -> None:
-        if occurrences and sys._getframe(1).f_code.co_name == CALLERS[point]:
+        if occurrences and CALLERS[point] in _callers(sys._getframe(1)):
             die()
         committed(occurrences)
 

@@ -38,6 +38,7 @@ def main() -> int:
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     container = ScheduleContainer()
+    container.listeners().register(record)
     if "SDK_TEST_CRASH_AT" in os.environ:
         crash.install(os.environ["SDK_TEST_CRASH_AT"], container)
     with container.worker():

@@ -19,7 +19,7 @@ import pytest
 import redis
 
 from schedule_sdk import Backoff, IntervalRepeat, JobStatus, OneShotSpec, RepeatSpec, RetryPolicy
-from schedule_sdk.adapters.queues.rq._redis import Keys
+from schedule_sdk.adapters.queues.rq.plumbing import Keys
 from schedule_sdk.ports import Occurrence
 from tests.rq.conftest import ROOT, env_of, read_events, spawn_worker, wait_until
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import threading
 from typing import Any
 
+from schedule_sdk.adapters.brokers.nats import NatsLoop
 from schedule_sdk.timer import Envelope, ScheduleTimer
-from schedule_sdk.timer.nats import NatsLoop
 
 
 class Probe:

@@ -1,4 +1,4 @@
-"""timer_schedules as seed 003 defines it, on SQLite and PostgreSQL: columns, primary key, CHECK,
+"""timer_schedules as migration 0002 defines it, on SQLite and PostgreSQL: columns, primary key, CHECK,
 STRICT, both indexes, the per-tenant due query's plan, and the optional service_calls foreign key."""
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ import pytest
 import sqlalchemy as sa
 
 from schedule_sdk.adapters.stores import schema
-from schedule_sdk.adapters.stores._engine import make_engine
+from schedule_sdk.adapters.stores.engine import make_engine
+from schedule_sdk.adapters.stores.sqlalchemy_timers import due_query
 from schedule_sdk.timer import Timer, TimerSettings
-from schedule_sdk.timer.store import due_query
 from tests.timer.conftest import command
 
 COLUMNS = ["tenant_id", "service_call_id", "correlation_id", "due_at", "registered_at", "reached_at", "state"]

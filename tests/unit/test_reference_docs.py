@@ -45,19 +45,20 @@ def test_public_api_is_sorted_and_complete():
     assert exported == sorted(exported, key=lambda n: (not n.isupper(), n))
     public = {n for n in dir(schedule_sdk) if not n.startswith("_")} - {
         "adapters",
+        "backoff",
         "container",
-        "dispatch",
         "domain",
+        "entrypoints",
         "firing",
         "listeners",
         "ports",
         "reconciler",
         "service",
+        "runtimes",
         "settings",
-        "worker",
         "testing",
         "timer",
-        "cli",
+        "write_order",
         "annotations",
     }
     assert public == set(exported)

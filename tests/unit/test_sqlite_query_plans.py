@@ -12,8 +12,8 @@ import sqlalchemy as sa
 
 from schedule_sdk.adapters.stores import schema
 from schedule_sdk.adapters.stores import sqlalchemy as store
-from schedule_sdk.adapters.stores._engine import make_engine
-from schedule_sdk.adapters.stores._tables import schedule_jobs as t
+from schedule_sdk.adapters.stores.engine import make_engine
+from schedule_sdk.adapters.stores.tables import schedule_jobs as t
 
 BY_ID, DUE = "sqlite_autoindex_schedule_jobs_1", "ix_schedule_jobs_pending_due"
 STATEMENTS = {

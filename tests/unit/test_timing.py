@@ -461,3 +461,18 @@ def test_validate_interval_rejects(every_ms: object) -> None:
         validate_interval(every_ms)
     with pytest.raises(InvalidInterval):
         next_interval_time(iso("2026-01-01T00:00Z"), every_ms, iso("2026-01-02T00:00Z"))  # type: ignore[arg-type]
+
+
+def test_the_status_table_refuses_moves_out_of_a_final_status() -> None:
+    import pytest
+
+    from schedule_sdk import InvalidTransition, JobStatus
+    from schedule_sdk.domain.status import ALLOWED, check_transition
+
+    for final in (JobStatus.COMPLETED, JobStatus.CANCELLED, JobStatus.FAILED):
+        assert ALLOWED[final] == frozenset()
+        with pytest.raises(InvalidTransition):
+            check_transition(final, JobStatus.PENDING)
+    check_transition(JobStatus.ACTIVE, JobStatus.PENDING)  # a retry or the next occurrence
+    with pytest.raises(InvalidTransition):
+        check_transition(JobStatus.PENDING, JobStatus.COMPLETED)  # only a fire completes a job

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import atexit
 import logging
-from importlib import import_module
 
 from django.apps import AppConfig
 from django.conf import settings
@@ -22,7 +21,7 @@ class RemindersConfig(AppConfig):
     def ready(self) -> None:
         self.container = ScheduleContainer()  # connects nothing until first used
         self.container.config.from_dict(settings.SCHEDULE_SDK)
-        import_module(f"{self.name}.listeners")  # registers its @on_event listeners
+        self.container.listeners().register(f"{self.name}.listeners")  # its @on_event listeners
         self.container.wire(modules=[".views"])
         if settings.SCHEDULE_WORKER_IN_PROCESS:  # development only; see project/settings.py
             worker = self.container.worker().start()

@@ -12,9 +12,9 @@ from typing import Any
 from django.apps import apps
 from django.test import TransactionTestCase
 
-from schedule_sdk.listeners import default_registry
 from schedule_sdk.testing import make_test_kit
 
+from . import listeners
 from .models import SentReminder
 
 HOUR = timedelta(hours=1)
@@ -25,7 +25,7 @@ class RemindersTestCase(TransactionTestCase):
     """Listeners run as in a worker (no surrounding test transaction), hence TransactionTestCase."""
 
     def setUp(self) -> None:
-        self.kit = make_test_kit(default_registry)  # runs this app's @on_event listeners
+        self.kit = make_test_kit(listeners=[listeners])  # runs this app's @on_event listeners
         container = apps.get_app_config("reminders").container
         container.schedule_service.override(self.kit.service)
         self.addCleanup(container.schedule_service.reset_override)
@@ -125,7 +125,7 @@ class ListenerTests(RemindersTestCase):
         reminder = self.create(due_in=timedelta(seconds=1))
         self.kit.run_due(until=timedelta(seconds=1))
         event = self.kit.events[0]
-        default_registry.listeners(f"schedule.{event.topic}.arrived")[0](event)  # at-least-once: a replay
+        self.kit.registry.listeners(f"schedule.{event.topic}.arrived")[0](event)  # at-least-once: a replay
         self.assertEqual(list(SentReminder.objects.values_list("reminder_id", flat=True)), [reminder["id"]])
 
 

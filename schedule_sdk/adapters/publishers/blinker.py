@@ -10,7 +10,7 @@ from typing import Any
 
 from ...domain.errors import ListenerFailed
 from ...domain.events import SCHEDULE_ARRIVED_EVENT, ScheduleArrivedEvent, schedule_arrived_event_name
-from ...listeners import ListenerRegistry, default_registry
+from ...listeners import ListenerRegistry
 from ...ports import EventPublisher
 
 logger = logging.getLogger(__name__)
@@ -53,7 +53,7 @@ class BlinkerEventPublisher(EventPublisher):
     """In-process delivery (the default). Listeners run on the worker's listener threads."""
 
     def __init__(self, registry: ListenerRegistry | None = None) -> None:
-        self.registry = registry if registry is not None else default_registry
+        self.registry = registry if registry is not None else ListenerRegistry()
 
     def publish(self, event: ScheduleArrivedEvent) -> None:
         deliver(self.registry, event)

@@ -1,4 +1,4 @@
-"""``RedisEventPublisher``: the seed's "one-adapter swap" for many app instances (``SCHEDULE_EVENTS=redis``).
+"""``RedisEventPublisher``: the "one-adapter swap" for many app instances (``SCHEDULE_EVENTS=redis``).
 
 ``publish`` runs this process's listeners (a failure fails the fire, which is then retried, as
 with the in-process publisher) and broadcasts the event as JSON on a Redis pub/sub channel.
@@ -22,6 +22,7 @@ from typing import Any
 import redis
 from redis.exceptions import RedisError
 
+from ...backoff import Reconnect
 from ...domain.errors import BrokerUnavailable, ListenerFailed
 from ...domain.events import ScheduleArrivedEvent
 from ...listeners import ListenerRegistry
@@ -71,21 +72,21 @@ class RedisEventPublisher(EventPublisher):
         self._subscriber.close()
 
     def _listen(self) -> None:
-        backoff = 0.05
+        backoff = Reconnect()
         while not self._stop.is_set():
             pubsub: Any = self._subscriber.pubsub(ignore_subscribe_messages=True)  # type: ignore[no-untyped-call]
             try:
                 pubsub.subscribe(self.channel)
                 self._ready.set()
-                backoff = 0.05
+                backoff.reset()
                 while not self._stop.is_set():
                     message = pubsub.get_message(timeout=0.5)
                     if message is not None:
                         self._receive(message["data"])
             except RedisError as error:
-                logger.warning("event subscriber: %s; reconnecting in %.2fs", error, backoff)
-                self._stop.wait(backoff)
-                backoff = min(backoff * 2, 2.0)
+                delay = backoff.next()
+                logger.warning("event subscriber: %s; reconnecting in %.2fs", error, delay)
+                self._stop.wait(delay)
             finally:
                 try:
                     pubsub.close()

@@ -17,7 +17,7 @@ from alembic.script import ScriptDirectory
 from sqlalchemy import text
 from sqlalchemy.engine import Engine
 
-from ._engine import WRITE, translate_errors
+from .engine import WRITE, translate_errors
 
 VERSION_TABLE = "schedule_sdk_alembic_version"
 _LOCK_KEY = 0x5C4ED_5D4  # arbitrary constant for pg_advisory_xact_lock

@@ -25,10 +25,10 @@ from ...domain.jobs import (
 )
 from ...domain.status import JobStatus
 from ...ports import Guard, JobStore, JobTransaction, OccurrenceRef
-from . import _pg_claims, _watch
-from ._engine import WRITE, translate_errors
-from ._tables import UTCDateTime
-from ._tables import schedule_jobs as t
+from . import pg_claims, watch
+from .engine import WRITE, translate_errors
+from .tables import UTCDateTime
+from .tables import schedule_jobs as t
 
 NOTIFY_CHANNEL = "schedule_sdk_jobs"
 
@@ -210,7 +210,7 @@ def _claiming(where: list[sa.ColumnElement[bool]]) -> sa.Update:
 _PENDING = t.c.status == sa.literal_column("'pending'")
 _ACTIVE = t.c.status == sa.literal_column("'active'")
 
-# SQLite's claims (PostgreSQL's are in _pg_claims), built once. They run in a write transaction
+# SQLite's claims (PostgreSQL's are in pg_claims), built once. They run in a write transaction
 # (BEGIN IMMEDIATE), so no other writer changes a row between choosing and updating it.
 # Bind c_limit as well.
 _CLAIM_DUE = _claiming(
@@ -324,7 +324,7 @@ class SQLAlchemyJobStore(JobStore):
     ) -> list[ScheduledJob]:
         if self._claims is not None:
             params = {"now": now, "worker": worker_id, "lease": lease_until, "limit": limit}
-            return _sorted(_pg_claims.claim(self._claims, _pg_claims.CLAIM_DUE, params))
+            return _sorted(pg_claims.claim(self._claims, pg_claims.CLAIM_DUE, params))
         return self._claim(_CLAIM_DUE, now, worker_id, lease_until, c_limit=limit)
 
     def claim_many(
@@ -341,7 +341,7 @@ class SQLAlchemyJobStore(JobStore):
             ids, numbers, attempts = (list(column) for column in zip(*keys, strict=True))
             params = {"now": now, "worker": worker_id, "lease": lease_until}
             params.update(ids=ids, occurrences=numbers, attempts=attempts)
-            return _sorted(_pg_claims.claim(self._claims, _pg_claims.CLAIM_MANY, params))
+            return _sorted(pg_claims.claim(self._claims, pg_claims.CLAIM_MANY, params))
         return self._claim(
             _CLAIM_MANY, now, worker_id, lease_until, c_ids=[key[0] for key in keys], c_keys=keys
         )
@@ -407,8 +407,8 @@ class SQLAlchemyJobStore(JobStore):
 
     def watch(self, on_change: Callable[[datetime | None], None]) -> Callable[[], None]:
         if self._is_pg:
-            return _watch.listen_postgres(self.engine.url, self._channel, on_change)
-        return _watch.poll_sqlite_data_version(self.engine.url, on_change)
+            return watch.listen_postgres(self.engine.url, self._channel, on_change)
+        return watch.poll_sqlite_data_version(self.engine.url, on_change)
 
     def close(self) -> None:
         if self._claims is not None:

@@ -1,9 +1,9 @@
-"""Create timer_schedules (seed 003).
+"""Create timer_schedules (see docs/explanation/timer.md).
 
 Revision ID: 0002
 Revises: 0001
 
-SQLite: the seed's DDL verbatim (TEXT columns, STRICT). PostgreSQL: the same with timestamptz
+SQLite: the documented DDL (TEXT columns, STRICT). PostgreSQL: the same with timestamptz
 for the three instants. The foreign key to the host application's ``service_calls(tenant_id,
 service_call_id) ON DELETE CASCADE`` is created only when the upgrade is run with the attribute
 ``timer_service_calls_fk`` set (the timer does not own that table, which must then exist).

@@ -1,4 +1,5 @@
-"""``RQExecutionQueue``: the ``rq`` substrate's delay index in Redis, in the seed's write order.
+"""``RQExecutionQueue``: the ``rq`` substrate's delay index in Redis, in the write order
+(docs/explanation/write-order.md).
 
 ``enqueue`` (inside the SQL transaction) stages each occurrence in one atomic ``MULTI``; a Redis
 error raises :class:`QueueUnavailable` so the row rolls back. ``committed`` (after the commit)
@@ -34,8 +35,8 @@ from rq.serializers import JSONSerializer
 
 from ....domain.errors import ScheduleError
 from ....ports import ExecutionQueue, Occurrence, OccurrenceRef, key_of
-from . import _redis
-from ._redis import Keys, as_text, parse_key, unavailable_as
+from . import plumbing
+from .plumbing import Keys, as_text, parse_key, unavailable_as
 
 if TYPE_CHECKING:
     import redis
@@ -81,11 +82,11 @@ class RQExecutionQueue(ExecutionQueue):
         #: died between two steps); the reconciler then re-enqueues it from the row.
         self.stale_after = stale_after
         self.job_timeout = job_timeout
-        self.connection: redis.Redis = _redis.connect(redis_url)
+        self.connection: redis.Redis = plumbing.connect(redis_url)
         self.rq_queue = Queue(queue_name, connection=self.connection, serializer=JSONSerializer)
-        self._activate = self.connection.register_script(_redis.ACTIVATE)
-        self._plan = self.connection.register_script(_redis.PLAN)
-        self._discard = self.connection.register_script(_redis.DISCARD)
+        self._activate = self.connection.register_script(plumbing.ACTIVATE)
+        self._plan = self.connection.register_script(plumbing.PLAN)
+        self._discard = self.connection.register_script(plumbing.DISCARD)
         self._release_lock = threading.Lock()
 
     @classmethod
@@ -233,13 +234,13 @@ class RQExecutionQueue(ExecutionQueue):
             for start in range(0, len(due), self.batch_size):
                 self._push(due[start : start + self.batch_size], pipe)
             # EVAL, not EVALSHA: a script cache emptied by a Redis restart cannot fail the MULTI.
-            pipe.eval(_redis.PLAN, 2, self.keys.delay, self.keys.next)
+            pipe.eval(plumbing.PLAN, 2, self.keys.delay, self.keys.next)
             first = pipe.execute()[-1]
         return due, None if first is None else float(first)
 
     def _push(self, members: list[str], pipe: Any) -> None:
         job = self.rq_queue.create_job(
-            _redis.FIRE_FUNCTION,
+            plumbing.FIRE_FUNCTION,
             args=[self.queue_name, members],
             job_id=batch_id(members),
             result_ttl=0,

@@ -1,5 +1,6 @@
-"""The ``timer-service`` process (ADR-0003's single deployment): command intake and firing in one
-process. Run it with ``schedule-sdk timer`` or ``python -m schedule_sdk.timer``.
+"""The ``timer-service`` process (the timer's single deployment, docs/explanation/timer.md):
+command intake and firing in one process. Run it with ``schedule-sdk timer`` or
+``python -m schedule_sdk.timer``.
 
 Settings come from the ``TIMER_*`` environment variables (see
 :class:`~schedule_sdk.timer.settings.TimerSettings`); the options below override them. SIGTERM or
@@ -16,12 +17,12 @@ import signal
 import threading
 from typing import Any
 
+from ..adapters.metrics import InMemoryMetrics, PrometheusMetrics
 from ..domain.errors import ScheduleError
-from .app import Timer
-from .domain import Envelope
-from .metrics import InMemoryMetrics, PrometheusMetrics
-from .ports import Metrics
-from .settings import TimerSettings
+from ..timer.app import Timer
+from ..timer.domain import Envelope
+from ..timer.ports import Metrics
+from ..timer.settings import TimerSettings
 
 logger = logging.getLogger(__name__)
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from .ports import Metrics
+from ..timer.ports import Metrics
 
 #: Every counter and timing the timer reports.
 COUNTERS = (

@@ -20,7 +20,7 @@ class UTCDateTime(TypeDecorator[datetime]):
     """Aware datetimes in, aware UTC datetimes out, on every backend. Naive values are refused.
 
     On SQLite the text is ``YYYY-MM-DDTHH:MM:SS.ffffffZ`` (or ``.fffZ`` with ``milliseconds=True``,
-    the timer seeds' format): fixed width, so text order is time order.
+    the timer's wire format): fixed width, so text order is time order.
     """
 
     impl = sa.DateTime(timezone=True)

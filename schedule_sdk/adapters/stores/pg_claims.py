@@ -20,8 +20,8 @@ from sqlalchemy import exc
 from sqlalchemy.engine import Engine
 
 from ...domain.errors import StoreUnavailable
-from ._tables import UTCDateTime
-from ._tables import schedule_jobs as t
+from .tables import UTCDateTime
+from .tables import schedule_jobs as t
 
 _COLUMNS = [c.name for c in t.c]
 _UTC_COLUMNS = frozenset(c.name for c in t.c if isinstance(c.type, UTCDateTime))

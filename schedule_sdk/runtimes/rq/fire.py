@@ -1,6 +1,5 @@
-"""The RQ job function, :func:`fire`: the only callable the ``rq`` substrate ever enqueues.
-
-Its arguments are plain strings (the queue name and occurrence keys). For each key it claims the
+"""The fire runtimes of the ``rq`` substrate: what happens to the occurrence keys of a released RQ
+job (plain strings: the queue name and occurrence keys). For each key the runtime claims the
 row (``JobStore.claim``: only a pending row at exactly this occurrence and attempt, already due,
 can be claimed), so a stale, duplicated or early entry never fires a cancelled or finished job
 and never fires early. Claimed jobs are fired:
@@ -8,39 +7,29 @@ and never fires early. Claimed jobs are fired:
 - inside a ``schedule-sdk`` worker, the in-process consumer (``worker.WorkerThread``) calls
   ``DispatchRuntime.take`` directly: claimed jobs go to the worker's ``FireDispatcher``
   (listener pool, batched recording, lease renewal);
-- inside a stock ``rq worker`` process, synchronously, by a runtime built once per process from
-  the ``SCHEDULE_*`` environment (listener modules from ``SCHEDULE_LISTENER_MODULES``).
+- inside a stock ``rq worker`` process, the RQ job function
+  (:func:`schedule_sdk.entrypoints.rq_job.fire`) fires them synchronously through ``SyncRuntime``,
+  the ``rq_job_runtime`` of a container built once per process from the ``SCHEDULE_*`` environment.
 """
 
 from __future__ import annotations
 
-import importlib
 import logging
 import threading
 import time
 from datetime import timedelta
 from typing import Any
 
-from ....dispatch import FireDispatcher
-from ....domain.errors import ScheduleError
-from ....domain.jobs import ScheduledJob
-from ....firing import Firing
-from ....ports import Clock, JobStore
-from ._redis import parse_key
-from .queue import RQExecutionQueue
+from ...adapters.queues.rq.plumbing import parse_key
+from ...adapters.queues.rq.queue import RQExecutionQueue
+from ...domain.errors import ScheduleError
+from ...domain.jobs import ScheduledJob
+from ...firing import Firing
+from ...ports import Clock, ExecutionQueue, JobStore
+from ...settings import Settings
+from ..dispatch import FireDispatcher
 
 logger = logging.getLogger(__name__)
-
-_default: SyncRuntime | None = None
-_default_lock = threading.Lock()
-
-
-def fire(queue_name: str, members: list[str]) -> None:
-    """Fire the released occurrences ``members`` of RQ queue ``queue_name``."""
-    runtime = default_runtime()
-    if runtime.queue.queue_name != queue_name:
-        raise ValueError(f"this worker serves queue {runtime.queue.queue_name!r}, not {queue_name!r}")
-    runtime.fire([str(m) for m in members])
 
 
 class FireRuntime:
@@ -157,34 +146,23 @@ class SyncRuntime(FireRuntime):
         super().__init__(**kwargs)
         self.firing = firing
 
+    @classmethod
+    def from_settings(
+        cls, *, settings: Settings, queue: ExecutionQueue, firing: Firing, store: JobStore, clock: Clock
+    ) -> SyncRuntime:
+        if not isinstance(queue, RQExecutionQueue):
+            raise RuntimeError("the rq fire function needs SCHEDULE_REDIS_URL (the rq substrate)")
+        return cls(
+            firing=firing,
+            store=store,
+            queue=queue,
+            clock=clock,
+            worker_id=settings.worker_id,
+            lease_seconds=settings.lease_seconds,
+        )
+
     def fire(self, members: list[str]) -> None:
         claimed = self.claim(members)
         self.drop_marks(members)
         if claimed:
             self.firing.record([self.firing.run(job) for job in claimed])
-
-
-def default_runtime() -> SyncRuntime:
-    """The runtime of a process that runs no ``schedule-sdk`` worker (a stock ``rq worker``),
-    built once from the ``SCHEDULE_*`` environment."""
-    global _default
-    with _default_lock:
-        if _default is None:
-            from ....container import ScheduleContainer
-
-            container = ScheduleContainer()
-            settings = container.settings()
-            for module in settings.listener_modules:
-                importlib.import_module(module)
-            queue = container.queue()
-            if not isinstance(queue, RQExecutionQueue):
-                raise RuntimeError("the rq fire function needs SCHEDULE_REDIS_URL (the rq substrate)")
-            _default = SyncRuntime(
-                firing=container.firing(),
-                store=container.store(),
-                queue=queue,
-                clock=container.clock(),
-                worker_id=settings.worker_id,
-                lease_seconds=settings.lease_seconds,
-            )
-        return _default

@@ -7,16 +7,17 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 
-from ....dispatch import FireDispatcher
-from ....domain.errors import ScheduleError
-from ....domain.jobs import ScheduledJob
-from ....firing import Firing
-from ....ports import Clock, ExecutionQueue, JobStore, Occurrence
-from ....settings import Settings
+from ...adapters.queues.rq.queue import RQExecutionQueue
+from ...domain.errors import ScheduleError
+from ...domain.jobs import ScheduledJob
+from ...firing import Firing
+from ...ports import Clock, ExecutionQueue, JobStore, Occurrence
+from ...settings import Settings
+from ...write_order import hand_over_committed
+from ..dispatch import FireDispatcher
+from .consumer import WorkerThread
 from .fire import DispatchRuntime
 from .pump import DuePump
-from .queue import RQExecutionQueue
-from .worker import WorkerThread
 
 logger = logging.getLogger(__name__)
 
@@ -71,9 +72,7 @@ class RQRunner:
 
     def _rehand(self, jobs: Sequence[ScheduledJob]) -> None:
         """The dispatcher returned these claims to pending at stop: give them back to the queue."""
-        occurrences = [Occurrence.of(job) for job in jobs]
         try:
-            self.queue.enqueue(occurrences)
-            self.queue.committed(occurrences)
+            hand_over_committed(self.queue, [Occurrence.of(job) for job in jobs])
         except ScheduleError as error:
             logger.warning("could not re-enqueue %d released fires (%s); reconciler heals", len(jobs), error)

@@ -23,11 +23,11 @@ from typing import Any, TextIO
 
 import sqlalchemy as sa
 
-from .container import ScheduleContainer
-from .domain.errors import JobNotFound, ScheduleUnavailable, ScheduleValidationError
-from .domain.jobs import ScheduledJob
-from .reconciler import ReconcileReport
-from .settings import Settings
+from ..container import ScheduleContainer
+from ..domain.errors import JobNotFound, ScheduleUnavailable, ScheduleValidationError
+from ..domain.jobs import ScheduledJob
+from ..reconciler import ReconcileReport
+from ..settings import Settings
 
 OK, ERROR, USAGE, NOT_FOUND, UNAVAILABLE = 0, 1, 2, 3, 4
 
@@ -131,6 +131,7 @@ def cmd_worker(ctx: Context) -> int:
             importlib.import_module(module)
         except ImportError as error:
             raise UsageError(f"cannot import listener module {module!r}: {_one_line(error)}") from error
+    ctx.container.listeners()  # binds the @on_event functions of these modules to this container
     stop = threading.Event()
     with _signals_set(stop):
         worker = ctx.container.worker()
@@ -181,7 +182,7 @@ def cmd_reconcile(ctx: Context) -> int:
 
 def cmd_timer(ctx: Context) -> int:
     try:
-        module = importlib.import_module("schedule_sdk.timer.service_main")
+        module = importlib.import_module("schedule_sdk.entrypoints.timer_service")
     except ImportError as error:
         raise UsageError(f"the timer service is not available: {_one_line(error)}") from error
     timer_main: Callable[[list[str]], int] = module.main
@@ -241,7 +242,7 @@ def cmd_jobs_cancel(ctx: Context) -> int:
 
 @contextlib.contextmanager
 def _engine(ctx: Context) -> Iterator[sa.Engine]:
-    from .adapters.stores._engine import make_engine
+    from ..adapters.stores.engine import make_engine
 
     engine = make_engine(ctx.settings.database_url, pool_size=1)
     try:
@@ -251,7 +252,7 @@ def _engine(ctx: Context) -> Iterator[sa.Engine]:
 
 
 def cmd_db_current(ctx: Context) -> int:
-    from .adapters.stores import schema
+    from ..adapters.stores import schema
 
     with _engine(ctx) as engine:
         current, head = schema.current_revision(engine), schema.head_revision()
@@ -261,7 +262,7 @@ def cmd_db_current(ctx: Context) -> int:
 
 
 def cmd_db_upgrade(ctx: Context) -> int:
-    from .adapters.stores import schema
+    from ..adapters.stores import schema
 
     with _engine(ctx) as engine:
         current, head = schema.current_revision(engine), schema.head_revision()

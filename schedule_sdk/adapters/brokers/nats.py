@@ -25,9 +25,10 @@ import nats
 from nats.js.api import AckPolicy, ConsumerConfig, StorageType
 from nats.js.errors import NotFoundError
 
-from ..domain.errors import BrokerUnavailable, InvalidTimerCommand, ScheduleError, ScheduleValidationError
-from .domain import Envelope, ScheduleTimer
-from .ports import CommandSink, CommandSource, MessageBus
+from ...backoff import Reconnect
+from ...domain.errors import BrokerUnavailable, InvalidTimerCommand, ScheduleError, ScheduleValidationError
+from ...timer.domain import Envelope, ScheduleTimer
+from ...timer.ports import CommandSink, CommandSource, MessageBus
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -179,20 +180,18 @@ class JetStreamCommandSource(CommandSource):
             self._task = None
 
     async def _consume(self, subscription: Any, sink: CommandSink) -> None:
-        backoff = 0.1
+        backoff = Reconnect()
         while not self._stopping.is_set():
             try:
                 messages = await subscription.fetch(self._batch, timeout=0.5)
             except (TimeoutError, nats.errors.TimeoutError):
                 continue  # nothing to do
             except Exception as error:  # disconnected, server restarting: wait and go on
-                logger.warning(
-                    "fetching ScheduleTimer commands failed (%r); retrying in %.1fs", error, backoff
-                )
-                await asyncio.sleep(backoff)
-                backoff = min(backoff * 2, 2.0)
+                delay = backoff.next()
+                logger.warning("fetching ScheduleTimer commands failed (%r); retrying in %.2fs", error, delay)
+                await asyncio.sleep(delay)
                 continue
-            backoff = 0.1
+            backoff.reset()
             try:
                 await self._process(messages, sink)
             except Exception:  # never let the consumer die; unacked messages are redelivered

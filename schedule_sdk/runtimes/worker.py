@@ -17,22 +17,13 @@ import logging
 import threading
 import time
 from datetime import timedelta
-from typing import Protocol
 
+from ..domain.errors import ScheduleError
+from ..ports import Clock, JobStore, Runner
+from ..reconciler import Reconciler
 from .dispatch import FireDispatcher
-from .domain.errors import ScheduleError
-from .ports import Clock, JobStore
-from .reconciler import Reconciler
 
 logger = logging.getLogger(__name__)
-
-
-class Runner(Protocol):
-    """What an execution substrate runs inside a worker (the poller, or the RQ worker)."""
-
-    def start(self) -> None: ...
-
-    def stop(self) -> None: ...
 
 
 class ScheduleWorker:

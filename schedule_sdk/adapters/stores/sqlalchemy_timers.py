@@ -1,6 +1,6 @@
-"""``SQLAlchemyTimerStore``: ``timer_schedules`` (seed 003) on SQLite or PostgreSQL.
+"""``SQLAlchemyTimerStore``: ``timer_schedules`` on SQLite or PostgreSQL.
 
-Timestamps are ISO 8601 UTC text with milliseconds (``2026-11-21T10:00:00.000Z``, the seed's
+Timestamps are ISO 8601 UTC text with milliseconds (``2026-11-21T10:00:00.000Z``, the wire
 format, so text order is time order) on SQLite and ``timestamptz`` on PostgreSQL. "Now" is always
 bound from the process clock. Writes run on the job store transaction's own connection, so a timer
 row and the job that fires it commit (or roll back) together. Every statement that serves a tenant
@@ -19,15 +19,15 @@ from sqlalchemy import exc
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection, Engine
 
-from ..adapters.stores._engine import translate_errors
-from ..adapters.stores._tables import UTCDateTime
-from ..adapters.stores._tables import schedule_jobs as jobs
-from ..domain.errors import InvalidTimerCommand
-from ..ports import JobTransaction
-from .domain import TimerEntry, TimerState
-from .ports import TimerStore
+from ...domain.errors import InvalidTimerCommand
+from ...ports import JobTransaction
+from ...timer.domain import TimerEntry, TimerState
+from ...timer.ports import TimerStore
+from .engine import translate_errors
+from .tables import UTCDateTime
+from .tables import schedule_jobs as jobs
 
-#: ``YYYY-MM-DDTHH:MM:SS.sssZ`` text on SQLite (seed 003's format), timestamptz on PostgreSQL.
+#: ``YYYY-MM-DDTHH:MM:SS.sssZ`` text on SQLite (the wire format), timestamptz on PostgreSQL.
 TimerTimestamp = UTCDateTime(milliseconds=True)
 
 

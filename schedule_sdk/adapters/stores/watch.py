@@ -14,6 +14,8 @@ from datetime import datetime
 
 from sqlalchemy.engine import URL
 
+from ...backoff import Reconnect
+
 logger = logging.getLogger(__name__)
 
 OnChange = Callable[[datetime | None], None]
@@ -27,20 +29,20 @@ def listen_postgres(url: URL, channel: str, on_change: OnChange) -> Callable[[],
     dsn = url.set(drivername="postgresql").render_as_string(hide_password=False)
 
     def run() -> None:
-        backoff = 0.1
+        backoff = Reconnect()
         while not stop.is_set():
             try:
                 with psycopg.connect(dsn, autocommit=True) as conn:
                     conn.execute(f'LISTEN "{channel}"')
-                    backoff = 0.1
+                    backoff.reset()
                     on_change(None)  # anything sent while we were away
                     while not stop.is_set():
                         for note in conn.notifies(timeout=0.5):
                             on_change(_parse(note.payload))
             except psycopg.Error as error:
-                logger.warning("LISTEN %s failed (%s); retrying in %.1fs", channel, error, backoff)
-                stop.wait(backoff)
-                backoff = min(backoff * 2, 5.0)
+                delay = backoff.next()
+                logger.warning("LISTEN %s failed (%s); retrying in %.2fs", channel, error, delay)
+                stop.wait(delay)
 
     return _start(run, stop, "schedule-sdk-pg-listen")
 

@@ -6,10 +6,10 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from ..domain.errors import BrokerUnavailable, InvalidTimerCommand, ScheduleValidationError
-from ..listeners import ListenerRegistry
-from .domain import DUE_TIME_REACHED, Envelope, ScheduleTimer, TimerOutcome
-from .ports import CommandSink, CommandSource, MessageBus
+from ...domain.errors import BrokerUnavailable, InvalidTimerCommand, ScheduleValidationError
+from ...listeners import ListenerRegistry
+from ...timer.domain import DUE_TIME_REACHED, Envelope, ScheduleTimer, TimerOutcome
+from ...timer.ports import CommandSink, CommandSource, MessageBus
 
 logger = logging.getLogger(__name__)
 

@@ -14,10 +14,11 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 
-from .domain.errors import ScheduleError
-from .domain.jobs import ScheduledJob
-from .firing import FireResult, Firing
-from .ports import JobStore
+from ..backoff import Reconnect
+from ..domain.errors import ScheduleError
+from ..domain.jobs import ScheduledJob
+from ..firing import FireResult, Firing
+from ..ports import JobStore
 
 logger = logging.getLogger(__name__)
 
@@ -122,7 +123,7 @@ class FireDispatcher:
                 self._record(batch)
 
     def _record(self, batch: list[FireResult]) -> None:
-        delay = 0.05
+        backoff = Reconnect()
         while True:
             try:
                 self._firing.record(batch)
@@ -133,11 +134,11 @@ class FireDispatcher:
                         "could not record %d outcomes at stop (%s); they fire again", len(batch), error
                     )
                     break
+                delay = backoff.next()
                 logger.warning(
                     "recording %d outcomes failed (%s); retrying in %.2fs", len(batch), error, delay
                 )
                 time.sleep(delay)
-                delay = min(delay * 2, 5.0)
         self._forget([r.claimed.id for r in batch])
 
     def _forget(self, job_ids: list[str]) -> None:

@@ -9,7 +9,7 @@ rates (each one is also a GIL hand-off, which is what lateness is made of). It
 installs no signal handlers, never subscribes to RQ's command channel (whose shutdown command
 ``os.kill``s the host with SIGINT), adds no log handlers, and notices a stop within a second.
 
-Why not RQ's ``SimpleWorker`` in a thread (STACK-NOTES §2)? It issues about twenty Redis commands
+Why not RQ's ``SimpleWorker`` in a thread? It issues about twenty Redis commands
 per job (registries, heartbeats, status), measured at 110 jobs/s on the project machine; the
 released jobs are still ordinary RQ jobs, so stock ``rq worker --serializer
 rq.serializers.JSONSerializer`` processes can execute them alongside (or instead of) this thread.
@@ -28,7 +28,8 @@ from rq.job import Job
 from rq.queue import Queue
 from rq.serializers import JSONSerializer
 
-from ._redis import FIRE_FUNCTION, as_text
+from ...adapters.queues.rq.plumbing import FIRE_FUNCTIONS, as_text
+from ...backoff import Reconnect
 from .fire import DispatchRuntime
 
 logger = logging.getLogger(__name__)
@@ -64,7 +65,7 @@ class WorkerThread:
             self._thread = None
 
     def _run(self) -> None:
-        backoff = 0.05
+        backoff = Reconnect()
         while not self._stop.is_set():
             try:
                 taken = self._pop()
@@ -72,14 +73,14 @@ class WorkerThread:
                     self._execute(taken)
                 else:
                     self._clear_marks()  # idle: no pop to carry them
-                backoff = 0.05
+                backoff.reset()
             except RedisError as error:
-                logger.warning("RQ worker: %s; reconnecting in %.2fs", error, backoff)
-                self._stop.wait(backoff)
-                backoff = min(backoff * 2, 2.0)
+                delay = backoff.next()
+                logger.warning("RQ worker: %s; reconnecting in %.2fs", error, delay)
+                self._stop.wait(delay)
             except Exception:  # never lose the thread; released entries are healed by the reconciler
                 logger.exception("RQ worker: unexpected error")
-                self._stop.wait(backoff)
+                self._stop.wait(backoff.next())
         try:
             self._clear_marks()
         except RedisError as error:  # stale marks only make the reconciler wait before healing
@@ -162,7 +163,7 @@ class WorkerThread:
 def _members(job: Job, queue_name: str) -> list[str] | None:
     """The occurrence keys of a fire job of this queue, or None for anything else."""
     try:
-        if job.func_name != FIRE_FUNCTION or job.kwargs:
+        if job.func_name not in FIRE_FUNCTIONS or job.kwargs:
             return None
         target, members = job.args
     except Exception:  # undecodable data: never executed

@@ -22,9 +22,10 @@ from typing import Any
 
 from redis.exceptions import RedisError
 
-from ....domain.errors import ScheduleError
-from . import _redis
-from .queue import RQExecutionQueue
+from ...adapters.queues.rq import plumbing
+from ...adapters.queues.rq.queue import RQExecutionQueue
+from ...backoff import Reconnect
+from ...domain.errors import ScheduleError
 
 logger = logging.getLogger(__name__)
 
@@ -48,8 +49,8 @@ class DuePump:
         self.leading = False
         self.released = 0  #: entries this pump released (for tests and metrics)
         self._renewed = 0.0
-        self._renew = queue.connection.register_script(_redis.RENEW)
-        self._unlock = queue.connection.register_script(_redis.UNLOCK)
+        self._renew = queue.connection.register_script(plumbing.RENEW)
+        self._unlock = queue.connection.register_script(plumbing.UNLOCK)
         self._pubsub: Any = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -79,20 +80,20 @@ class DuePump:
     # -- loop ------------------------------------------------------------------------------------
 
     def _run(self) -> None:
-        backoff = 0.05
+        backoff = Reconnect()
         while not self._stop.is_set():
             try:
                 if not self._lead():
                     self._stop.wait(self.retry_every)
                     continue
                 timeout = self._cycle()
-                backoff = 0.05
+                backoff.reset()
             except (RedisError, ScheduleError) as error:
-                logger.warning("pump: %s; retrying in %.2fs", error, backoff)
+                delay = backoff.next()
+                logger.warning("pump: %s; retrying in %.2fs", error, delay)
                 self.leading = False
                 self._close_pubsub()
-                self._stop.wait(backoff)
-                backoff = min(backoff * 2, 2.0)
+                self._stop.wait(delay)
                 continue
             self._sleep(timeout)
 

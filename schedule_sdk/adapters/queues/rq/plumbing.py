@@ -25,7 +25,9 @@ from redis.exceptions import RedisError
 from ....domain.errors import QueueUnavailable
 
 #: The only callable the SDK ever enqueues (by dotted path; arguments are plain strings).
-FIRE_FUNCTION = "schedule_sdk.adapters.queues.rq.fire.fire"
+FIRE_FUNCTION = "schedule_sdk.entrypoints.rq_job.fire"
+#: Every name the fire function was enqueued under (entries queued by an earlier version still run).
+FIRE_FUNCTIONS = frozenset({FIRE_FUNCTION, "schedule_sdk.adapters.queues.rq.fire.fire"})
 
 
 @dataclass(frozen=True, slots=True)

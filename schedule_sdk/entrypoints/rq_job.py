@@ -1,0 +1,36 @@
+"""The RQ job function, :func:`fire`: the only callable the ``rq`` substrate ever enqueues.
+
+A stock ``rq worker --serializer rq.serializers.JSONSerializer`` process runs it; it builds the
+process's container once from the ``SCHEDULE_*`` environment (listener modules from
+``SCHEDULE_LISTENER_MODULES``) and fires the released occurrences through that container's
+``rq_job_runtime`` (:class:`~schedule_sdk.runtimes.rq.fire.SyncRuntime`). Inside a
+``schedule-sdk`` worker the consumer thread fires released entries itself and never calls this.
+"""
+
+from __future__ import annotations
+
+import threading
+
+from ..container import ScheduleContainer
+from ..runtimes.rq.fire import SyncRuntime
+
+_default: SyncRuntime | None = None
+_default_lock = threading.Lock()
+
+
+def fire(queue_name: str, members: list[str]) -> None:
+    """Fire the released occurrences ``members`` of RQ queue ``queue_name``."""
+    runtime = default_runtime()
+    if runtime.queue.queue_name != queue_name:
+        raise ValueError(f"this worker serves queue {runtime.queue.queue_name!r}, not {queue_name!r}")
+    runtime.fire([str(m) for m in members])
+
+
+def default_runtime() -> SyncRuntime:
+    """This process's runtime, built once from the ``SCHEDULE_*`` environment."""
+    global _default
+    with _default_lock:
+        if _default is None:
+            runtime: SyncRuntime = ScheduleContainer().rq_job_runtime()
+            _default = runtime
+        return _default
