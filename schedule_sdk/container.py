@@ -32,6 +32,7 @@ from .adapters.stores.sqlalchemy import SQLAlchemyJobStore
 from .firing import Firing
 from .listeners import default_registry
 from .reconciler import Reconciler
+from .retention import Purger
 from .runtimes.dispatch import FireDispatcher
 from .runtimes.poller import DuePoller
 from .runtimes.worker import ScheduleWorker
@@ -129,6 +130,9 @@ class ScheduleContainer(containers.DeclarativeContainer):
         ),
     )
     reconciler = providers.ThreadSafeSingleton(Reconciler, store=store, queue=queue, clock=clock)
+    purger = providers.ThreadSafeSingleton(
+        Purger, store=store, clock=clock, retention=settings.provided.retention_period
+    )
     worker = providers.ThreadSafeSingleton(
         ScheduleWorker,
         store=store,
@@ -139,4 +143,5 @@ class ScheduleContainer(containers.DeclarativeContainer):
         lease_seconds=settings.provided.lease_seconds,
         stop_timeout=settings.provided.stop_timeout,
         reconcile_interval=settings.provided.reconcile_interval,
+        purger=purger,
     )

@@ -245,6 +245,18 @@ _CLAIM_MANY = _claiming(
 )
 
 
+# Retention: the oldest finished rows, read through the partial index ix_schedule_jobs_finished
+# (its condition repeated verbatim), never the open rows. Bind p_before and p_limit.
+PURGE_CHOICE = (
+    sa.select(t.c.id)
+    .where(_FINISHED, t.c.updated_at < sa.bindparam("p_before", type_=UTCDateTime))
+    .order_by(t.c.updated_at)
+    .limit(sa.bindparam("p_limit", type_=sa.Integer))
+)
+_PURGE = sa.delete(t).where(t.c.id.in_(PURGE_CHOICE))
+_PURGE_PG = sa.delete(t).where(t.c.id.in_(_once(PURGE_CHOICE.with_for_update(skip_locked=True))))
+
+
 def _claims_engine(engine: Engine) -> Engine:
     return sa.create_engine(
         engine.url,
@@ -415,13 +427,7 @@ class SQLAlchemyJobStore(JobStore):
             return [from_row(r) for r in conn.execute(statement).mappings()]
 
     def purge_finished(self, before: datetime, limit: int, *, wait: bool = False) -> int | None:
-        chosen = (
-            sa.select(t.c.id)
-            .where(_FINISHED, t.c.updated_at < sa.bindparam("before", type_=UTCDateTime))
-            .order_by(t.c.updated_at)
-            .limit(limit)
-        )
-        statement = sa.delete(t).where(t.c.id.in_(_once(chosen) if self._is_pg else chosen))
+        statement = _PURGE_PG if self._is_pg else _PURGE
         with self._write() as conn:
             # One purger at a time: on SQLite the write transaction (BEGIN IMMEDIATE) already
             # excludes every other writer; on PostgreSQL a transaction-scoped advisory lock.
@@ -430,7 +436,7 @@ class SQLAlchemyJobStore(JobStore):
                 taken = conn.execute(sa.text(f"SELECT {lock}(:key)"), {"key": PURGE_LOCK_KEY}).scalar()
                 if not wait and not taken:
                     return None
-            return int(conn.execute(statement, {"before": before}).rowcount)
+            return int(conn.execute(statement, {"p_before": before, "p_limit": limit}).rowcount)
 
     def watch(self, on_change: Callable[[datetime | None], None]) -> Callable[[], None]:
         if self._is_pg:
