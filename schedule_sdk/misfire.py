@@ -133,13 +133,13 @@ def following(job: ScheduledJob, now: datetime) -> tuple[datetime, Missed]:
     and the occurrences in between that will not fire (coalesced or skipped).
 
     ``fire_all``: the very next one (each overdue occurrence fires in turn). Otherwise the first
-    that is not missed: with ``grace_ms`` 0, the first after now.
+    that is not missed (at most ``grace_ms`` late): with ``grace_ms`` 0, the first from now on.
     """
     first = next_occurrence_after(job, job.scheduled_for)
     if job.misfire.mode == "fire_all":
         return first, NONE
-    horizon = now - job.misfire.grace
-    if first > horizon:
+    horizon = now - job.misfire.grace  # an occurrence at or after this is not missed yet
+    if first >= horizon:
         return first, NONE
-    after = next_occurrence_after(job, horizon)
+    after = next_occurrence_after(job, horizon - _TICK)
     return after, between(job, first, after)
