@@ -149,14 +149,14 @@ INSERT INTO schedule_jobs (id, topic, status, run_at, scheduled_for, timezone, r
     attempt, occurrence_count, created_at, updated_at)
 SELECT printf('00000000-0000-7000-8000-%012d', i), 'bench.old', 'completed',
     '2020-01-01T00:00:00.000000Z', '2020-01-01T00:00:00.000000Z', 'UTC',
-    '{"attempts":1,"backoff":{"type":"fixed","delay_ms":1000}}', 1, 1, 1,
+    :retry, 1, 1, 1,
     '2020-01-01T00:00:00.000000Z', '2020-01-02T00:00:00.000000Z' FROM n""",
     "postgres": """
 INSERT INTO schedule_jobs (id, topic, status, run_at, scheduled_for, timezone, retry, occurrence,
     attempt, occurrence_count, created_at, updated_at)
 SELECT '00000000-0000-7000-8000-' || lpad(i::text, 12, '0'), 'bench.old', 'completed',
-    '2020-01-01Z', '2020-01-01Z', 'UTC', '{"attempts":1,"backoff":{"type":"fixed","delay_ms":1000}}',
-    1, 1, 1, '2020-01-01Z', '2020-01-02Z'::timestamptz + i * interval '1 microsecond'
+    '2020-01-01Z', '2020-01-01Z', 'UTC', :retry, 1, 1, 1, '2020-01-01Z',
+    '2020-01-02Z'::timestamptz + i * interval '1 microsecond'
 FROM generate_series(1, :rows) AS i""",
 }
 
@@ -167,7 +167,8 @@ def r1(store: str) -> str:
 
     bench = Bench(store, retention="30d")
     with bench.container.engine().begin() as conn:
-        conn.execute(sa.text(_FILL[store]), {"rows": FINISHED_ROWS})
+        retry = '{"attempts":1,"backoff":{"type":"fixed","delay_ms":1000}}'
+        conn.execute(sa.text(_FILL[store]), {"rows": FINISHED_ROWS, "retry": retry})
     purger = bench.container.purger()
     purged: list[int] = []
     purger.on_purged = purged.append

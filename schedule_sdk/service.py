@@ -119,13 +119,6 @@ class ScheduleService:
         :raises JobNotFound: no job has this id.
         :raises JobFinished: the job is completed, cancelled or failed (nothing is written).
         """
-
-        def paused(job: ScheduledJob, now: datetime) -> ScheduledJob | None:
-            if job.status is JobStatus.PAUSED:
-                return None
-            _refuse_finished(job)
-            return job.evolve(status=JobStatus.PAUSED, claimed_by=None, claimed_until=None, updated_at=now)
-
         return self._steer(job_id, paused, hand_over=False)
 
     def resume(self, job_id: str) -> ScheduledJob:
@@ -139,13 +132,6 @@ class ScheduleService:
         :raises JobNotFound: no job has this id.
         :raises JobFinished: the job is completed, cancelled or failed (nothing is written).
         """
-
-        def resumed(job: ScheduledJob, now: datetime) -> ScheduledJob | None:
-            if job.status is not JobStatus.PAUSED:
-                _refuse_finished(job)
-                return None
-            return job.evolve(status=JobStatus.PENDING, updated_at=now)
-
         return self._steer(job_id, resumed, hand_over=True)
 
     def trigger(self, job_id: str) -> ScheduledJob:
@@ -162,22 +148,6 @@ class ScheduleService:
         :raises NotTriggerable: the job is paused, a fire is in flight, a retry is pending, or
             its next fire is already due (nothing is written).
         """
-
-        def triggered(job: ScheduledJob, now: datetime) -> ScheduledJob | None:
-            _refuse_finished(job)
-            reason = {
-                JobStatus.PAUSED: "it is paused (resume it first)",
-                JobStatus.ACTIVE: "a fire is in flight",
-            }.get(job.status)
-            if reason is None and job.attempt > 1:
-                reason = "a retry is pending"
-            if reason is None and job.run_at <= now:
-                reason = "its next fire is already due"
-            if reason is not None:
-                raise NotTriggerable(job.id, reason)
-            regular_due = job.scheduled_for if job.is_repeating else None
-            return job.evolve(run_at=now, scheduled_for=now, regular_due=regular_due, updated_at=now)
-
         return self._steer(job_id, triggered, hand_over=True)
 
     def get_by_id(self, job_id: str) -> ScheduledJob | None:
@@ -318,6 +288,43 @@ class ScheduleService:
         if not tx.update(cancelled, Guard(OPEN_STATUSES)):
             raise NotReschedulable(job_id, "changing")
         return old
+
+
+# -- steering decisions (pure: the locked row and now -> the row to write, or None for nothing;
+# they raise the typed refusals). An async service applies the same ones.
+
+
+def paused(job: ScheduledJob, now: datetime) -> ScheduledJob | None:
+    """``pause``: the row paused (its claim dropped, so an in-flight outcome is not recorded)."""
+    if job.status is JobStatus.PAUSED:
+        return None
+    _refuse_finished(job)
+    return job.evolve(status=JobStatus.PAUSED, claimed_by=None, claimed_until=None, updated_at=now)
+
+
+def resumed(job: ScheduledJob, now: datetime) -> ScheduledJob | None:
+    """``resume``: a paused row pending again, at the fire it was paused at."""
+    if job.status is not JobStatus.PAUSED:
+        _refuse_finished(job)
+        return None
+    return job.evolve(status=JobStatus.PENDING, updated_at=now)
+
+
+def triggered(job: ScheduledJob, now: datetime) -> ScheduledJob | None:
+    """``trigger``: the row due now, with the regular due instant kept in ``regular_due``."""
+    _refuse_finished(job)
+    reason = {
+        JobStatus.PAUSED: "it is paused (resume it first)",
+        JobStatus.ACTIVE: "a fire is in flight",
+    }.get(job.status)
+    if reason is None and job.attempt > 1:
+        reason = "a retry is pending"
+    if reason is None and job.run_at <= now:
+        reason = "its next fire is already due"
+    if reason is not None:
+        raise NotTriggerable(job.id, reason)
+    regular_due = job.scheduled_for if job.is_repeating else None
+    return job.evolve(run_at=now, scheduled_for=now, regular_due=regular_due, updated_at=now)
 
 
 def _refuse_finished(job: ScheduledJob) -> None:
