@@ -16,6 +16,7 @@ database ``schedule_sdk_bench`` on 127.0.0.1:5432 (dropped and re-created per wo
 from __future__ import annotations
 
 import argparse
+import os
 import tempfile
 import threading
 import time
@@ -35,15 +36,17 @@ from schedule_sdk import (
     ScheduleContainer,
 )
 
-PG_BENCH = "postgresql+psycopg://postgres@127.0.0.1:5432/schedule_sdk_bench"
+#: Another worktree's bench may use the default name at the same time: set SCHEDULE_BENCH_DB.
+BENCH_DB = os.environ.get("SCHEDULE_BENCH_DB", "schedule_sdk_bench")
+PG_BENCH = f"postgresql+psycopg://postgres@127.0.0.1:5432/{BENCH_DB}"
 
 
 def fresh_url(store: str) -> str:
     if store == "sqlite":
         return f"sqlite:///{tempfile.mkdtemp(prefix='sdk-bench-')}/bench.db"
     with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
-        conn.execute("DROP DATABASE IF EXISTS schedule_sdk_bench WITH (FORCE)")
-        conn.execute("CREATE DATABASE schedule_sdk_bench")
+        conn.execute(f"DROP DATABASE IF EXISTS {BENCH_DB} WITH (FORCE)")
+        conn.execute(f"CREATE DATABASE {BENCH_DB}")
     return PG_BENCH
 
 
