@@ -6,6 +6,8 @@ W1  schedule_at: 20,000 one-shots due in an hour, one caller  -> jobs/s
 W2  10,000 jobs due at the same instant, worker running        -> drain fires/s, lateness p50/p99
 W3  6,000 jobs due at 200/s                                    -> lateness p50/p99/max, early count
 W4  resident memory of a worker with 100,000 pending jobs      -> RSS MB at 0 / 10k / 100k pending
+R1  W3 while 1,000,000 finished rows are purged (the worker's retention tick and a concurrent
+    ``jobs purge``-style run to the end)                         -> W3 lateness, purge rows/s
 
 Lateness = listener start (fired_at) - due instant (scheduled_for). PostgreSQL uses a fresh
 database ``schedule_sdk_bench`` on 127.0.0.1:5432 (dropped and re-created per workload).
@@ -14,6 +16,7 @@ database ``schedule_sdk_bench`` on 127.0.0.1:5432 (dropped and re-created per wo
 from __future__ import annotations
 
 import argparse
+import os
 import tempfile
 import threading
 import time
@@ -32,15 +35,17 @@ from schedule_sdk import (
     ScheduleContainer,
 )
 
-PG_BENCH = "postgresql+psycopg://postgres@127.0.0.1:5432/schedule_sdk_bench"
+#: Another worktree's bench may use the default name at the same time: set SCHEDULE_BENCH_DB.
+BENCH_DB = os.environ.get("SCHEDULE_BENCH_DB", "schedule_sdk_bench")
+PG_BENCH = f"postgresql+psycopg://postgres@127.0.0.1:5432/{BENCH_DB}"
 
 
 def fresh_url(store: str) -> str:
     if store == "sqlite":
         return f"sqlite:///{tempfile.mkdtemp(prefix='sdk-bench-')}/bench.db"
     with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
-        conn.execute("DROP DATABASE IF EXISTS schedule_sdk_bench WITH (FORCE)")
-        conn.execute("CREATE DATABASE schedule_sdk_bench")
+        conn.execute(f"DROP DATABASE IF EXISTS {BENCH_DB} WITH (FORCE)")
+        conn.execute(f"CREATE DATABASE {BENCH_DB}")
     return PG_BENCH
 
 
@@ -109,19 +114,79 @@ def w2(store: str) -> str:
 
 def w3(store: str) -> str:
     bench = Bench(store)
+    late = _run_w3(bench, store)
+    return f"W3 {store:8} " + _w3_figures(late)
+
+
+def _run_w3(bench: Bench, store: str, *, when_due: Callable[[], None] | None = None) -> list[float]:
     n, rate = 6_000, 200
     bench.expected = n
     start = datetime.now(UTC) + timedelta(seconds=30 if store == "postgres" else 15)
     for i in range(n):
         bench.service.schedule_at(spec(start + timedelta(seconds=i / rate)))
     bench.container.worker().start()
+    if when_due is not None:
+        time.sleep(max(0.0, (start - datetime.now(UTC)).total_seconds() - 1.0))
+        when_due()
     bench.done.wait((start - datetime.now(UTC)).total_seconds() + n / rate + 60)
-    late = bench.lateness
+    late = list(bench.lateness)
     bench.close()
+    return late
+
+
+def _w3_figures(late: list[float]) -> str:
     early = sum(1 for v in late if v < 0)
     return (
-        f"W3 {store:8} {n} due at {rate}/s: lateness p50 {percentile(late, 50):.2f} ms, "
+        f"{len(late)} due at 200/s: lateness p50 {percentile(late, 50):.2f} ms, "
         f"p99 {percentile(late, 99):.2f} ms, max {max(late):.2f} ms, early {early}"
+    )
+
+
+FINISHED_ROWS = 1_000_000
+_FILL = {
+    "sqlite": """
+WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < :rows)
+INSERT INTO schedule_jobs (id, topic, status, run_at, scheduled_for, timezone, retry, occurrence,
+    attempt, occurrence_count, created_at, updated_at)
+SELECT printf('00000000-0000-7000-8000-%012d', i), 'bench.old', 'completed',
+    '2020-01-01T00:00:00.000000Z', '2020-01-01T00:00:00.000000Z', 'UTC',
+    :retry, 1, 1, 1,
+    '2020-01-01T00:00:00.000000Z', '2020-01-02T00:00:00.000000Z' FROM n""",
+    "postgres": """
+INSERT INTO schedule_jobs (id, topic, status, run_at, scheduled_for, timezone, retry, occurrence,
+    attempt, occurrence_count, created_at, updated_at)
+SELECT '00000000-0000-7000-8000-' || lpad(i::text, 12, '0'), 'bench.old', 'completed',
+    '2020-01-01Z', '2020-01-01Z', 'UTC', :retry, 1, 1, 1, '2020-01-01Z',
+    '2020-01-02Z'::timestamptz + i * interval '1 microsecond'
+FROM generate_series(1, :rows) AS i""",
+}
+
+
+def r1(store: str) -> str:
+    """W3 while retention purges a million finished rows (one purger at a time)."""
+    import sqlalchemy as sa
+
+    bench = Bench(store, retention="30d")
+    with bench.container.engine().begin() as conn:
+        retry = '{"attempts":1,"backoff":{"type":"fixed","delay_ms":1000}}'
+        conn.execute(sa.text(_FILL[store]), {"rows": FINISHED_ROWS, "retry": retry})
+    purger = bench.container.purger()
+    purged: list[int] = []
+    purger.on_purged = purged.append
+    window: list[float] = []
+
+    def purge_to_the_end() -> None:
+        started = time.perf_counter()
+        purger.purge(timedelta(days=30))
+        window.append(time.perf_counter() - started)
+
+    thread = threading.Thread(target=purge_to_the_end, daemon=True)
+    late = _run_w3(bench, store, when_due=thread.start)
+    thread.join()
+    total, seconds = sum(purged), window[0]
+    return (
+        f"R1 {store:8} W3 {_w3_figures(late)}; meanwhile purged {total:,} of {FINISHED_ROWS:,} "
+        f"finished rows in {seconds:.1f} s ({total / seconds:,.0f} rows/s)"
     )
 
 
@@ -148,7 +213,7 @@ def w4(store: str) -> str:
     return f"W4 {store:8} worker process RSS with N pending: " + ", ".join(readings)
 
 
-WORKLOADS: dict[str, Callable[[str], str]] = {"W1": w1, "W2": w2, "W3": w3, "W4": w4}
+WORKLOADS: dict[str, Callable[[str], str]] = {"W1": w1, "W2": w2, "W3": w3, "W4": w4, "R1": r1}
 
 
 def main() -> None:

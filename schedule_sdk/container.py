@@ -33,6 +33,7 @@ from .adapters.stores.sqlalchemy import SQLAlchemyJobStore
 from .firing import Firing
 from .listeners import ListenerRegistry
 from .reconciler import Reconciler
+from .retention import Purger
 from .runtimes.dispatch import FireDispatcher
 from .runtimes.poller import DuePoller
 from .runtimes.worker import ScheduleWorker
@@ -143,6 +144,9 @@ class ScheduleContainer(containers.DeclarativeContainer):
     reconciler = providers.ThreadSafeSingleton(
         Reconciler, store=store, queue=queue, clock=clock, lease_seconds=settings.provided.lease_seconds
     )
+    purger = providers.ThreadSafeSingleton(
+        Purger, store=store, clock=clock, retention=settings.provided.retention_period
+    )
     worker = providers.ThreadSafeSingleton(
         ScheduleWorker,
         store=store,
@@ -153,4 +157,5 @@ class ScheduleContainer(containers.DeclarativeContainer):
         lease_seconds=settings.provided.lease_seconds,
         stop_timeout=settings.provided.stop_timeout,
         reconcile_interval=settings.provided.reconcile_interval,
+        purger=purger,
     )

@@ -1,23 +1,26 @@
 """The one fire path every substrate uses: run the listeners of a claimed job, then record the
 outcome (completed, retry with backoff, failed, or the next occurrence of a repeating job).
 
-A fire starts from a *claimed* row (status ``active``, claimed by this worker), so a cancelled or
-already-fired job can never fire; the outcome is written only if the row is still claimed by
-this worker for the same occurrence, so a cancel that lands mid-fire wins.
+A fire starts from a *claimed* row (status ``active``, claimed by this worker), so a cancelled,
+paused or already-fired job can never fire; the outcome is written only if the row is still
+claimed by this worker for the same occurrence, so a cancel or a pause that lands mid-fire wins.
+The job's misfire policy (:mod:`schedule_sdk.misfire`) decides whether a late occurrence fires;
+occurrences that do not fire are reported as a ``schedule.missed`` event.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from .domain import timing
+from . import misfire
 from .domain.errors import ListenerFailed
-from .domain.events import ScheduleArrivedEvent
-from .domain.jobs import CronRepeat, IntervalRepeat, ScheduledJob
+from .domain.events import ScheduleArrivedEvent, ScheduleMissedEvent
+from .domain.jobs import ScheduledJob
 from .domain.status import JobStatus, check_transition
+from .misfire import Missed
 from .ports import Clock, EventPublisher, ExecutionQueue, Guard, JobStore, Occurrence
 from .write_order import write_order
 
@@ -49,34 +52,36 @@ def arrived_event(job: ScheduledJob, fired_at: datetime) -> ScheduleArrivedEvent
     )
 
 
-def next_occurrence_after(job: ScheduledJob, after: datetime) -> datetime:
-    """The repeating job's first occurrence strictly after ``after``."""
-    repeat = job.repeat
-    if isinstance(repeat, CronRepeat):
-        return timing.next_cron_time(repeat.expression, job.zone_for_repeat, after)
-    assert isinstance(repeat, IntervalRepeat)
-    # scheduled_for is always on the fixed-rate grid, so it serves as the anchor.
-    return timing.next_interval_time(job.scheduled_for, repeat.every_ms, after)
-
-
 def outcome_of(
     job: ScheduledJob, fired_at: datetime, error: BaseException | None, now: datetime
 ) -> ScheduledJob:
-    """The state to record after attempt ``job.attempt`` of occurrence ``job.occurrence`` ran.
+    """The state to record after attempt ``job.attempt`` of occurrence ``job.occurrence`` ran
+    (:func:`settle` without the missed occurrences)."""
+    return settle(job, fired_at, error, now)[0]
 
-    Success completes a one-shot and moves a repeating job to its next occurrence (one catch-up
-    fire after downtime, then the first occurrence after now). A failure is retried with
-    backoff while attempts remain; then a one-shot fails and a repeating series continues.
+
+def settle(
+    job: ScheduledJob, fired_at: datetime | None, error: BaseException | None, now: datetime
+) -> tuple[ScheduledJob, Missed]:
+    """The state to record after attempt ``job.attempt`` of occurrence ``job.occurrence`` ran
+    (``fired_at`` None: its misfire policy skipped it), and the occurrences that will not fire.
+
+    Success completes a one-shot and moves a repeating job to its next occurrence as its misfire
+    policy says (by default one catch-up fire after downtime, then the first occurrence after
+    now); an extra fire from ``trigger`` hands over to the regular occurrence it was put before.
+    A failure is retried with backoff while attempts remain; then a one-shot fails and a
+    repeating series continues.
     """
     outcome = _outcome(job, fired_at, error, now)
-    check_transition(job.status, outcome.status)
+    check_transition(job.status, outcome[0].status)
     return outcome
 
 
 def _outcome(
-    job: ScheduledJob, fired_at: datetime, error: BaseException | None, now: datetime
-) -> ScheduledJob:
-    released = {"claimed_by": None, "claimed_until": None, "updated_at": now, "last_fired_at": fired_at}
+    job: ScheduledJob, fired_at: datetime | None, error: BaseException | None, now: datetime
+) -> tuple[ScheduledJob, Missed]:
+    last_fired_at = job.last_fired_at if fired_at is None else fired_at
+    released = {"claimed_by": None, "claimed_until": None, "updated_at": now, "last_fired_at": last_fired_at}
     if error is not None and job.attempt < job.retry.attempts:
         retry_at = now + timedelta(milliseconds=job.retry.backoff.delay_after(job.attempt))
         return job.evolve(
@@ -85,20 +90,32 @@ def _outcome(
             run_at=retry_at,
             last_error=_describe(error),
             **released,
-        )
+        ), misfire.NONE
     last_error = None if error is None else _describe(error)
-    finished = job.occurrence_count + 1
+    skipped = misfire.Missed((job.scheduled_for,), 1) if fired_at is None else misfire.NONE
+    # limit counts scheduled occurrences that fired: not skipped ones, not extra fires.
+    counted = fired_at is not None and job.regular_due is None
+    finished = job.occurrence_count + counted
     if job.repeat is None:
         status = JobStatus.COMPLETED if error is None else JobStatus.FAILED
-        return job.evolve(status=status, occurrence_count=finished, last_error=last_error, **released)
-    following = next_occurrence_after(job, max(job.scheduled_for, fired_at, now))
+        return job.evolve(
+            status=status, occurrence_count=finished, last_error=last_error, **released
+        ), skipped
+    if job.regular_due is not None:
+        following, missed = job.regular_due, misfire.NONE
+    else:
+        following, missed = misfire.following(job, now)
     ended = (job.limit is not None and finished >= job.limit) or (
         job.ends_at is not None and following > job.ends_at
     )
     if ended:
         return job.evolve(
-            status=JobStatus.COMPLETED, occurrence_count=finished, last_error=last_error, **released
-        )
+            status=JobStatus.COMPLETED,
+            occurrence_count=finished,
+            last_error=last_error,
+            regular_due=None,
+            **released,
+        ), skipped + missed
     return job.evolve(
         status=JobStatus.PENDING,
         occurrence=job.occurrence + 1,
@@ -106,8 +123,23 @@ def _outcome(
         occurrence_count=finished,
         run_at=following,
         scheduled_for=following,
+        regular_due=None,
         last_error=last_error if error is not None else job.last_error,
         **released,
+    ), skipped + missed
+
+
+def missed_event(job: ScheduledJob, missed: Missed, detected_at: datetime) -> ScheduleMissedEvent:
+    return ScheduleMissedEvent(
+        scheduled_job_id=job.id,
+        topic=job.topic,
+        user_payload=job.payload,
+        metadata=job.metadata,
+        timezone=job.timezone,
+        policy=job.misfire.mode,
+        missed=missed.named,
+        count=missed.count,
+        detected_at=detected_at,
     )
 
 
@@ -125,19 +157,52 @@ class Firing:
         self._queue = queue
         self._publisher = publisher
         self._clock = clock
+        #: Called with every missed event before it is published (a metrics hook: ``event.count``
+        #: occurrences of ``event.topic`` did not fire). Must not block.
+        self.on_missed: Callable[[ScheduleMissedEvent], None] = lambda event: None
 
     def run(self, job: ScheduledJob) -> FireResult:
-        """Emit the arrived event for a claimed job; never raises for a listener's error."""
+        """Emit the arrived event for a claimed job (unless its misfire policy skips it), then
+        report the occurrences that will not fire; never raises for a listener's error."""
         fired_at = self._clock.now()
+        start = misfire.at_start(job, fired_at)
         error: BaseException | None = None
+        if start.fire:
+            try:
+                self._publisher.publish(arrived_event(start.job, fired_at))
+            except ListenerFailed as failed:
+                error = failed
+            except Exception as unexpected:  # a publisher fault (e.g. a broker) also fails the attempt
+                logger.exception("publishing job %s failed", job.id, extra={"job_id": job.id})
+                error = unexpected
+        outcome, missed = settle(start.job, fired_at if start.fire else None, error, self._clock.now())
+        missed = start.missed + missed
+        if missed.count:
+            self._report_missed(start.job, missed)
+        return FireResult(job, outcome)
+
+    def _report_missed(self, job: ScheduledJob, missed: Missed) -> None:
+        """Log, count (:attr:`on_missed`) and emit the ``schedule.missed`` event; a failing
+        listener is logged, never retried, and does not fail the fire."""
+        event = missed_event(job, missed, self._clock.now())
+        logger.warning(
+            "job %s missed %d occurrence(s) from %s (misfire policy %s)",
+            job.id,
+            missed.count,
+            missed.named[0].isoformat(),
+            job.misfire.mode,
+            extra={
+                "job_id": job.id,
+                "occurrence": job.occurrence,
+                "topic": job.topic,
+                "missed": missed.count,
+            },
+        )
         try:
-            self._publisher.publish(arrived_event(job, fired_at))
-        except ListenerFailed as failed:
-            error = failed
-        except Exception as unexpected:  # a publisher fault (e.g. a broker) also fails the attempt
-            logger.exception("publishing job %s failed", job.id, extra={"job_id": job.id})
-            error = unexpected
-        return FireResult(job, outcome_of(job, fired_at, error, self._clock.now()))
+            self.on_missed(event)
+            self._publisher.publish_missed(event)
+        except Exception:
+            logger.exception("reporting missed fires of %s failed", job.id, extra={"job_id": job.id})
 
     def record(self, results: Sequence[FireResult]) -> None:
         """Write outcomes in one transaction, handing next occurrences and retries to the queue

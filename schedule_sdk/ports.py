@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
 
-from .domain.events import ScheduleArrivedEvent
+from .domain.events import ScheduleArrivedEvent, ScheduleMissedEvent
 from .domain.jobs import JobQuery, ScheduledJob
 from .domain.status import JobStatus
 
@@ -165,6 +165,14 @@ class JobStore(ABC):
     def scan_open(self, after_id: str | None, limit: int) -> list[ScheduledJob]:
         """Up to ``limit`` pending or active jobs with ``id > after_id``, in id order."""
 
+    def purge_finished(self, before: datetime, limit: int, *, wait: bool = False) -> int | None:
+        """Delete up to ``limit`` finished jobs (completed, cancelled or failed) whose last change
+        (``updated_at``) is before ``before``, oldest first, in one transaction; return how many.
+        Open jobs (pending, active, paused) are never deleted. One purger runs at a time across
+        processes: when another holds the purge lock, return None at once (or, with ``wait``,
+        wait for it). Optional: the default deletes nothing (a store without retention)."""
+        return 0
+
     @abstractmethod
     def watch(self, on_change: Callable[[datetime | None], None]) -> Callable[[], None]:
         """Call ``on_change(due_at)`` (from any thread) soon after another process schedules a job
@@ -231,6 +239,13 @@ class EventPublisher(ABC):
 
         :raises ListenerFailed: at least one listener raised (the fire is then retried as a whole).
         """
+
+    def publish_missed(self, event: ScheduleMissedEvent) -> None:
+        """Emit ``schedule.missed`` and ``schedule.<topic>.missed`` with ``event`` (occurrences
+        the job's misfire policy skipped or coalesced). Optional: the default drops the event
+        (the fire path logs it anyway). Listener failures may raise ``ListenerFailed``; the fire
+        path logs them and does not retry."""
+        return None
 
     def close(self) -> None:
         """Release connections and threads (optional hook)."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 import base64
 import binascii
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import datetime
 
 from .domain import timing
@@ -13,8 +13,10 @@ from .domain.errors import (
     InvalidCursor,
     InvalidPayload,
     InvalidStatus,
+    JobFinished,
     JobNotFound,
     NotReschedulable,
+    NotTriggerable,
     RunAtInPast,
 )
 from .domain.ids import new_id
@@ -28,7 +30,7 @@ from .domain.jobs import (
     ScheduledJob,
     encode_json,
 )
-from .domain.status import OPEN_STATUSES, JobStatus, check_transition
+from .domain.status import FINISHED_STATUSES, OPEN_STATUSES, JobStatus, check_transition
 from .ports import Clock, ExecutionQueue, Guard, JobStore, JobTransaction, Occurrence
 from .write_order import write_order
 
@@ -108,6 +110,49 @@ class ScheduleService:
         self._queue.withdraw([Occurrence.of(old)])
         return new.evolve(rescheduled_from=job_id)
 
+    # -- steering: pause, resume, trigger ------------------------------------------------------
+
+    def pause(self, job_id: str) -> ScheduledJob:
+        """Hold a job (status ``paused``): it never fires until :meth:`resume`. Idempotent.
+
+        A fire already in flight finishes running its listeners, but its outcome is not recorded
+        (the pause wins, as a cancel does): the job stays paused at that occurrence, which fires
+        again after ``resume`` with the same ``dedup_key`` (at least once).
+
+        :raises JobNotFound: no job has this id.
+        :raises JobFinished: the job is completed, cancelled or failed (nothing is written).
+        """
+        return self._steer(job_id, paused, hand_over=False)
+
+    def resume(self, job_id: str) -> ScheduledJob:
+        """Let a paused job fire again. Idempotent (a pending or active job is left as it is).
+
+        The job's next fire is the one it was paused at: if that is overdue, the job's misfire
+        policy decides (``fire_once``: one catch-up fire for everything missed; ``skip``: the
+        missed occurrences do not fire; ``fire_all``: they fire in turn, up to its cap), and
+        what does not fire is reported in a ``schedule.missed`` event.
+
+        :raises JobNotFound: no job has this id.
+        :raises JobFinished: the job is completed, cancelled or failed (nothing is written).
+        """
+        return self._steer(job_id, resumed, hand_over=True)
+
+    def trigger(self, job_id: str) -> ScheduledJob:
+        """Fire a pending job now, as one extra fire with its own ``schedule.arrived`` event.
+
+        A one-shot fires now instead of at its ``run_at`` (and then completes). A repeating job's
+        extra fire takes the occurrence number of its next regular occurrence, which follows it
+        with the next number at its unchanged due instant: every fire keeps a distinct, stable
+        ``dedup_key`` and the schedule (``limit`` too) is unchanged. The event's
+        ``scheduled_for`` is the instant of the trigger.
+
+        :raises JobNotFound: no job has this id.
+        :raises JobFinished: the job is completed, cancelled or failed.
+        :raises NotTriggerable: the job is paused, a fire is in flight, a retry is pending, or
+            its next fire is already due (nothing is written).
+        """
+        return self._steer(job_id, triggered, hand_over=True)
+
     def get_by_id(self, job_id: str) -> ScheduledJob | None:
         """The job, or None if no job has this id."""
         return self._store.get(job_id)
@@ -171,6 +216,7 @@ class ScheduleService:
             retry=spec.retry,
             limit=limit,
             ends_at=ends_at,
+            misfire=spec.misfire,
             created_at=now,
             updated_at=now,
         )
@@ -186,6 +232,31 @@ class ScheduleService:
             tx.insert(job)
             hand_off.enqueue([Occurrence.of(job)])
         return replaced
+
+    def _steer(
+        self,
+        job_id: str,
+        change: Callable[[ScheduledJob, datetime], ScheduledJob | None],
+        *,
+        hand_over: bool,
+    ) -> ScheduledJob:
+        """Apply ``change`` to the locked row in one transaction (None: nothing to write), in the
+        write order: with ``hand_over`` the changed occurrence is enqueued inside the transaction
+        (withdrawn if the commit fails); without, the old one is withdrawn after the commit."""
+        now = self._clock.now()
+        with write_order(self._store, self._queue) as (tx, hand_off):
+            job = tx.get(job_id, for_update=True)
+            if job is None:
+                raise JobNotFound(job_id)
+            changed = change(job, now)
+            if changed is None:
+                return job
+            tx.update(changed, Guard(frozenset({job.status})))
+            if hand_over:
+                hand_off.enqueue([Occurrence.of(changed)])
+        if not hand_over:
+            self._queue.withdraw([Occurrence.of(job)])
+        return changed
 
     def _cancel_for_replacement(self, tx: JobTransaction, job_id: str, new: ScheduledJob) -> ScheduledJob:
         old = tx.get(job_id, for_update=True)
@@ -204,6 +275,48 @@ class ScheduleService:
         if not tx.update(cancelled, Guard(OPEN_STATUSES)):
             raise NotReschedulable(job_id, "changing")
         return old
+
+
+# -- steering decisions (pure: the locked row and now -> the row to write, or None for nothing;
+# they raise the typed refusals). An async service applies the same ones.
+
+
+def paused(job: ScheduledJob, now: datetime) -> ScheduledJob | None:
+    """``pause``: the row paused (its claim dropped, so an in-flight outcome is not recorded)."""
+    if job.status is JobStatus.PAUSED:
+        return None
+    _refuse_finished(job)
+    return job.evolve(status=JobStatus.PAUSED, claimed_by=None, claimed_until=None, updated_at=now)
+
+
+def resumed(job: ScheduledJob, now: datetime) -> ScheduledJob | None:
+    """``resume``: a paused row pending again, at the fire it was paused at."""
+    if job.status is not JobStatus.PAUSED:
+        _refuse_finished(job)
+        return None
+    return job.evolve(status=JobStatus.PENDING, updated_at=now)
+
+
+def triggered(job: ScheduledJob, now: datetime) -> ScheduledJob | None:
+    """``trigger``: the row due now, with the regular due instant kept in ``regular_due``."""
+    _refuse_finished(job)
+    reason = {
+        JobStatus.PAUSED: "it is paused (resume it first)",
+        JobStatus.ACTIVE: "a fire is in flight",
+    }.get(job.status)
+    if reason is None and job.attempt > 1:
+        reason = "a retry is pending"
+    if reason is None and job.run_at <= now:
+        reason = "its next fire is already due"
+    if reason is not None:
+        raise NotTriggerable(job.id, reason)
+    regular_due = job.scheduled_for if job.is_repeating else None
+    return job.evolve(run_at=now, scheduled_for=now, regular_due=regular_due, updated_at=now)
+
+
+def _refuse_finished(job: ScheduledJob) -> None:
+    if job.status in FINISHED_STATUSES:
+        raise JobFinished(job.id, job.status.value)
 
 
 def _first_occurrence(spec: RepeatSpec, now: datetime) -> datetime:

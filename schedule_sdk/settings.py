@@ -11,10 +11,12 @@ import os
 import socket
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any, Literal, TypeVar
 
 from .domain.errors import InvalidSetting
 from .domain.ids import new_id
+from .retention import parse_duration
 
 
 def _env(name: str) -> dict[str, str]:
@@ -96,7 +98,14 @@ class Settings:
     #: failed call, at the cost of one more round trip per operation.
     pool_pre_ping: bool = field(default=False, metadata=_env("SCHEDULE_POOL_PRE_PING"))
 
+    #: Delete finished jobs (completed, cancelled, failed) this long after they finished:
+    #: ``30d``, ``12h``, ``90m``, ``45s`` or seconds. Unset (the default): keep them forever.
+    #: Workers purge in small batches from their heartbeat, one process at a time.
+    retention: str | None = field(default=None, metadata=_env("SCHEDULE_RETENTION"))
+
     def __post_init__(self) -> None:
+        if self.retention is not None:
+            parse_duration(self.retention)
         if self.substrate is None:
             object.__setattr__(self, "substrate", "rq" if self.redis_url else "sql")
         if self.reconcile_interval is None:
@@ -119,6 +128,11 @@ class Settings:
         for name in ("lease_seconds", "poll_interval"):
             if getattr(self, name) <= 0:
                 raise InvalidSetting(f"{name} must be positive")
+
+    @property
+    def retention_period(self) -> timedelta | None:
+        """``retention`` as a timedelta (None: keep finished jobs)."""
+        return None if self.retention is None else parse_duration(self.retention)
 
     @property
     def execution_substrate(self) -> Literal["sql", "rq"]:

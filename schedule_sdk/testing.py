@@ -34,7 +34,7 @@ from .adapters.publishers.blinker import deliver
 from .adapters.queues.inline import InlineExecutionQueue, InlineRunner
 from .adapters.stores.memory import MemoryJobStore
 from .domain.errors import ListenerFailed
-from .domain.events import ScheduleArrivedEvent
+from .domain.events import ScheduleArrivedEvent, ScheduleMissedEvent
 from .domain.jobs import ScheduledJob
 from .domain.timing import ensure_aware
 from .firing import FireResult, Firing
@@ -94,6 +94,8 @@ class RecordingPublisher(EventPublisher):
     def __init__(self, registry: ListenerRegistry | None = None) -> None:
         self.registry = registry
         self.events: list[ScheduleArrivedEvent] = []
+        #: Every ``schedule.missed`` event (occurrences a misfire policy skipped or coalesced).
+        self.missed: list[ScheduleMissedEvent] = []
         self._lock = threading.Lock()
         self._failures: list[BaseException] = []
         self._fail_always: BaseException | None = None
@@ -122,6 +124,12 @@ class RecordingPublisher(EventPublisher):
         if self.registry is not None:
             deliver(self.registry, event)
 
+    def publish_missed(self, event: ScheduleMissedEvent) -> None:
+        with self._lock:
+            self.missed.append(event)
+        if self.registry is not None:
+            deliver(self.registry, event)
+
     def events_for(self, job_id: str) -> list[ScheduleArrivedEvent]:
         with self._lock:
             return [e for e in self.events if e.scheduled_job_id == job_id]
@@ -129,6 +137,7 @@ class RecordingPublisher(EventPublisher):
     def clear(self) -> None:
         with self._lock:
             self.events.clear()
+            self.missed.clear()
 
 
 @dataclass(eq=False)

@@ -18,10 +18,13 @@ Catch :class:`ScheduleError` for "anything from the scheduler", a builtin for a 
     │   ├── InvalidCursor               SCHEDULE_INVALID_CURSOR
     │   ├── InvalidStatus               SCHEDULE_INVALID_STATUS
     │   ├── InvalidSetting              SCHEDULE_INVALID_SETTING
+    │   ├── InvalidMisfire              SCHEDULE_INVALID_MISFIRE
     │   └── InvalidTimerCommand         TIMER_INVALID_COMMAND
     ├── ClientRequestIdInUse            SCHEDULE_CLIENT_REQUEST_ID_IN_USE
     ├── JobNotFound (LookupError)       SCHEDULE_NOT_FOUND
     ├── NotReschedulable                SCHEDULE_NOT_RESCHEDULABLE
+    ├── JobFinished                     SCHEDULE_JOB_FINISHED
+    ├── NotTriggerable                  SCHEDULE_NOT_TRIGGERABLE
     ├── InvalidTransition               SCHEDULE_INVALID_TRANSITION
     ├── ListenerFailed                  SCHEDULE_LISTENER_FAILED
     └── ScheduleUnavailable (ConnectionError)
@@ -144,6 +147,13 @@ class InvalidSetting(ScheduleValidationError):
     code = "SCHEDULE_INVALID_SETTING"
 
 
+class InvalidMisfire(ScheduleValidationError):
+    """The misfire policy is invalid (mode 'fire_once', 'skip' or 'fire_all'; grace_ms >= 0;
+    max_catch_up 1-10000)."""
+
+    code = "SCHEDULE_INVALID_MISFIRE"
+
+
 class InvalidTimerCommand(ScheduleValidationError):
     """The ScheduleTimer command is malformed."""
 
@@ -182,6 +192,30 @@ class NotReschedulable(ScheduleError):
         super().__init__(f"job {job_id!r} is {status} and cannot be rescheduled")
         self.job_id = job_id
         self.status = status
+
+
+class JobFinished(ScheduleError):
+    """The job is completed, cancelled or failed: it can no longer be paused, resumed or triggered."""
+
+    code = "SCHEDULE_JOB_FINISHED"
+    http_status = 409
+
+    def __init__(self, job_id: str, status: str) -> None:
+        super().__init__(f"job {job_id!r} is {status}: a finished job cannot be steered")
+        self.job_id = job_id
+        self.status = status
+
+
+class NotTriggerable(ScheduleError):
+    """Only a pending job whose next fire is not yet due (and is not a retry) can be triggered."""
+
+    code = "SCHEDULE_NOT_TRIGGERABLE"
+    http_status = 409
+
+    def __init__(self, job_id: str, reason: str) -> None:
+        super().__init__(f"job {job_id!r} cannot be triggered: {reason}")
+        self.job_id = job_id
+        self.reason = reason
 
 
 class InvalidTransition(ScheduleError):

@@ -1,4 +1,4 @@
-"""The event every fire emits, and its names."""
+"""The event every fire emits, the event for occurrences that did not fire, and their names."""
 
 from __future__ import annotations
 
@@ -10,11 +10,20 @@ from .jobs import JobMetadata, JsonObject, validate_topic
 
 #: Emitted on every fire of every job.
 SCHEDULE_ARRIVED_EVENT = "schedule.arrived"
+#: Emitted when occurrences of a job are skipped or coalesced by its misfire policy.
+SCHEDULE_MISSED_EVENT = "schedule.missed"
+#: Most missed due instants a :class:`ScheduleMissedEvent` names (``count`` has them all).
+MAX_NAMED_MISSED = 100
 
 
 def schedule_arrived_event_name(topic: str) -> str:
     """The per-topic alias, also emitted on every fire: ``schedule.<topic>.arrived``."""
     return f"schedule.{validate_topic(topic)}.arrived"
+
+
+def schedule_missed_event_name(topic: str) -> str:
+    """The per-topic alias of ``schedule.missed``: ``schedule.<topic>.missed``."""
+    return f"schedule.{validate_topic(topic)}.missed"
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -40,6 +49,11 @@ class ScheduleArrivedEvent:
     @property
     def dedup_key(self) -> str:
         return f"{self.scheduled_job_id}:{self.occurrence}"
+
+    @property
+    def names(self) -> tuple[str, str]:
+        """The two names it is emitted under."""
+        return SCHEDULE_ARRIVED_EVENT, schedule_arrived_event_name(self.topic)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form (times as ISO 8601 UTC)."""
@@ -68,3 +82,67 @@ class ScheduleArrivedEvent:
             attempt=data["attempt"],
             occurrence=data["occurrence"],
         )
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ScheduleMissedEvent:
+    """Occurrences of a job that did not fire: skipped, coalesced into another fire, or dropped
+    from a catch-up backlog by the job's misfire policy. Emitted (as ``schedule.missed`` and
+    ``schedule.<topic>.missed``) by the worker that decided it, at most once per decision plus
+    crash replays: ``dedup_key`` (the job id and the first missed instant) is stable."""
+
+    scheduled_job_id: str
+    topic: str
+    user_payload: JsonObject | None
+    metadata: JobMetadata
+    timezone: str
+    #: The job's misfire mode: ``fire_once``, ``skip`` or ``fire_all``.
+    policy: str
+    #: The missed due instants (aware UTC), earliest first; at most :data:`MAX_NAMED_MISSED`.
+    missed: tuple[datetime, ...]
+    #: How many occurrences were missed (``len(missed)`` or more; for cron schedules counted up
+    #: to 10,000).
+    count: int
+    #: When the worker decided (aware UTC).
+    detected_at: datetime
+
+    @property
+    def dedup_key(self) -> str:
+        return f"{self.scheduled_job_id}:missed:{self.missed[0].isoformat()}"
+
+    @property
+    def names(self) -> tuple[str, str]:
+        """The two names it is emitted under."""
+        return SCHEDULE_MISSED_EVENT, schedule_missed_event_name(self.topic)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form (times as ISO 8601 UTC)."""
+        return {
+            "scheduled_job_id": self.scheduled_job_id,
+            "topic": self.topic,
+            "user_payload": self.user_payload,
+            "metadata": self.metadata.to_dict(),
+            "timezone": self.timezone,
+            "policy": self.policy,
+            "missed": [m.isoformat() for m in self.missed],
+            "count": self.count,
+            "detected_at": self.detected_at.isoformat(),
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ScheduleMissedEvent:
+        return cls(
+            scheduled_job_id=data["scheduled_job_id"],
+            topic=data["topic"],
+            user_payload=data["user_payload"],
+            metadata=JobMetadata(**data["metadata"]),
+            timezone=data["timezone"],
+            policy=data["policy"],
+            missed=tuple(datetime.fromisoformat(m) for m in data["missed"]),
+            count=data["count"],
+            detected_at=datetime.fromisoformat(data["detected_at"]),
+        )
+
+
+#: Any event the SDK emits to listeners.
+ScheduleEvent = ScheduleArrivedEvent | ScheduleMissedEvent

@@ -12,11 +12,11 @@ import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, Literal, Self
 
 from . import timing
-from .errors import InvalidMetadata, InvalidPayload, InvalidRepeat, InvalidRetry, InvalidTopic
+from .errors import InvalidMetadata, InvalidMisfire, InvalidPayload, InvalidRepeat, InvalidRetry, InvalidTopic
 from .status import JobStatus
 
 JsonObject = Mapping[str, Any]
@@ -124,6 +124,64 @@ class RetryPolicy:
 NO_RETRY = RetryPolicy()
 
 
+MisfireMode = Literal["fire_once", "skip", "fire_all"]
+MAX_CATCH_UP = 10_000
+#: ``grace_ms`` when none is given: 0 for ``fire_once`` and ``fire_all``, one minute for ``skip``.
+DEFAULT_GRACE_MS: dict[str, int] = {"fire_once": 0, "skip": 60_000, "fire_all": 0}
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class MisfirePolicy:
+    """What happens to occurrences a worker reaches late (after downtime, a pause, a backlog).
+
+    An occurrence more than ``grace_ms`` past its due instant when it is claimed (or, for the
+    occurrences after a fire, when the fire is recorded) is *missed*:
+
+    - ``fire_once`` (the default): the job's current occurrence fires however late (one catch-up
+      fire) and every later occurrence missed meanwhile is coalesced into it;
+    - ``skip``: a missed occurrence does not fire; the job moves to its first occurrence that is
+      not missed;
+    - ``fire_all``: every occurrence fires, one after another; when more than ``max_catch_up``
+      are overdue at once, the oldest beyond that many are dropped (``grace_ms`` is not used).
+
+    Every occurrence that does not fire is named in a ``schedule.missed`` event. A one-shot job
+    has one occurrence: ``skip`` completes it without firing when it is missed.
+    """
+
+    mode: MisfireMode = "fire_once"
+    #: Milliseconds an occurrence may be late and still count as on time (None: the mode's
+    #: default, :data:`DEFAULT_GRACE_MS`).
+    grace_ms: int | None = None
+    #: ``fire_all`` only: the most overdue occurrences fired in a row.
+    max_catch_up: int = 100
+
+    def __post_init__(self) -> None:
+        if self.mode not in DEFAULT_GRACE_MS:
+            raise InvalidMisfire(f"misfire mode must be 'fire_once', 'skip' or 'fire_all', not {self.mode!r}")
+        if self.grace_ms is None:
+            object.__setattr__(self, "grace_ms", DEFAULT_GRACE_MS[self.mode])
+        elif not _is_int(self.grace_ms) or not 0 <= self.grace_ms <= 366 * 86_400_000:
+            raise InvalidMisfire(f"grace_ms must be an int from 0 to 366 days, not {self.grace_ms!r}")
+        if not _is_int(self.max_catch_up) or not 1 <= self.max_catch_up <= MAX_CATCH_UP:
+            raise InvalidMisfire(
+                f"max_catch_up must be an int from 1 to {MAX_CATCH_UP}, not {self.max_catch_up!r}"
+            )
+
+    @property
+    def grace(self) -> timedelta:
+        return timedelta(milliseconds=self.grace_ms or 0)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"mode": self.mode, "grace_ms": self.grace_ms, "max_catch_up": self.max_catch_up}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Self:
+        return cls(mode=data["mode"], grace_ms=data["grace_ms"], max_catch_up=data["max_catch_up"])
+
+
+FIRE_ONCE = MisfirePolicy()
+
+
 @dataclass(frozen=True, kw_only=True, slots=True)
 class CronRepeat:
     """A 5-field cron expression, evaluated in ``timezone`` (else the spec's) with Debian-cron DST rules."""
@@ -174,6 +232,8 @@ def _common_checks(spec: OneShotSpec | RepeatSpec) -> None:
         raise InvalidMetadata("metadata must be a JobMetadata")
     if not isinstance(spec.retry, RetryPolicy):
         raise InvalidRetry("retry must be a RetryPolicy")
+    if not isinstance(spec.misfire, MisfirePolicy):
+        raise InvalidMisfire("misfire must be a MisfirePolicy")
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -187,10 +247,13 @@ class OneShotSpec:
     payload: JsonObject | None = None
     metadata: JobMetadata = field(default_factory=JobMetadata)
     retry: RetryPolicy = NO_RETRY
+    #: What happens when the job is reached more than a grace period late.
+    misfire: MisfirePolicy = FIRE_ONCE
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "metadata", self.metadata if self.metadata is not None else JobMetadata())
         object.__setattr__(self, "retry", self.retry if self.retry is not None else NO_RETRY)
+        object.__setattr__(self, "misfire", self.misfire if self.misfire is not None else FIRE_ONCE)
         object.__setattr__(self, "run_at", timing.ensure_aware(self.run_at, "run_at"))
         _common_checks(self)
 
@@ -210,10 +273,13 @@ class RepeatSpec:
     limit: int | None = None
     #: Stop (status ``completed``) when the next occurrence would be after this instant.
     ends_at: datetime | None = None
+    #: What happens to occurrences reached more than a grace period late.
+    misfire: MisfirePolicy = FIRE_ONCE
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "metadata", self.metadata if self.metadata is not None else JobMetadata())
         object.__setattr__(self, "retry", self.retry if self.retry is not None else NO_RETRY)
+        object.__setattr__(self, "misfire", self.misfire if self.misfire is not None else FIRE_ONCE)
         if not isinstance(self.repeat, CronRepeat | IntervalRepeat):
             raise InvalidRepeat("repeat must be a CronRepeat or an IntervalRepeat")
         if self.limit is not None and (not _is_int(self.limit) or self.limit < 1):
@@ -246,7 +312,9 @@ class ScheduledJob:
     occurrence: int = 1
     #: 1-based attempt number within the current occurrence.
     attempt: int = 1
-    #: How many occurrences have finished (fired successfully or exhausted their retries).
+    #: How many scheduled occurrences have finished (fired successfully or exhausted their
+    #: retries); what ``limit`` counts. Extra fires from ``trigger`` and skipped occurrences are
+    #: not counted.
     occurrence_count: int = 0
     limit: int | None = None
     ends_at: datetime | None = None
@@ -259,6 +327,11 @@ class ScheduledJob:
     updated_at: datetime
     rescheduled_from: str | None = None
     rescheduled_to: str | None = None
+    misfire: MisfirePolicy = FIRE_ONCE
+    #: Set while the current occurrence is an extra fire asked for by ``ScheduleService.trigger``
+    #: on a repeating job: the due instant of the regular occurrence it was put before. Once the
+    #: extra fire has finished, the schedule continues there (as the next occurrence number).
+    regular_due: datetime | None = None
 
     @property
     def is_repeating(self) -> bool:
@@ -294,6 +367,7 @@ MUTABLE_FIELDS: tuple[str, ...] = (
     "claimed_until",
     "updated_at",
     "rescheduled_to",
+    "regular_due",
 )
 
 

@@ -13,18 +13,26 @@ class JobStatus(StrEnum):
     COMPLETED = "completed"  #: a one-shot fired successfully, or a repeating job reached its end
     CANCELLED = "cancelled"  #: cancelled, or replaced by ``reschedule``
     FAILED = "failed"  #: a one-shot exhausted its retry attempts
+    PAUSED = "paused"  #: held by ``pause``: never fires until ``resume``
 
 
-#: Statuses in which a job can still fire.
-OPEN_STATUSES: frozenset[JobStatus] = frozenset({JobStatus.PENDING, JobStatus.ACTIVE})
+#: Statuses in which a job can still fire (a paused job once it is resumed).
+OPEN_STATUSES: frozenset[JobStatus] = frozenset({JobStatus.PENDING, JobStatus.ACTIVE, JobStatus.PAUSED})
+#: Statuses a job never leaves; only these rows are ever purged by retention.
+FINISHED_STATUSES: frozenset[JobStatus] = frozenset(
+    {JobStatus.COMPLETED, JobStatus.CANCELLED, JobStatus.FAILED}
+)
 
 ALLOWED: dict[JobStatus, frozenset[JobStatus]] = {
     # pending -> active: claimed for a fire; pending -> cancelled: cancel/reschedule.
-    JobStatus.PENDING: frozenset({JobStatus.ACTIVE, JobStatus.CANCELLED}),
-    # active -> pending: next occurrence, a retry, or a released claim.
+    JobStatus.PENDING: frozenset({JobStatus.ACTIVE, JobStatus.CANCELLED, JobStatus.PAUSED}),
+    # active -> pending: next occurrence, a retry, or a released claim; active -> paused: pause
+    # mid-fire (the fire's outcome is then dropped, see ScheduleService.pause).
     JobStatus.ACTIVE: frozenset(
-        {JobStatus.PENDING, JobStatus.COMPLETED, JobStatus.FAILED, JobStatus.CANCELLED}
+        {JobStatus.PENDING, JobStatus.COMPLETED, JobStatus.FAILED, JobStatus.CANCELLED, JobStatus.PAUSED}
     ),
+    # paused -> pending: resume; paused -> cancelled: cancel/reschedule.
+    JobStatus.PAUSED: frozenset({JobStatus.PENDING, JobStatus.CANCELLED}),
     JobStatus.COMPLETED: frozenset(),
     JobStatus.CANCELLED: frozenset(),
     JobStatus.FAILED: frozenset(),

@@ -24,9 +24,17 @@ from typing import Any, TextIO
 import sqlalchemy as sa
 
 from ..container import ScheduleContainer
-from ..domain.errors import JobNotFound, ScheduleUnavailable, ScheduleValidationError
+from ..domain.errors import (
+    JobFinished,
+    JobNotFound,
+    NotReschedulable,
+    NotTriggerable,
+    ScheduleUnavailable,
+    ScheduleValidationError,
+)
 from ..domain.jobs import ScheduledJob
 from ..reconciler import ReconcileReport
+from ..retention import parse_duration
 from ..settings import Settings
 
 OK, ERROR, USAGE, NOT_FOUND, UNAVAILABLE = 0, 1, 2, 3, 4
@@ -39,7 +47,7 @@ configuration:
 
 exit codes:
   0  success
-  1  unexpected error
+  1  refused (e.g. pausing a finished job) or an unexpected error
   2  usage or configuration error (bad option, bad database/Redis URL, invalid setting)
   3  not found (unknown job id)
   4  a backing service is unavailable (database, Redis, broker)
@@ -240,6 +248,37 @@ def cmd_jobs_cancel(ctx: Context) -> int:
     return OK
 
 
+def cmd_jobs_steer(ctx: Context) -> int:
+    service = ctx.container.schedule_service()
+    job_id = ctx.args.job_id
+    action = ctx.args.jobs_command
+    job = {"pause": service.pause, "resume": service.resume, "trigger": service.trigger}[action](job_id)
+    suffix = " (fires now)" if action == "trigger" else ""
+    ctx.out.write(f"{job_id} {job.status.value}{suffix}\n")
+    return OK
+
+
+def cmd_jobs_purge(ctx: Context) -> int:
+    try:
+        older_than = parse_duration(ctx.args.older_than)
+    except ScheduleValidationError as error:
+        raise UsageError(f"--older-than: {error}") from error
+    if not 1 <= ctx.args.batch_size <= 100_000:
+        raise UsageError("--batch-size must be between 1 and 100000")
+    from ..retention import Purger
+
+    purger = Purger(
+        store=ctx.container.store(),
+        clock=ctx.container.clock(),
+        retention=None,
+        batch_size=ctx.args.batch_size,
+    )
+    total = purger.purge(older_than, progress=lambda n: ctx.progress(f"purging: {n} deleted"))
+    ctx.progress(f"purged: {total} deleted", final=True)
+    ctx.out.write(f"purged {total} finished jobs older than {ctx.args.older_than}\n")
+    return OK
+
+
 @contextlib.contextmanager
 def _engine(ctx: Context) -> Iterator[sa.Engine]:
     from ..adapters.stores.engine import make_engine
@@ -341,13 +380,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
     timer.add_argument("timer_args", nargs=argparse.REMAINDER, help="arguments for the timer service")
 
-    jobs = command(commands, "jobs", None, "list, show and cancel jobs")
+    jobs = command(commands, "jobs", None, "list, show, cancel, pause, resume, trigger and purge jobs")
     job_commands = jobs.add_subparsers(dest="jobs_command", required=True, metavar="COMMAND")
     listing = command(job_commands, "list", cmd_jobs_list, "list jobs, oldest first, a page at a time")
     for option in ("owner-id", "tenant-id", "topic"):
         listing.add_argument(f"--{option}", help=f"only jobs with this {option.replace('-', ' ')}")
     listing.add_argument(
-        "--status", action="append", help="pending|active|completed|cancelled|failed (repeat or comma-list)"
+        "--status",
+        action="append",
+        help="pending|active|paused|completed|cancelled|failed (repeat or comma-list)",
     )
     listing.add_argument("--limit", type=int, default=20, help="jobs per page, 1-500 (default 20)")
     listing.add_argument("--cursor", help="the next-page cursor printed by the previous page")
@@ -357,6 +398,22 @@ def build_parser() -> argparse.ArgumentParser:
         ("cancel", cmd_jobs_cancel, "cancel a job (idempotent); prints its id and status"),
     ):
         command(job_commands, name, handler, text).add_argument("job_id", metavar="ID")
+    for name, text in (
+        ("pause", "pause a job (idempotent): it never fires until resumed; prints its id and status"),
+        ("resume", "resume a paused job (idempotent); its misfire policy applies to what it missed"),
+        ("trigger", "fire a pending job now, as one extra fire; prints its id and status"),
+    ):
+        command(job_commands, name, cmd_jobs_steer, text).add_argument("job_id", metavar="ID")
+    purge = command(
+        job_commands, "purge", cmd_jobs_purge, "delete finished jobs (completed, cancelled, failed)"
+    )
+    purge.add_argument(
+        "--older-than",
+        required=True,
+        metavar="AGE",
+        help="that finished longer ago than AGE (30d, 12h, 90m, 45s)",
+    )
+    purge.add_argument("--batch-size", type=int, default=500, help="rows per transaction (default 500)")
 
     db = command(commands, "db", None, "the SDK's database schema")
     db_commands = db.add_subparsers(dest="db_command", required=True, metavar="COMMAND")
@@ -388,6 +445,11 @@ def _exit_code(error: BaseException) -> int:
     return ERROR
 
 
+def _refused(error: BaseException) -> bool:
+    """A request the SDK refused on purpose (exit 1, but not an unexpected error)."""
+    return isinstance(error, JobFinished | NotTriggerable | NotReschedulable)
+
+
 def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None, err: TextIO | None = None) -> int:
     """Run the command line; return the exit code (it never raises, except SystemExit from --help)."""
     out, err = out or sys.stdout, err or sys.stderr
@@ -415,7 +477,7 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None, err: T
         code = _exit_code(error)
         if args.verbose:
             traceback.print_exception(error, file=err)
-        prefix = "unexpected error: " if code == ERROR else ""
+        prefix = "unexpected error: " if code == ERROR and not _refused(error) else ""
         err.write(f"schedule-sdk: error: {prefix}{_one_line(error)}\n")
         return code
     finally:

@@ -2,10 +2,11 @@
 
 ``start()`` runs the boot reconciler, then starts the listener pool, the substrate's runner (the
 due-time poller, or the RQ worker) and a heartbeat that renews this worker's leases, releases
-the expired leases of workers that died, and hands over again the entries a dead process left
-stranded for longer than the lease (``Reconciler.rescue``). ``stop()`` stops cleanly: in-flight fires get
-``stop_timeout`` seconds to finish, the rest are released for another worker. It installs no
-signal handlers, so it is safe inside a threaded web app. Also a context manager::
+the expired leases of workers that died, hands over again the entries a dead process left
+stranded for longer than the lease (``Reconciler.rescue``) and, with ``retention`` set, purges old
+finished jobs. ``stop()`` stops cleanly: in-flight fires get ``stop_timeout`` seconds to finish,
+the rest are released for another worker. It installs no signal handlers, so it is safe inside a
+threaded web app. Also a context manager::
 
     with container.worker():
         ...  # jobs fire in this process
@@ -21,6 +22,7 @@ from datetime import timedelta
 from ..domain.errors import ScheduleError
 from ..ports import Clock, JobStore, Runner
 from ..reconciler import Reconciler
+from ..retention import Purger
 from .dispatch import FireDispatcher
 
 logger = logging.getLogger(__name__)
@@ -38,6 +40,7 @@ class ScheduleWorker:
         lease_seconds: float = 30.0,
         stop_timeout: float = 5.0,
         reconcile_interval: float = 0.0,
+        purger: Purger | None = None,
     ) -> None:
         self._store = store
         self._clock = clock
@@ -47,6 +50,7 @@ class ScheduleWorker:
         self._lease = lease_seconds
         self._stop_timeout = stop_timeout
         self._reconcile_interval = reconcile_interval
+        self._purger = purger
         self._stop = threading.Event()
         self._heartbeat: threading.Thread | None = None
         self._lock = threading.Lock()
@@ -103,5 +107,7 @@ class ScheduleWorker:
                 if self._reconcile_interval and time.monotonic() - last_reconcile >= self._reconcile_interval:
                     last_reconcile = time.monotonic()
                     self.reconciler.run()
+                if self._purger is not None:
+                    self._purger.tick()  # retention: a time-boxed slice of the purge
             except ScheduleError as error:
                 logger.warning("heartbeat failed: %s", error)

@@ -148,7 +148,59 @@ def test_jobs_cancel_is_idempotent(
     assert job is not None and job.status is JobStatus.CANCELLED
 
 
-@pytest.mark.parametrize("command", ["show", "cancel"])
+def test_jobs_pause_resume_and_trigger(
+    db_url: str, service: ScheduleService, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (job_id,) = schedule(service)
+    for _ in range(2):  # idempotent
+        assert cli(db_url, "jobs", "pause", job_id, capsys=capsys)[:2] == (0, f"{job_id} paused\n")
+    assert service.get_by_id(job_id).status is JobStatus.PAUSED  # type: ignore[union-attr]
+    code, out, err = cli(db_url, "jobs", "trigger", job_id, capsys=capsys)
+    assert (code, out) == (1, "") and err.startswith("schedule-sdk: error: job ") and "paused" in err
+    assert "unexpected" not in err
+    for _ in range(2):
+        assert cli(db_url, "jobs", "resume", job_id, capsys=capsys)[:2] == (0, f"{job_id} pending\n")
+    assert cli(db_url, "jobs", "trigger", job_id, capsys=capsys)[:2] == (0, f"{job_id} pending (fires now)\n")
+    job = service.get_by_id(job_id)
+    assert job is not None and job.run_at <= datetime.now(UTC)
+
+
+def test_steering_a_finished_job_exits_1_with_one_line(
+    db_url: str, service: ScheduleService, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (job_id,) = schedule(service)
+    service.cancel(job_id)
+    for command in ("pause", "resume", "trigger"):
+        code, out, err = cli(db_url, "jobs", command, job_id, capsys=capsys)
+        assert (code, out) == (1, "")
+        assert err == f"schedule-sdk: error: job '{job_id}' is cancelled: a finished job cannot be steered\n"
+
+
+def test_jobs_purge_deletes_old_finished_jobs_with_progress(
+    db_url: str, service: ScheduleService, capsys: pytest.CaptureFixture[str]
+) -> None:
+    finished = schedule(service, 5)
+    kept = schedule(service, 2)
+    for job_id in finished:
+        service.cancel(job_id)
+    code, out, _ = cli(db_url, "jobs", "purge", "--older-than", "1h", capsys=capsys)
+    assert (code, out) == (0, "purged 0 finished jobs older than 1h\n")  # not old enough yet
+    time.sleep(1.1)
+    code, out, err = cli(db_url, "jobs", "purge", "--older-than", "1s", "--batch-size", "2", capsys=capsys)
+    assert (code, out) == (0, "purged 5 finished jobs older than 1s\n")
+    assert err.splitlines() == [
+        "purging: 2 deleted",
+        "purging: 4 deleted",
+        "purging: 5 deleted",
+        "purged: 5 deleted",
+    ]
+    assert [service.get_by_id(j) for j in finished] == [None] * 5
+    assert all(service.get_by_id(j) is not None for j in kept)
+    code, _, err = cli(db_url, "jobs", "purge", "--older-than", "soon", capsys=capsys)
+    assert code == 2 and "--older-than" in err
+
+
+@pytest.mark.parametrize("command", ["show", "cancel", "pause", "resume", "trigger"])
 def test_an_unknown_job_id_exits_3(db_url: str, command: str, capsys: pytest.CaptureFixture[str]) -> None:
     code, out, err = cli(db_url, "jobs", command, UNKNOWN_ID, capsys=capsys)
     assert (code, out) == (3, "")

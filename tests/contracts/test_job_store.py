@@ -18,6 +18,7 @@ from schedule_sdk.domain.jobs import (
     IntervalRepeat,
     JobMetadata,
     JobQuery,
+    MisfirePolicy,
     RetryPolicy,
     ScheduledJob,
 )
@@ -54,6 +55,8 @@ def full_job() -> ScheduledJob:
         updated_at=NOW - timedelta(microseconds=7),
         rescheduled_from="01900000-0000-7000-8000-000000000001",
         rescheduled_to="01900000-0000-7000-8000-000000000002",
+        misfire=MisfirePolicy(mode="fire_all", grace_ms=1500, max_catch_up=7),
+        regular_due=(NOW + timedelta(minutes=5, microseconds=3)).astimezone(PLUS_5),
     )
 
 
@@ -65,6 +68,7 @@ TIME_FIELDS = (
     "claimed_until",
     "created_at",
     "updated_at",
+    "regular_due",
 )
 
 
@@ -209,6 +213,7 @@ def moved_on(j: ScheduledJob) -> ScheduledJob:
         claimed_until=None,
         updated_at=at(2),
         rescheduled_to="01900000-0000-7000-8000-000000000003",
+        regular_due=at(4000),
     )
 
 
@@ -230,6 +235,7 @@ def test_update_leaves_immutable_fields_alone(job_store: JobStore) -> None:
         created_at=at(99),
         retry=RetryPolicy(attempts=3),
         rescheduled_from=j.id,
+        misfire=MisfirePolicy(mode="skip"),
         status=JobStatus.CANCELLED,
     )
     with job_store.transaction() as tx:

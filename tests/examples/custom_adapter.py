@@ -84,6 +84,10 @@ class MeteredJobStore(JobStore):
         self.calls["scan_open"] += 1
         return self._inner.scan_open(after_id, limit)
 
+    def purge_finished(self, before: datetime, limit: int, *, wait: bool = False) -> int | None:
+        self.calls["purge_finished"] += 1
+        return self._inner.purge_finished(before, limit, wait=wait)
+
     def watch(self, on_change: Callable[[datetime | None], None]) -> Callable[[], None]:
         return self._inner.watch(on_change)
 

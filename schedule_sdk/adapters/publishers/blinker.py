@@ -1,4 +1,4 @@
-"""``BlinkerEventPublisher``: delivers arrived events to in-process ``@on_event`` listeners."""
+"""``BlinkerEventPublisher``: delivers arrived and missed events to in-process ``@on_event`` listeners."""
 
 from __future__ import annotations
 
@@ -9,14 +9,18 @@ from collections.abc import Callable
 from typing import Any
 
 from ...domain.errors import ListenerFailed
-from ...domain.events import SCHEDULE_ARRIVED_EVENT, ScheduleArrivedEvent, schedule_arrived_event_name
+from ...domain.events import (
+    ScheduleArrivedEvent,
+    ScheduleEvent,
+    ScheduleMissedEvent,
+)
 from ...listeners import ListenerRegistry
 from ...ports import EventPublisher
 
 logger = logging.getLogger(__name__)
 
 
-def call_listener(listener: Callable[..., Any], event: ScheduleArrivedEvent) -> None:
+def call_listener(listener: Callable[..., Any], event: ScheduleEvent) -> None:
     """Call one listener; an ``async def`` listener runs to completion on a fresh event loop."""
     result = listener(event)
     if inspect.isawaitable(result):
@@ -27,13 +31,13 @@ async def _await(awaitable: Any) -> None:
     await awaitable
 
 
-def deliver(registry: ListenerRegistry, event: ScheduleArrivedEvent) -> None:
-    """Run every listener of both event names, each isolated from the others.
+def deliver(registry: ListenerRegistry, event: ScheduleEvent) -> None:
+    """Run every listener of both of the event's names, each isolated from the others.
 
     :raises ListenerFailed: after all listeners ran, if any of them raised.
     """
     errors: list[BaseException] = []
-    for name in (SCHEDULE_ARRIVED_EVENT, schedule_arrived_event_name(event.topic)):
+    for name in event.names:
         for listener in registry.listeners(name):
             try:
                 call_listener(listener, event)
@@ -42,7 +46,11 @@ def deliver(registry: ListenerRegistry, event: ScheduleArrivedEvent) -> None:
                     "listener %s failed for job %s",
                     getattr(listener, "__qualname__", listener),
                     event.scheduled_job_id,
-                    extra={"job_id": event.scheduled_job_id, "occurrence": event.occurrence, "event": name},
+                    extra={
+                        "job_id": event.scheduled_job_id,
+                        "occurrence": getattr(event, "occurrence", None),
+                        "event": name,
+                    },
                 )
                 errors.append(error)
     if errors:
@@ -56,4 +64,7 @@ class BlinkerEventPublisher(EventPublisher):
         self.registry = registry if registry is not None else ListenerRegistry()
 
     def publish(self, event: ScheduleArrivedEvent) -> None:
+        deliver(self.registry, event)
+
+    def publish_missed(self, event: ScheduleMissedEvent) -> None:
         deliver(self.registry, event)

@@ -24,7 +24,7 @@ from redis.exceptions import RedisError
 
 from ...backoff import Reconnect
 from ...domain.errors import BrokerUnavailable, ListenerFailed
-from ...domain.events import ScheduleArrivedEvent
+from ...domain.events import ScheduleArrivedEvent, ScheduleEvent, ScheduleMissedEvent
 from ...listeners import ListenerRegistry
 from ...ports import EventPublisher
 from .blinker import deliver
@@ -52,12 +52,21 @@ class RedisEventPublisher(EventPublisher):
         self._ready.wait(5)
 
     def publish(self, event: ScheduleArrivedEvent) -> None:
+        self._broadcast(event)
+
+    def publish_missed(self, event: ScheduleMissedEvent) -> None:
+        self._broadcast(event)
+
+    def _broadcast(self, event: ScheduleEvent) -> None:
         failure: ListenerFailed | None = None
         try:
             deliver(self.registry, event)
         except ListenerFailed as failed:
             failure = failed
-        message = json.dumps({"origin": self.origin, "event": event.to_dict()})
+        body = {"origin": self.origin, "event": event.to_dict()}
+        if isinstance(event, ScheduleMissedEvent):
+            body["kind"] = "missed"
+        message = json.dumps(body)
         try:
             self._redis.publish(self.channel, message)
         except RedisError as error:
@@ -98,7 +107,11 @@ class RedisEventPublisher(EventPublisher):
             body = json.loads(data)
             if body.get("origin") == self.origin:
                 return
-            event = ScheduleArrivedEvent.from_dict(body["event"])
+            event: ScheduleEvent = (
+                ScheduleMissedEvent.from_dict(body["event"])
+                if body.get("kind") == "missed"
+                else ScheduleArrivedEvent.from_dict(body["event"])
+            )
         except (ValueError, KeyError, TypeError) as error:
             logger.error("ignoring a malformed event message: %s", error)
             return

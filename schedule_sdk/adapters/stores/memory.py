@@ -18,10 +18,19 @@ from typing import Any
 
 from ...domain.errors import ClientRequestIdInUse, StoreUnavailable
 from ...domain.jobs import MUTABLE_FIELDS, JobQuery, ScheduledJob, encode_json
-from ...domain.status import JobStatus
+from ...domain.status import FINISHED_STATUSES, JobStatus
 from ...ports import Guard, JobStore, JobTransaction, OccurrenceRef
 
-_TIMES = ("run_at", "scheduled_for", "ends_at", "last_fired_at", "claimed_until", "created_at", "updated_at")
+_TIMES = (
+    "run_at",
+    "scheduled_for",
+    "ends_at",
+    "last_fired_at",
+    "claimed_until",
+    "created_at",
+    "updated_at",
+    "regular_due",
+)
 _PENDING, _ACTIVE = JobStatus.PENDING, JobStatus.ACTIVE
 
 
@@ -207,6 +216,16 @@ class MemoryJobStore(JobStore):
         return self._select(
             lambda r: r.status in (_PENDING, _ACTIVE) and (after_id is None or r.id > after_id)
         )[:limit]
+
+    def purge_finished(self, before: datetime, limit: int, *, wait: bool = False) -> int | None:
+        # The write lock is the purge lock: a write transaction excludes every other writer.
+        with self._write_lock:
+            old = self._select(lambda r: r.status in FINISHED_STATUSES and r.updated_at < before)
+            doomed = sorted(old, key=lambda r: (r.updated_at, r.id))[:limit]
+            with self._data_lock:
+                for row in doomed:
+                    del self._rows[row.id]
+        return len(doomed)
 
     def watch(self, on_change: Callable[[datetime | None], None]) -> Callable[[], None]:
         """No other process can write to this store, so there is nothing to watch."""

@@ -15,9 +15,11 @@ from sqlalchemy.engine import Connection, Engine
 
 from ...domain.errors import ClientRequestIdInUse
 from ...domain.jobs import (
+    FIRE_ONCE,
     MUTABLE_FIELDS,
     JobMetadata,
     JobQuery,
+    MisfirePolicy,
     RetryPolicy,
     ScheduledJob,
     encode_json,
@@ -27,7 +29,7 @@ from ...domain.status import JobStatus
 from ...ports import Guard, JobStore, JobTransaction, OccurrenceRef
 from . import pg_claims, watch
 from .engine import WRITE, translate_errors
-from .tables import UTCDateTime
+from .tables import FINISHED_CONDITION, UTCDateTime
 from .tables import schedule_jobs as t
 
 NOTIFY_CHANNEL = "schedule_sdk_jobs"
@@ -63,6 +65,8 @@ def to_row(job: ScheduledJob) -> dict[str, Any]:
         "updated_at": job.updated_at,
         "rescheduled_from": job.rescheduled_from,
         "rescheduled_to": job.rescheduled_to,
+        "misfire": None if job.misfire == FIRE_ONCE else json.dumps(job.misfire.to_dict()),
+        "regular_due": job.regular_due,
     }
 
 
@@ -97,6 +101,8 @@ def from_row(row: Mapping[Any, Any]) -> ScheduledJob:
         updated_at=row["updated_at"],
         rescheduled_from=row["rescheduled_from"],
         rescheduled_to=row["rescheduled_to"],
+        misfire=FIRE_ONCE if row["misfire"] is None else MisfirePolicy.from_dict(json.loads(row["misfire"])),
+        regular_due=row["regular_due"],
     )
 
 
@@ -209,6 +215,9 @@ def _claiming(where: list[sa.ColumnElement[bool]]) -> sa.Update:
 # (ix_schedule_jobs_pending_due, ix_schedule_jobs_active_claimed) rather than read every row.
 _PENDING = t.c.status == sa.literal_column("'pending'")
 _ACTIVE = t.c.status == sa.literal_column("'active'")
+_FINISHED = sa.text(FINISHED_CONDITION)
+#: The PostgreSQL advisory lock key held by the transaction of each purge batch.
+PURGE_LOCK_KEY = 0x5C4ED_9C6
 
 # SQLite's claims (PostgreSQL's are in pg_claims), built once. They run in a write transaction
 # (BEGIN IMMEDIATE), so no other writer changes a row between choosing and updating it.
@@ -234,6 +243,18 @@ _CLAIM_MANY = _claiming(
         t.c.run_at <= _NOW,
     ]
 )
+
+
+# Retention: the oldest finished rows, read through the partial index ix_schedule_jobs_finished
+# (its condition repeated verbatim), never the open rows. Bind p_before and p_limit.
+PURGE_CHOICE = (
+    sa.select(t.c.id)
+    .where(_FINISHED, t.c.updated_at < sa.bindparam("p_before", type_=UTCDateTime))
+    .order_by(t.c.updated_at)
+    .limit(sa.bindparam("p_limit", type_=sa.Integer))
+)
+_PURGE = sa.delete(t).where(t.c.id.in_(PURGE_CHOICE))
+_PURGE_PG = sa.delete(t).where(t.c.id.in_(_once(PURGE_CHOICE.with_for_update(skip_locked=True))))
 
 
 def _claims_engine(engine: Engine) -> Engine:
@@ -404,6 +425,18 @@ class SQLAlchemyJobStore(JobStore):
             statement = statement.where(t.c.id > after_id)
         with self._read() as conn:
             return [from_row(r) for r in conn.execute(statement).mappings()]
+
+    def purge_finished(self, before: datetime, limit: int, *, wait: bool = False) -> int | None:
+        statement = _PURGE_PG if self._is_pg else _PURGE
+        with self._write() as conn:
+            # One purger at a time: on SQLite the write transaction (BEGIN IMMEDIATE) already
+            # excludes every other writer; on PostgreSQL a transaction-scoped advisory lock.
+            if self._is_pg:
+                lock = "pg_advisory_xact_lock" if wait else "pg_try_advisory_xact_lock"
+                taken = conn.execute(sa.text(f"SELECT {lock}(:key)"), {"key": PURGE_LOCK_KEY}).scalar()
+                if not wait and not taken:
+                    return None
+            return int(conn.execute(statement, {"p_before": before, "p_limit": limit}).rowcount)
 
     def watch(self, on_change: Callable[[datetime | None], None]) -> Callable[[], None]:
         if self._is_pg:

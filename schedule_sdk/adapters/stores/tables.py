@@ -86,10 +86,17 @@ schedule_jobs = sa.Table(
     sa.Column("updated_at", UTCDateTime, nullable=False),
     sa.Column("rescheduled_from", sa.String(36), nullable=True),
     sa.Column("rescheduled_to", sa.String(36), nullable=True),
+    sa.Column("misfire", sa.Text, nullable=True),  # JSON; NULL: the default policy (fire_once)
+    sa.Column("regular_due", UTCDateTime, nullable=True),
     sa.CheckConstraint(
-        "status IN ('pending', 'active', 'completed', 'cancelled', 'failed')", name="ck_schedule_jobs_status"
+        "status IN ('pending', 'active', 'completed', 'cancelled', 'failed', 'paused')",
+        name="ck_schedule_jobs_status",
     ),
 )
+
+#: The finished statuses as the literal SQL condition of the retention index (a statement must
+#: repeat it verbatim for the planner to use the partial index).
+FINISHED_CONDITION = "status IN ('cancelled', 'completed', 'failed')"
 
 _pending = schedule_jobs.c.status == "pending"
 sa.Index("uq_schedule_jobs_client_request_id", schedule_jobs.c.client_request_id, unique=True)
@@ -107,6 +114,13 @@ sa.Index(
     schedule_jobs.c.claimed_until,
     postgresql_where=_active,
     sqlite_where=_active,
+)
+# Retention: finished rows by the time they finished (purge_finished); open rows are not in it.
+sa.Index(
+    "ix_schedule_jobs_finished",
+    schedule_jobs.c.updated_at,
+    postgresql_where=sa.text(FINISHED_CONDITION),
+    sqlite_where=sa.text(FINISHED_CONDITION),
 )
 # Keyset pages of list(), per filter.
 sa.Index("ix_schedule_jobs_owner", schedule_jobs.c.owner_id, schedule_jobs.c.id)

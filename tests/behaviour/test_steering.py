@@ -1,0 +1,138 @@
+"""Steering on every backend (sqlite/postgres x sql/rq): pause, resume, trigger, pause mid-fire,
+misfire policies after a pause, and retention purging from a running worker."""
+
+from __future__ import annotations
+
+import threading
+import time
+from datetime import UTC, datetime, timedelta
+
+from schedule_sdk import (
+    SCHEDULE_ARRIVED_EVENT,
+    SCHEDULE_MISSED_EVENT,
+    IntervalRepeat,
+    JobStatus,
+    MisfirePolicy,
+    OneShotSpec,
+    RepeatSpec,
+)
+
+
+def at(seconds: float) -> datetime:
+    return datetime.now(UTC) + timedelta(seconds=seconds)
+
+
+def ticking(every_ms: int = 200, **changes: object) -> RepeatSpec:
+    values: dict[str, object] = {
+        "topic": "tests.steer",
+        "timezone": "UTC",
+        "repeat": IntervalRepeat(every_ms=every_ms),
+    }
+    values.update(changes)
+    return RepeatSpec(**values)  # type: ignore[arg-type]
+
+
+def test_a_paused_job_never_fires_until_resumed(backend):
+    h = backend.harness().start()
+    job = h.service.schedule_at(OneShotSpec(topic="tests.steer", run_at=at(0.3), timezone="UTC"))
+    h.service.pause(job.id)
+    time.sleep(0.8)
+    assert h.events_for(job.id) == [] and h.job(job.id).status is JobStatus.PAUSED
+    h.service.resume(job.id)
+    [event] = h.wait_events(job.id, 1, timeout=5)
+    assert event.scheduled_for == job.run_at  # fire_once: the late occurrence fires once
+    h.wait_status(job.id, "completed")
+    time.sleep(0.3)
+    assert len(h.events_for(job.id)) == 1
+
+
+def test_pause_during_a_fire_wins_and_the_occurrence_fires_again_after_resume(backend):
+    """The in-flight fire's outcome is not recorded (the guard wants an active row claimed by the
+    worker): the job stays paused at that occurrence; after resume it fires again with the same
+    dedup key (at least once), then the series goes on."""
+    h = backend.harness().start()
+    entered, release = threading.Event(), threading.Event()
+
+    def slow(event):
+        if event.occurrence == 1 and not release.is_set():
+            entered.set()
+            release.wait(5)
+
+    h.listen(SCHEDULE_ARRIVED_EVENT, slow)
+    job = h.service.schedule_repeat(ticking())
+    assert entered.wait(5)
+    assert h.job(job.id).status is JobStatus.ACTIVE
+    h.service.pause(job.id)
+    release.set()
+    time.sleep(0.8)
+    paused = h.job(job.id)
+    assert paused.status is JobStatus.PAUSED and paused.occurrence == 1 and paused.claimed_by is None
+    assert len(h.events_for(job.id)) == 1
+    h.service.resume(job.id)
+    events = h.wait_events(job.id, 3, timeout=5)
+    assert [e.dedup_key for e in events[:2]] == [f"{job.id}:1", f"{job.id}:1"]
+    assert events[2].occurrence == 2
+    h.service.cancel(job.id)
+
+
+def test_trigger_fires_now_and_a_repeating_job_keeps_its_schedule(backend):
+    h = backend.harness().start()
+    job = h.service.schedule_repeat(ticking(every_ms=3_000, limit=1))
+    triggered = h.service.trigger(job.id)
+    assert triggered.regular_due == job.run_at
+    [extra] = h.wait_events(job.id, 1, timeout=2.5)
+    assert extra.occurrence == 1 and extra.fired_at < job.run_at
+    pending = h.wait_status(job.id, "pending")
+    assert (pending.occurrence, pending.scheduled_for, pending.regular_due) == (2, job.run_at, None)
+    events = h.wait_events(job.id, 2, timeout=6)
+    assert (events[1].occurrence, events[1].scheduled_for) == (2, job.run_at)
+    assert events[1].fired_at >= job.run_at  # never early
+    assert h.wait_status(job.id, "completed").occurrence_count == 1
+
+
+def test_trigger_of_a_one_shot_fires_it_now_and_completes_it(backend):
+    h = backend.harness().start()
+    job = h.service.schedule_at(OneShotSpec(topic="tests.steer", run_at=at(3600), timezone="UTC"))
+    time.sleep(0.2)  # the worker now sleeps toward the job due in an hour
+    h.service.trigger(job.id)
+    [event] = h.wait_events(job.id, 1, timeout=5)
+    assert event.fired_at - event.scheduled_for < timedelta(seconds=2)
+    h.wait_status(job.id, "completed")
+
+
+def test_skip_after_a_pause_reports_the_missed_occurrences(backend):
+    h = backend.harness().start()
+    missed: list[object] = []
+    h.listen(SCHEDULE_MISSED_EVENT, missed.append)
+    job = h.service.schedule_repeat(ticking(every_ms=200, misfire=MisfirePolicy(mode="skip", grace_ms=100)))
+    h.wait_events(job.id, 1)
+    h.service.pause(job.id)
+    paused_at = datetime.now(UTC)
+    time.sleep(1.0)
+    h.service.resume(job.id)
+    resumed_at = datetime.now(UTC)
+    assert h.wait_for(lambda: len(missed) >= 1, timeout=5)
+    h.wait_for(lambda: any(e.fired_at > resumed_at for e in h.events_for(job.id)), timeout=5)
+    h.service.cancel(job.id)
+    event = missed[0]
+    assert event.scheduled_job_id == job.id and event.policy == "skip" and event.count >= 3  # type: ignore[attr-defined]
+    late = [e for e in h.events_for(job.id) if e.fired_at > resumed_at]
+    assert all(e.scheduled_for > paused_at for e in late)
+    assert all(
+        e.fired_at - e.scheduled_for <= timedelta(milliseconds=100) + timedelta(seconds=1) for e in late
+    )
+
+
+def test_a_worker_with_retention_purges_old_finished_jobs_only(backend):
+    h = backend.harness(retention="1s").start()
+    done = h.service.schedule_at(OneShotSpec(topic="tests.steer", run_at=at(0.1), timezone="UTC"))
+    cancelled = h.service.schedule_at(OneShotSpec(topic="tests.steer", run_at=at(3600), timezone="UTC"))
+    paused = h.service.schedule_at(OneShotSpec(topic="tests.steer", run_at=at(3600), timezone="UTC"))
+    pending = h.service.schedule_at(OneShotSpec(topic="tests.steer", run_at=at(3600), timezone="UTC"))
+    h.service.cancel(cancelled.id)
+    h.service.pause(paused.id)
+    h.wait_status(done.id, "completed")
+    h.container.purger()._interval = 0.1
+    assert h.wait_for(lambda: h.service.get_by_id(done.id) is None, timeout=10)
+    assert h.wait_for(lambda: h.service.get_by_id(cancelled.id) is None, timeout=10)
+    assert h.job(paused.id).status is JobStatus.PAUSED and h.job(pending.id).status is JobStatus.PENDING
