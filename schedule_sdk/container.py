@@ -139,4 +139,6 @@ class ScheduleContainer(containers.DeclarativeContainer):
         lease_seconds=settings.provided.lease_seconds,
         stop_timeout=settings.provided.stop_timeout,
         reconcile_interval=settings.provided.reconcile_interval,
+        dead_after=settings.provided.dead_after,
+        substrate=settings.provided.execution_substrate,
     )

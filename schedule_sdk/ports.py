@@ -59,6 +59,29 @@ class Guard:
     occurrence: int | None = None
 
 
+# -- worker registry (issue 12) -------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerInfo:
+    """One worker's row in the registry: who it is, where it runs, when it last beat, and how
+    many fires it held (claimed, not yet recorded) at that beat. ``node`` names the kernel and
+    PID namespace ``pid`` belongs to (None when unknown), so a worker on the same node can tell
+    that a registered process no longer exists."""
+
+    id: str
+    host: str
+    pid: int
+    substrate: str
+    started_at: datetime
+    last_beat: datetime
+    in_flight: int = 0
+    node: str | None = None
+
+
+# -- end worker registry ---------------------------------------------------------------------------
+
+
 class JobTransaction(ABC):
     """Writes inside one store transaction. Nothing is visible to others until it commits;
     leaving the ``with`` block with an exception rolls everything back."""
@@ -149,6 +172,35 @@ class JobStore(ABC):
     def release_expired(self, now: datetime, limit: int) -> list[ScheduledJob]:
         """Return up to ``limit`` active jobs whose lease ended before ``now`` to ``pending``
         (same occurrence and attempt, so they fire again); return them as released."""
+
+    # -- worker registry (issue 12): optional; a store without one leaves recovery to leases --
+
+    def beat(self, worker: WorkerInfo) -> None:
+        """Insert or update ``worker``'s registry row (every field; keyed by ``worker.id``)."""
+        return None
+
+    def workers(self) -> list[WorkerInfo]:
+        """Every registered worker, in id order."""
+        return []
+
+    def remove_worker(self, worker_id: str) -> None:
+        """Delete this worker's registry row (a clean stop); no error when absent."""
+        return None
+
+    def release_dead(
+        self, beat_before: datetime, also: Sequence[str], now: datetime, limit: int
+    ) -> list[ScheduledJob]:
+        """Return to ``pending`` (same occurrence and attempt) up to ``limit`` active jobs claimed
+        by a *registered* worker whose last beat is before ``beat_before`` or whose id is in
+        ``also``, deciding in one statement (a worker that beats meanwhile keeps its claims);
+        return them as released. Claims of workers absent from the registry are left to leases."""
+        return []
+
+    def forget_workers(self, beat_before: datetime) -> int:
+        """Delete registry rows whose last beat is before ``beat_before``; return how many."""
+        return 0
+
+    # -- end worker registry ---------------------------------------------------------------------
 
     @abstractmethod
     def next_due_at(self) -> datetime | None:

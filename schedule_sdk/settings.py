@@ -67,6 +67,11 @@ class Settings:
     #: How long a worker's claim on a firing job lasts without renewal (seconds); after a crash
     #: the job fires again once this has passed.
     lease_seconds: float = field(default=30.0, metadata=_env("SCHEDULE_LEASE_SECONDS"))
+    #: A worker whose heartbeat stops for this long (seconds) is declared dead by any live worker,
+    #: which releases its claims at once (the lease stays as the fallback). Workers beat every
+    #: ``min(lease_seconds / 3, dead_after / 4, 1)`` seconds. Keep it above the clock skew between
+    #: hosts and the longest pause a live worker may take (GC, a stalled VM).
+    dead_after: float = field(default=10.0, metadata=_env("SCHEDULE_DEAD_AFTER"))
     #: Most due jobs claimed per query.
     claim_batch_size: int = field(default=500, metadata=_env("SCHEDULE_CLAIM_BATCH_SIZE"))
     #: Most fires a worker holds claimed at once (claimed and not yet recorded).
@@ -115,7 +120,7 @@ class Settings:
         ):
             if getattr(self, name) < 1:
                 raise InvalidSetting(f"{name} must be at least 1")
-        for name in ("lease_seconds", "poll_interval"):
+        for name in ("lease_seconds", "poll_interval", "dead_after"):
             if getattr(self, name) <= 0:
                 raise InvalidSetting(f"{name} must be positive")
 

@@ -18,7 +18,8 @@ import sys
 import threading
 import traceback
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
+from datetime import datetime
 from typing import Any, TextIO
 
 import sqlalchemy as sa
@@ -179,6 +180,48 @@ def cmd_reconcile(ctx: Context) -> int:
     return OK
 
 
+def _table(ctx: Context, rows: Sequence[tuple[str, ...]]) -> None:
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    for row in rows:
+        ctx.out.write("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() + "\n")
+
+
+def cmd_workers(ctx: Context) -> int:
+    from ..runtimes.liveness import is_dead
+
+    now = ctx.container.clock().now()
+    workers = ctx.container.store().workers()
+    dead_after = ctx.settings.dead_after
+    states = ["dead" if is_dead(x, now, dead_after) else "live" for x in workers]
+    if ctx.args.json:
+        items = [
+            {
+                **{k: v.isoformat() if isinstance(v, datetime) else v for k, v in asdict(x).items()},
+                "state": state,
+                "beat_age_seconds": round((now - x.last_beat).total_seconds(), 3),
+            }
+            for x, state in zip(workers, states, strict=True)
+        ]
+        _write_json(ctx, {"workers": items, "dead_after": dead_after})
+        return OK
+    rows = [("ID", "HOST", "PID", "SUBSTRATE", "STARTED", "LAST_BEAT", "IN_FLIGHT", "STATE")]
+    rows += [
+        (
+            x.id,
+            x.host,
+            str(x.pid),
+            x.substrate,
+            x.started_at.isoformat(timespec="seconds"),
+            f"{(now - x.last_beat).total_seconds():.1f}s ago",
+            str(x.in_flight),
+            state,
+        )
+        for x, state in zip(workers, states, strict=True)
+    ]
+    _table(ctx, rows)
+    return OK
+
+
 def cmd_timer(ctx: Context) -> int:
     try:
         module = importlib.import_module("schedule_sdk.entrypoints.timer_service")
@@ -210,14 +253,12 @@ def cmd_jobs_list(ctx: Context) -> int:
     if a.json:
         _write_json(ctx, {"items": [job_to_dict(j) for j in page.items], "next_cursor": page.next_cursor})
         return OK
-    rows = [("ID", "TOPIC", "STATUS", "RUN_AT", "OCCURRENCE", "ATTEMPT")]
+    rows: list[tuple[str, ...]] = [("ID", "TOPIC", "STATUS", "RUN_AT", "OCCURRENCE", "ATTEMPT")]
     rows += [
         (j.id, j.topic, j.status.value, j.run_at.isoformat(), str(j.occurrence), str(j.attempt))
         for j in page.items
     ]
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    for row in rows:
-        ctx.out.write("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() + "\n")
+    _table(ctx, rows)
     if page.next_cursor:
         ctx.out.write(f"next page: --cursor {page.next_cursor}\n")
     return OK
@@ -331,6 +372,10 @@ def build_parser() -> argparse.ArgumentParser:
         commands, "reconcile", cmd_reconcile, "heal the execution substrate from the store once"
     )
     reconcile.add_argument("--json", action="store_true", help="print the report as JSON")
+    workers = command(
+        commands, "workers", cmd_workers, "list the registered workers, live and dead, with their last beat"
+    )
+    workers.add_argument("--json", action="store_true", help='print {"workers": [...], "dead_after": N}')
     timer = command(
         commands,
         "timer",
