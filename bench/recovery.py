@@ -54,16 +54,17 @@ def wait_started(worker: subprocess.Popen[str], events: Path, count: int) -> Non
         time.sleep(0.05)
 
 
-def read(events: Path) -> list[tuple[str, float]]:
+def read(events: Path) -> list[tuple[str, float, float]]:
+    """``(job id, due, fired)`` per fire."""
     rows = events.read_text().splitlines() if events.exists() else []
-    return [(a, float(b)) for a, b in (r.split() for r in rows if r.count(" ") == 1)]
+    return [(a, float(b), float(c)) for a, b, c in (r.split() for r in rows if r.count(" ") == 2)]
 
 
-def wait_fired(events: Path, ids: set[str], count: int, timeout: float) -> list[tuple[str, float]]:
+def wait_fired(events: Path, ids: set[str], count: int, timeout: float) -> list[tuple[str, float, float]]:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         rows = read(events)
-        if len({job_id for job_id, _ in rows} & ids) >= count:
+        if len({row[0] for row in rows} & ids) >= count:
             return rows
         time.sleep(0.02)
     return read(events)
@@ -77,6 +78,17 @@ def w5(env: Env, substrate: str, peer: bool, dead_after: float) -> str:
     container = env.container(settings)
     events = env.dir / f"events-{time.time_ns()}.log"
     workers = [start_worker(settings, events) for _ in range(2 if peer else 1)]
+    try:
+        return _run(container, settings, events, workers, peer, dead_after, f"{env.store}-{substrate}")
+    finally:
+        for worker in workers:
+            if worker.poll() is None:
+                worker.terminate()
+                worker.wait(timeout=30)
+        container.shutdown_resources()
+
+
+def _run(container, settings, events, workers, peer, dead_after, combo) -> str:  # type: ignore[no-untyped-def]
     for count, worker in enumerate(workers, 1):
         wait_started(worker, events, count)
     service, store, queue = container.schedule_service(), container.store(), container.queue()
@@ -97,20 +109,22 @@ def w5(env: Env, substrate: str, peer: bool, dead_after: float) -> str:
         workers[0] = start_worker(settings, events)
     t_restart = time.time()
     rows = wait_fired(events, ids, N, 90)
-    for worker in workers:
-        if worker.poll() is None:
-            worker.terminate()
-            worker.wait(timeout=30)
-    container.shutdown_resources()
-    fired = [(job_id, at) for job_id, at in rows if job_id in ids]
-    distinct = {job_id for job_id, _ in fired}
-    last = max(at for _, at in fired)
+    fired = [row for row in rows if row[0] in ids]
+    distinct = {row[0] for row in fired}
+    last = max(at for _, _, at in fired)
+    late = max(at - due for _, due, at in fired)
     what = "kill" if peer else "restart"
     since = last - (t_kill if peer else t_restart)
-    print(Path(f"{events}.stderr").read_text()[-3000:])
+    lost = sorted(ids - distinct)
+    states = {}
+    for job_id in lost:
+        job = container.store().get(job_id)
+        states[job_id] = (job.status.value, job.claimed_by) if job else None
     return (
-        f"W5{'p' if peer else ''} [{env.store}-{substrate}] dead_after={dead_after:g}: last fire "
-        f"{since:.2f} s after the {what}; lost {len(ids - distinct)}, repeated {len(fired) - len(distinct)}"
+        f"W5{'p' if peer else ''} [{combo}] dead_after={dead_after:g}: last fire {since:.2f} s after the "
+        f"{what} (last due {max(due for _, due, _ in fired) - (t_kill if peer else t_restart):.2f} s after it), "
+        f"max lateness {late:.2f} s; lost {len(lost)}, repeated {len(fired) - len(distinct)}"
+        + (f" {states}" if states else "")
     )
 
 

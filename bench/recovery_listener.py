@@ -1,5 +1,5 @@
-"""Listener module for bench/recovery.py worker processes: appends ``job_id fired_at`` (epoch
-seconds) per event to ``$RECOVERY_BENCH_EVENTS`` (one ``write`` per event, O_APPEND)."""
+"""Listener module for bench/recovery.py worker processes: appends ``job_id scheduled_for
+fired_at`` (epoch seconds) per event to ``$RECOVERY_BENCH_EVENTS`` (one ``write`` per event, O_APPEND)."""
 
 from __future__ import annotations
 
@@ -12,4 +12,4 @@ _fd = os.open(os.environ["RECOVERY_BENCH_EVENTS"], os.O_WRONLY | os.O_APPEND | o
 
 @on_event(SCHEDULE_ARRIVED_EVENT)
 def record(event: ScheduleArrivedEvent) -> None:
-    os.write(_fd, f"{event.scheduled_job_id} {event.fired_at.timestamp()}\n".encode())
+    os.write(_fd, f"{event.scheduled_job_id} {event.scheduled_for.timestamp()} {event.fired_at.timestamp()}\n".encode())
