@@ -25,9 +25,9 @@ import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from schedule_sdk.ports import Occurrence
-
 from rq_bench import ROOT, Env, spec  # bench/ is on sys.path when run as a script
+
+from schedule_sdk.ports import Occurrence
 
 N = 2000
 SPREAD = 5.0
@@ -113,6 +113,7 @@ def _run(container, settings, events, workers, peer, dead_after, combo) -> str: 
     distinct = {row[0] for row in fired}
     last = max(at for _, _, at in fired)
     late = max(at - due for _, due, at in fired)
+    last_due = max(due for _, due, _ in fired)
     what = "kill" if peer else "restart"
     since = last - (t_kill if peer else t_restart)
     lost = sorted(ids - distinct)
@@ -122,7 +123,7 @@ def _run(container, settings, events, workers, peer, dead_after, combo) -> str: 
         states[job_id] = (job.status.value, job.claimed_by) if job else None
     return (
         f"W5{'p' if peer else ''} [{combo}] dead_after={dead_after:g}: last fire {since:.2f} s after the "
-        f"{what} (last due {max(due for _, due, _ in fired) - (t_kill if peer else t_restart):.2f} s after it), "
+        f"{what} (last due {last_due - (t_kill if peer else t_restart):.2f} s after it), "
         f"max lateness {late:.2f} s; lost {len(lost)}, repeated {len(fired) - len(distinct)}"
         + (f" {states}" if states else "")
     )

@@ -12,4 +12,5 @@ _fd = os.open(os.environ["RECOVERY_BENCH_EVENTS"], os.O_WRONLY | os.O_APPEND | o
 
 @on_event(SCHEDULE_ARRIVED_EVENT)
 def record(event: ScheduleArrivedEvent) -> None:
-    os.write(_fd, f"{event.scheduled_job_id} {event.scheduled_for.timestamp()} {event.fired_at.timestamp()}\n".encode())
+    line = f"{event.scheduled_job_id} {event.scheduled_for.timestamp()} {event.fired_at.timestamp()}\n"
+    os.write(_fd, line.encode())
