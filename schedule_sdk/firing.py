@@ -9,16 +9,18 @@ this worker for the same occurrence, so a cancel that lands mid-fire wins.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from .adapters.metrics import NoMetrics
 from .domain import timing
 from .domain.errors import ListenerFailed
 from .domain.events import ScheduleArrivedEvent
 from .domain.jobs import CronRepeat, IntervalRepeat, ScheduledJob
 from .domain.status import JobStatus
-from .ports import Clock, EventPublisher, ExecutionQueue, Guard, JobStore, Occurrence
+from .ports import Clock, EventPublisher, ExecutionQueue, Guard, JobStore, Metrics, Occurrence
 
 logger = logging.getLogger(__name__)
 
@@ -102,6 +104,21 @@ def outcome_of(
     )
 
 
+def fire_outcome(job: ScheduledJob, outcome: ScheduledJob, failed: bool) -> str:
+    """What a fire led to: ``completed`` (the job is done), ``next`` (a repeating job moved on
+    after a success), ``retry`` (a failure to be retried) or ``failed`` (a failure out of
+    attempts; a repeating job still moves on)."""
+    if not failed:
+        return "completed" if outcome.status is JobStatus.COMPLETED else "next"
+    same = (outcome.occurrence, outcome.status) == (job.occurrence, JobStatus.PENDING)
+    return "retry" if same and outcome.attempt > job.attempt else "failed"
+
+
+def job_fields(job: ScheduledJob) -> dict[str, object]:
+    """The structured fields of every log line about a job (``extra=``)."""
+    return {"job_id": job.id, "occurrence": job.occurrence, "attempt": job.attempt, "topic": job.topic}
+
+
 def _describe(error: BaseException) -> str:
     return f"{type(error).__name__}: {error}"[:MAX_ERROR_LENGTH]
 
@@ -110,25 +127,52 @@ class Firing:
     """Runs claimed jobs' listeners and records their outcomes."""
 
     def __init__(
-        self, *, store: JobStore, queue: ExecutionQueue, publisher: EventPublisher, clock: Clock
+        self,
+        *,
+        store: JobStore,
+        queue: ExecutionQueue,
+        publisher: EventPublisher,
+        clock: Clock,
+        metrics: Metrics | None = None,
     ) -> None:
         self._store = store
         self._queue = queue
         self._publisher = publisher
         self._clock = clock
+        self._metrics = metrics or NoMetrics()
 
     def run(self, job: ScheduledJob) -> FireResult:
         """Emit the arrived event for a claimed job; never raises for a listener's error."""
         fired_at = self._clock.now()
+        started = time.perf_counter()
         error: BaseException | None = None
         try:
             self._publisher.publish(arrived_event(job, fired_at))
         except ListenerFailed as failed:
             error = failed
         except Exception as unexpected:  # a publisher fault (e.g. a broker) also fails the attempt
-            logger.exception("publishing job %s failed", job.id, extra={"job_id": job.id})
+            logger.exception("publishing job %s failed", job.id, extra=job_fields(job))
             error = unexpected
-        return FireResult(job, outcome_of(job, fired_at, error, self._clock.now()))
+        duration = time.perf_counter() - started
+        outcome = outcome_of(job, fired_at, error, self._clock.now())
+        self._count(job, outcome, error is not None, (fired_at - job.run_at).total_seconds(), duration)
+        if logger.isEnabledFor(logging.DEBUG):
+            logger.debug("fired job %s in %.1f ms", job.id, duration * 1000, extra=job_fields(job))
+        return FireResult(job, outcome)
+
+    def _count(
+        self, job: ScheduledJob, outcome: ScheduledJob, failed: bool, late: float, took: float
+    ) -> None:
+        """Metrics of one fire (issue 12): counters and two histogram samples, no I/O."""
+        kind = fire_outcome(job, outcome, failed)
+        metrics, topic = self._metrics, job.topic
+        metrics.increment("schedule.jobs.fired", topic=topic, outcome=kind)
+        if failed:
+            metrics.increment("schedule.jobs.failed", topic=topic)
+            if kind == "retry":
+                metrics.increment("schedule.jobs.retried", topic=topic)
+        metrics.observe("schedule.fire.lateness", max(0.0, late), topic=topic)
+        metrics.observe("schedule.listener.duration", took, topic=topic, outcome=kind)
 
     def record(self, results: Sequence[FireResult]) -> None:
         """Write outcomes in one transaction, handing next occurrences and retries to the queue

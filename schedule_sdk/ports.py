@@ -11,6 +11,7 @@ from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from .domain.events import ScheduleArrivedEvent
 from .domain.jobs import JobQuery, ScheduledJob
@@ -80,6 +81,40 @@ class WorkerInfo:
 
 
 # -- end worker registry ---------------------------------------------------------------------------
+
+
+# -- metrics (issue 12) -----------------------------------------------------------------------------
+
+
+class Metrics(ABC):
+    """Counters and timings of jobs and of the timer, with dotted names (``schedule.jobs.fired``,
+    ``timer.commands.received``; the full list is in :mod:`schedule_sdk.adapters.metrics`).
+
+    ``labels`` take bounded values only (a topic, an outcome), never a job id. Implementations
+    are called on the fire path: they must not block or do I/O.
+    """
+
+    @abstractmethod
+    def increment(self, name: str, value: int = 1, **labels: str) -> None:
+        """Add ``value`` to counter ``name``."""
+
+    @abstractmethod
+    def observe(self, name: str, seconds: float, **labels: str) -> None:
+        """Record one timing of ``name``, in seconds."""
+
+
+@dataclass(frozen=True, slots=True)
+class TopicBacklog:
+    """Open jobs of one topic at one instant: ``pending`` rows, of which ``due`` are due but not
+    yet fired (``run_at <= now``), the oldest of those due at ``oldest_due`` (None: none due)."""
+
+    topic: str
+    pending: int
+    due: int
+    oldest_due: datetime | None
+
+
+# -- end metrics ------------------------------------------------------------------------------------
 
 
 class JobTransaction(ABC):
@@ -199,6 +234,22 @@ class JobStore(ABC):
     def forget_workers(self, beat_before: datetime) -> int:
         """Delete registry rows whose last beat is before ``beat_before``; return how many."""
         return 0
+
+    def backlog(self, now: datetime) -> list[TopicBacklog]:
+        """Pending jobs per topic (topics with none are left out), in topic order: for the pending
+        and backlog gauges and the health check. Not on the fire path: one query per call."""
+        found: dict[str, list[Any]] = {}
+        after: str | None = None
+        while page := self.scan_open(after, 1000):
+            after = page[-1].id
+            for job in page:
+                if job.status is JobStatus.PENDING:
+                    entry = found.setdefault(job.topic, [0, 0, None])
+                    entry[0] += 1
+                    if job.run_at <= now:
+                        entry[1] += 1
+                        entry[2] = job.run_at if entry[2] is None else min(entry[2], job.run_at)
+        return [TopicBacklog(topic, *found[topic]) for topic in sorted(found)]
 
     # -- end worker registry ---------------------------------------------------------------------
 

@@ -8,6 +8,7 @@ import logging
 from collections.abc import Iterable
 from datetime import datetime
 
+from .adapters.metrics import NoMetrics
 from .domain import timing
 from .domain.errors import InvalidCursor, InvalidPayload, JobNotFound, NotReschedulable, RunAtInPast
 from .domain.ids import new_id
@@ -22,7 +23,7 @@ from .domain.jobs import (
     encode_json,
 )
 from .domain.status import OPEN_STATUSES, JobStatus
-from .ports import Clock, ExecutionQueue, Guard, JobStore, JobTransaction, Occurrence
+from .ports import Clock, ExecutionQueue, Guard, JobStore, JobTransaction, Metrics, Occurrence
 
 logger = logging.getLogger(__name__)
 
@@ -39,12 +40,19 @@ class ScheduleService:
     """
 
     def __init__(
-        self, *, store: JobStore, queue: ExecutionQueue, clock: Clock, max_payload_bytes: int = 65_536
+        self,
+        *,
+        store: JobStore,
+        queue: ExecutionQueue,
+        clock: Clock,
+        max_payload_bytes: int = 65_536,
+        metrics: Metrics | None = None,
     ) -> None:
         self._store = store
         self._queue = queue
         self._clock = clock
         self._max_payload_bytes = max_payload_bytes
+        self._metrics = metrics or NoMetrics()  # issue 12: schedule.jobs.scheduled / .cancelled
 
     def schedule_at(self, spec: OneShotSpec) -> ScheduledJob:
         """Schedule a one-shot job to fire once at ``spec.run_at``.
@@ -85,6 +93,7 @@ class ScheduleService:
             )
             tx.update(cancelled, Guard(OPEN_STATUSES))
         self._queue.withdraw([Occurrence.of(job)])
+        self._metrics.increment("schedule.jobs.cancelled", topic=job.topic)
 
     def reschedule(self, job_id: str, spec: JobSpec) -> ScheduledJob:
         """Replace a pending or active job: in one transaction the old job is cancelled and a new
@@ -182,6 +191,7 @@ class ScheduleService:
                 self._queue.withdraw(occurrence)
             raise
         self._queue.committed(occurrence)
+        self._metrics.increment("schedule.jobs.scheduled", topic=job.topic)
         return replaced
 
     def _cancel_for_replacement(self, tx: JobTransaction, job_id: str, new: ScheduledJob) -> ScheduledJob:

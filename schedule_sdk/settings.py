@@ -94,6 +94,12 @@ class Settings:
     listener_modules: tuple[str, ...] = field(default=(), metadata=_env("SCHEDULE_LISTENER_MODULES"))
     #: RQ queue name (``rq`` substrate).
     rq_queue: str = field(default="schedule_sdk", metadata=_env("SCHEDULE_RQ_QUEUE"))
+    #: Where job metrics go: ``none`` (not collected), ``memory`` (``InMemoryMetrics``, for tests)
+    #: or ``prometheus`` (``PrometheusMetrics``; needs the ``prometheus`` extra). The worker
+    #: command's ``--metrics-port`` selects ``prometheus``.
+    metrics: Literal["none", "memory", "prometheus"] = field(
+        default="none", metadata=_env("SCHEDULE_METRICS")
+    )
     #: Database connections per process (PostgreSQL).
     pool_size: int = field(default=10, metadata=_env("SCHEDULE_POOL_SIZE"))
     #: Test each pooled connection before use (PostgreSQL): survives a database restart without a
@@ -109,6 +115,8 @@ class Settings:
             raise InvalidSetting(f"substrate must be 'sql' or 'rq', not {self.substrate!r}")
         if self.substrate == "rq" and not self.redis_url:
             raise InvalidSetting("the rq substrate needs redis_url (SCHEDULE_REDIS_URL)")
+        if self.metrics not in ("none", "memory", "prometheus"):
+            raise InvalidSetting(f"metrics must be 'none', 'memory' or 'prometheus', not {self.metrics!r}")
         if self.events not in ("local", "redis"):
             raise InvalidSetting(f"events must be 'local' or 'redis', not {self.events!r}")
         for name in (

@@ -31,6 +31,7 @@ from ..reconciler import ReconcileReport
 from ..settings import Settings
 
 OK, ERROR, USAGE, NOT_FOUND, UNAVAILABLE = 0, 1, 2, 3, 4
+UNHEALTHY = 5  # `health`: the services answer but a check failed (no live worker, old backlog)
 
 EPILOG = """\
 configuration:
@@ -44,6 +45,7 @@ exit codes:
   2  usage or configuration error (bad option, bad database/Redis URL, invalid setting)
   3  not found (unknown job id)
   4  a backing service is unavailable (database, Redis, broker)
+  5  health: unhealthy (no live worker, or the oldest due job waited too long)
 """
 
 
@@ -136,6 +138,9 @@ def cmd_worker(ctx: Context) -> int:
     with _signals_set(stop):
         worker = ctx.container.worker()
         worker.start()
+        if ctx.args.metrics_port:
+            ctx.container.metrics().serve(ctx.args.metrics_port)
+            ctx.err.write(f"schedule-sdk: metrics on http://0.0.0.0:{ctx.args.metrics_port}/metrics\n")
         # A process of our own: keep start-up objects out of the cyclic GC's scans, which
         # otherwise show up as multi-millisecond pauses in fire lateness.
         gc.collect()
@@ -220,6 +225,23 @@ def cmd_workers(ctx: Context) -> int:
     ]
     _table(ctx, rows)
     return OK
+
+
+def cmd_health(ctx: Context) -> int:
+    from ..health import container_health
+
+    report = container_health(
+        ctx.container, min_workers=ctx.args.min_workers, max_backlog_age=ctx.args.max_backlog_age
+    )
+    if ctx.args.json:
+        _write_json(ctx, report.as_dict())
+    else:
+        for check in report.checks:
+            ctx.out.write(f"{check.name:8} {'ok' if check.ok else 'FAIL':4}  {check.detail}\n")
+        ctx.out.write("healthy\n" if report.ok else "unhealthy\n")
+    if report.ok:
+        return OK
+    return UNAVAILABLE if report.unavailable else UNHEALTHY
 
 
 def cmd_timer(ctx: Context) -> int:
@@ -347,6 +369,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     common.add_argument("-v", "--verbose", action="count", default=0, help="more logging (-vv: debug)")
     common.add_argument("-q", "--quiet", action="store_true", help="no progress output")
+    common.add_argument(
+        "--log-format", choices=("text", "json"), default="text", help="json: one object per line"
+    )
     fmt = argparse.RawDescriptionHelpFormatter
     parser = argparse.ArgumentParser(
         prog="schedule-sdk",
@@ -367,6 +392,25 @@ def build_parser() -> argparse.ArgumentParser:
     worker = command(commands, "worker", cmd_worker, "fire due jobs in this process until SIGTERM/SIGINT")
     worker.add_argument(
         "--listeners", help="comma-separated modules to import (default: $SCHEDULE_LISTENER_MODULES)"
+    )
+    worker.add_argument(
+        "--metrics-port", type=int, help="serve Prometheus /metrics on this port (needs the prometheus extra)"
+    )
+    health = command(
+        commands,
+        "health",
+        cmd_health,
+        "check the store, Redis, live workers and the due backlog (for probes)",
+    )
+    health.add_argument("--json", action="store_true", help='print {"ok": ..., "checks": [...]}')
+    health.add_argument(
+        "--min-workers", type=int, default=1, help="live workers required (default 1; 0: none)"
+    )
+    health.add_argument(
+        "--max-backlog-age",
+        type=float,
+        default=60.0,
+        help="seconds the oldest due-but-not-fired job may wait (default 60)",
     )
     reconcile = command(
         commands, "reconcile", cmd_reconcile, "heal the execution substrate from the store once"
@@ -416,6 +460,8 @@ def _container(args: argparse.Namespace) -> ScheduleContainer:
     overrides: dict[str, Any] = {"database_url": args.database_url, "redis_url": args.redis_url}
     if getattr(args, "listeners", None):
         overrides["listener_modules"] = args.listeners
+    if getattr(args, "metrics_port", None):
+        overrides["metrics"] = "prometheus"
     container = ScheduleContainer()
     container.config.from_dict({k: v for k, v in overrides.items() if v is not None})
     _check_urls(container.settings())
@@ -444,10 +490,15 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None, err: T
             parser.error(f"unrecognized arguments: {' '.join(extra)}")
     except SystemExit as exit_:  # --help (0) or a usage error (2), already printed by argparse
         return int(exit_.code or 0)
+    handler = logging.StreamHandler(err)
+    if args.log_format == "json":
+        from .logs import JsonFormatter
+
+        handler.setFormatter(JsonFormatter())
+    else:
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     logging.basicConfig(
-        level=(logging.WARNING, logging.INFO, logging.DEBUG)[min(args.verbose, 2)],
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=err,
+        level=(logging.WARNING, logging.INFO, logging.DEBUG)[min(args.verbose, 2)], handlers=[handler]
     )
     container: ScheduleContainer | None = None
     try:

@@ -59,6 +59,7 @@ class Timer:
         self.bus, self.source = bus, source
         self.registry = ListenerRegistry()
         self.container = _container(s, self.engine, self.registry)
+        self.container.metrics.override(providers.Object(self.metrics))  # one port: the core counts fires
         self.timers = SQLAlchemyTimerStore(self.engine)
         self.service = TimerService(
             jobs=self.container.store(),

@@ -42,7 +42,13 @@ def deliver(registry: ListenerRegistry, event: ScheduleArrivedEvent) -> None:
                     "listener %s failed for job %s",
                     getattr(listener, "__qualname__", listener),
                     event.scheduled_job_id,
-                    extra={"job_id": event.scheduled_job_id, "occurrence": event.occurrence, "event": name},
+                    extra={
+                        "job_id": event.scheduled_job_id,
+                        "occurrence": event.occurrence,
+                        "attempt": event.attempt,
+                        "topic": event.topic,
+                        "event": name,
+                    },
                 )
                 errors.append(error)
     if errors:

@@ -25,7 +25,7 @@ from ...domain.jobs import (
     repeat_from_dict,
 )
 from ...domain.status import JobStatus
-from ...ports import Guard, JobStore, JobTransaction, OccurrenceRef, WorkerInfo
+from ...ports import Guard, JobStore, JobTransaction, OccurrenceRef, TopicBacklog, WorkerInfo
 from . import pg_claims, watch
 from .engine import WRITE, translate_errors
 from .tables import UTCDateTime
@@ -442,6 +442,23 @@ class SQLAlchemyJobStore(JobStore):
             return int(conn.execute(sa.delete(w).where(w.c.last_beat < beat_before)).rowcount)
 
     # -- end worker registry -----------------------------------------------------------------------
+
+    def backlog(self, now: datetime) -> list[TopicBacklog]:
+        is_due = t.c.run_at <= sa.bindparam("now", now, type_=UTCDateTime)
+        statement = (
+            sa.select(
+                t.c.topic,
+                sa.func.count(),
+                sa.func.coalesce(sa.func.sum(sa.case((is_due, 1), else_=0)), 0),
+                sa.type_coerce(sa.func.min(sa.case((is_due, t.c.run_at))), UTCDateTime),
+            )
+            .where(_PENDING)
+            .group_by(t.c.topic)
+            .order_by(t.c.topic)
+        )
+        with self._read() as conn:
+            rows = conn.execute(statement).all()
+        return [TopicBacklog(topic, int(n), int(due), oldest) for topic, n, due, oldest in rows]
 
     def next_due_at(self) -> datetime | None:
         with self._claiming() if self._claims is not None else self._read() as conn:
