@@ -191,7 +191,7 @@ def test_a_worker_paused_for_less_than_dead_after_fires_nothing_twice(backend, t
 
 
 @pytest.mark.slow
-def test_a_worker_paused_for_longer_than_dead_after_repeats_its_in_flight_fires_at_most_once(backend, tmp_path):
+def test_a_worker_paused_longer_than_dead_after_repeats_its_in_flight_fires_at_most_once(backend, tmp_path):
     events = tmp_path / "events.log"
     h, victim, survivor, jobs, held = _start_victim_and_survivor(backend, events, dead_after=2.0)
     try:
