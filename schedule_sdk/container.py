@@ -25,6 +25,7 @@ from dependency_injector import containers, providers
 from sqlalchemy.engine import Engine
 
 from .adapters.clock import SystemClock
+from .adapters.metrics import InMemoryMetrics, NoMetrics
 from .adapters.publishers.blinker import BlinkerEventPublisher
 from .adapters.queues.sql import SQLExecutionQueue
 from .adapters.stores import schema
@@ -62,6 +63,15 @@ def _engine(settings: Settings) -> Iterator[Engine]:
     engine.dispose()
 
 
+def _prometheus(store: Any, clock: Any) -> Any:
+    """Prometheus metrics whose pending/backlog gauges are read from the store at each scrape."""
+    from .adapters.metrics import PrometheusMetrics
+
+    metrics = PrometheusMetrics()
+    metrics.watch_backlog(lambda: (now := clock.now(), store.backlog(now)))
+    return metrics
+
+
 class ScheduleContainer(containers.DeclarativeContainer):
     config = providers.Configuration()
     settings = providers.ThreadSafeSingleton(Settings.load, config)
@@ -69,6 +79,14 @@ class ScheduleContainer(containers.DeclarativeContainer):
 
     engine = providers.Resource(_engine, settings=settings)
     store = providers.ThreadSafeSingleton(SQLAlchemyJobStore, engine=engine)
+
+    # Issue 12: one metrics port for jobs and the timer (override it to bring your own).
+    metrics = providers.Selector(
+        settings.provided.metrics,
+        none=providers.ThreadSafeSingleton(NoMetrics),
+        memory=providers.ThreadSafeSingleton(InMemoryMetrics),
+        prometheus=providers.ThreadSafeSingleton(_prometheus, store=store, clock=clock),
+    )
 
     #: This container's listeners (never shared with another container): the ``@on_event``
     #: functions of ``listener_modules``, plus whatever is registered on it.
@@ -99,9 +117,12 @@ class ScheduleContainer(containers.DeclarativeContainer):
         queue=queue,
         clock=clock,
         max_payload_bytes=settings.provided.max_payload_bytes,
+        metrics=metrics,
     )
 
-    firing = providers.ThreadSafeSingleton(Firing, store=store, queue=queue, publisher=publisher, clock=clock)
+    firing = providers.ThreadSafeSingleton(
+        Firing, store=store, queue=queue, publisher=publisher, clock=clock, metrics=metrics
+    )
     dispatcher = providers.ThreadSafeSingleton(
         FireDispatcher,
         firing=firing,
@@ -158,4 +179,6 @@ class ScheduleContainer(containers.DeclarativeContainer):
         stop_timeout=settings.provided.stop_timeout,
         reconcile_interval=settings.provided.reconcile_interval,
         purger=purger,
+        dead_after=settings.provided.dead_after,
+        substrate=settings.provided.execution_substrate,
     )

@@ -11,17 +11,19 @@ occurrences that do not fire are reported as a ``schedule.missed`` event.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from . import misfire
+from .adapters.metrics import NoMetrics
 from .domain.errors import ListenerFailed
 from .domain.events import ScheduleArrivedEvent, ScheduleMissedEvent
 from .domain.jobs import ScheduledJob
 from .domain.status import JobStatus, check_transition
 from .misfire import Missed
-from .ports import Clock, EventPublisher, ExecutionQueue, Guard, JobStore, Occurrence
+from .ports import Clock, EventPublisher, ExecutionQueue, Guard, JobStore, Metrics, Occurrence
 from .write_order import write_order
 
 logger = logging.getLogger(__name__)
@@ -143,6 +145,21 @@ def missed_event(job: ScheduledJob, missed: Missed, detected_at: datetime) -> Sc
     )
 
 
+def fire_outcome(job: ScheduledJob, outcome: ScheduledJob, failed: bool) -> str:
+    """What a fire led to: ``completed`` (the job is done), ``next`` (a repeating job moved on
+    after a success), ``retry`` (a failure to be retried) or ``failed`` (a failure out of
+    attempts; a repeating job still moves on)."""
+    if not failed:
+        return "completed" if outcome.status is JobStatus.COMPLETED else "next"
+    same = (outcome.occurrence, outcome.status) == (job.occurrence, JobStatus.PENDING)
+    return "retry" if same and outcome.attempt > job.attempt else "failed"
+
+
+def job_fields(job: ScheduledJob) -> dict[str, object]:
+    """The structured fields of every log line about a job (``extra=``)."""
+    return {"job_id": job.id, "occurrence": job.occurrence, "attempt": job.attempt, "topic": job.topic}
+
+
 def _describe(error: BaseException) -> str:
     return f"{type(error).__name__}: {error}"[:MAX_ERROR_LENGTH]
 
@@ -151,14 +168,22 @@ class Firing:
     """Runs claimed jobs' listeners and records their outcomes."""
 
     def __init__(
-        self, *, store: JobStore, queue: ExecutionQueue, publisher: EventPublisher, clock: Clock
+        self,
+        *,
+        store: JobStore,
+        queue: ExecutionQueue,
+        publisher: EventPublisher,
+        clock: Clock,
+        metrics: Metrics | None = None,
     ) -> None:
         self._store = store
         self._queue = queue
         self._publisher = publisher
         self._clock = clock
-        #: Called with every missed event before it is published (a metrics hook: ``event.count``
-        #: occurrences of ``event.topic`` did not fire). Must not block.
+        self._metrics = metrics or NoMetrics()
+        #: Called with every missed event before it is published (``event.count`` occurrences
+        #: of ``event.topic`` did not fire; they are also counted as ``schedule.jobs.missed``).
+        #: Must not block.
         self.on_missed: Callable[[ScheduleMissedEvent], None] = lambda event: None
 
     def run(self, job: ScheduledJob) -> FireResult:
@@ -166,6 +191,7 @@ class Firing:
         report the occurrences that will not fire; never raises for a listener's error."""
         fired_at = self._clock.now()
         start = misfire.at_start(job, fired_at)
+        started = time.perf_counter()
         error: BaseException | None = None
         if start.fire:
             try:
@@ -173,9 +199,15 @@ class Firing:
             except ListenerFailed as failed:
                 error = failed
             except Exception as unexpected:  # a publisher fault (e.g. a broker) also fails the attempt
-                logger.exception("publishing job %s failed", job.id, extra={"job_id": job.id})
+                logger.exception("publishing job %s failed", job.id, extra=job_fields(job))
                 error = unexpected
+        duration = time.perf_counter() - started
         outcome, missed = settle(start.job, fired_at if start.fire else None, error, self._clock.now())
+        if start.fire:
+            late = (fired_at - job.run_at).total_seconds()
+            self._count(start.job, outcome, error is not None, late, duration)
+            if logger.isEnabledFor(logging.DEBUG):
+                logger.debug("fired job %s in %.1f ms", job.id, duration * 1000, extra=job_fields(job))
         missed = start.missed + missed
         if missed.count:
             self._report_missed(start.job, missed)
@@ -198,11 +230,26 @@ class Firing:
                 "missed": missed.count,
             },
         )
+        self._metrics.increment("schedule.jobs.missed", missed.count, topic=job.topic)
         try:
             self.on_missed(event)
             self._publisher.publish_missed(event)
         except Exception:
-            logger.exception("reporting missed fires of %s failed", job.id, extra={"job_id": job.id})
+            logger.exception("reporting missed fires of %s failed", job.id, extra=job_fields(job))
+
+    def _count(
+        self, job: ScheduledJob, outcome: ScheduledJob, failed: bool, late: float, took: float
+    ) -> None:
+        """Metrics of one fire: counters and two histogram samples, no I/O."""
+        kind = fire_outcome(job, outcome, failed)
+        metrics, topic = self._metrics, job.topic
+        metrics.increment("schedule.jobs.fired", topic=topic, outcome=kind)
+        if failed:
+            metrics.increment("schedule.jobs.failed", topic=topic)
+            if kind == "retry":
+                metrics.increment("schedule.jobs.retried", topic=topic)
+        metrics.observe("schedule.fire.lateness", max(0.0, late), topic=topic)
+        metrics.observe("schedule.listener.duration", took, topic=topic, outcome=kind)
 
     def record(self, results: Sequence[FireResult]) -> None:
         """Write outcomes in one transaction, handing next occurrences and retries to the queue

@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Protocol
+from typing import Any, Protocol
 
 from .domain.events import ScheduleArrivedEvent, ScheduleMissedEvent
 from .domain.jobs import JobQuery, ScheduledJob
@@ -64,6 +64,63 @@ class Guard:
     statuses: frozenset[JobStatus]
     claimed_by: str | None = None
     occurrence: int | None = None
+
+
+# -- worker registry (issue 12) -------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerInfo:
+    """One worker's row in the registry: who it is, where it runs, when it last beat, and how
+    many fires it held (claimed, not yet recorded) at that beat. ``node`` names the kernel and
+    PID namespace ``pid`` belongs to (None when unknown), so a worker on the same node can tell
+    that a registered process no longer exists."""
+
+    id: str
+    host: str
+    pid: int
+    substrate: str
+    started_at: datetime
+    last_beat: datetime
+    in_flight: int = 0
+    node: str | None = None
+
+
+# -- end worker registry ---------------------------------------------------------------------------
+
+
+# -- metrics (issue 12) -----------------------------------------------------------------------------
+
+
+class Metrics(ABC):
+    """Counters and timings of jobs and of the timer, with dotted names (``schedule.jobs.fired``,
+    ``timer.commands.received``; the full list is in :mod:`schedule_sdk.adapters.metrics`).
+
+    ``labels`` take bounded values only (a topic, an outcome), never a job id. Implementations
+    are called on the fire path: they must not block or do I/O.
+    """
+
+    @abstractmethod
+    def increment(self, name: str, value: int = 1, **labels: str) -> None:
+        """Add ``value`` to counter ``name``."""
+
+    @abstractmethod
+    def observe(self, name: str, seconds: float, **labels: str) -> None:
+        """Record one timing of ``name``, in seconds."""
+
+
+@dataclass(frozen=True, slots=True)
+class TopicBacklog:
+    """Open jobs of one topic at one instant: ``pending`` rows, of which ``due`` are due but not
+    yet fired (``run_at <= now``), the oldest of those due at ``oldest_due`` (None: none due)."""
+
+    topic: str
+    pending: int
+    due: int
+    oldest_due: datetime | None
+
+
+# -- end metrics ------------------------------------------------------------------------------------
 
 
 class JobTransaction(ABC):
@@ -156,6 +213,51 @@ class JobStore(ABC):
     def release_expired(self, now: datetime, limit: int) -> list[ScheduledJob]:
         """Return up to ``limit`` active jobs whose lease ended before ``now`` to ``pending``
         (same occurrence and attempt, so they fire again); return them as released."""
+
+    # -- worker registry (issue 12): optional; a store without one leaves recovery to leases --
+
+    def beat(self, worker: WorkerInfo) -> None:
+        """Insert or update ``worker``'s registry row (every field; keyed by ``worker.id``)."""
+        return None
+
+    def workers(self) -> list[WorkerInfo]:
+        """Every registered worker, in id order."""
+        return []
+
+    def remove_worker(self, worker_id: str) -> None:
+        """Delete this worker's registry row (a clean stop); no error when absent."""
+        return None
+
+    def release_dead(
+        self, beat_before: datetime, also: Sequence[str], now: datetime, limit: int
+    ) -> list[ScheduledJob]:
+        """Return to ``pending`` (same occurrence and attempt) up to ``limit`` active jobs claimed
+        by a *registered* worker whose last beat is before ``beat_before`` or whose id is in
+        ``also``, deciding in one statement (a worker that beats meanwhile keeps its claims);
+        return them as released. Claims of workers absent from the registry are left to leases."""
+        return []
+
+    def forget_workers(self, beat_before: datetime) -> int:
+        """Delete registry rows whose last beat is before ``beat_before``; return how many."""
+        return 0
+
+    def backlog(self, now: datetime) -> list[TopicBacklog]:
+        """Pending jobs per topic (topics with none are left out), in topic order: for the pending
+        and backlog gauges and the health check. Not on the fire path: one query per call."""
+        found: dict[str, list[Any]] = {}
+        after: str | None = None
+        while page := self.scan_open(after, 1000):
+            after = page[-1].id
+            for job in page:
+                if job.status is JobStatus.PENDING:
+                    entry = found.setdefault(job.topic, [0, 0, None])
+                    entry[0] += 1
+                    if job.run_at <= now:
+                        entry[1] += 1
+                        entry[2] = job.run_at if entry[2] is None else min(entry[2], job.run_at)
+        return [TopicBacklog(topic, *found[topic]) for topic in sorted(found)]
+
+    # -- end worker registry ---------------------------------------------------------------------
 
     @abstractmethod
     def next_due_at(self) -> datetime | None:

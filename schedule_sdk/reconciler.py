@@ -14,9 +14,11 @@ than the lease (a process died between two steps of a hand-off) against their ro
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 
+from .domain.jobs import ScheduledJob
 from .domain.status import JobStatus
 from .ports import Clock, ExecutionQueue, JobStore, Occurrence, OccurrenceRef
 from .write_order import hand_over_committed
@@ -58,14 +60,29 @@ class Reconciler:
 
     def release_expired(self) -> int:
         """Return expired claims to pending and hand them to the queue again; return how many."""
+        total = self._hand_back(lambda: self._store.release_expired(self._clock.now(), self._batch))
+        if total:
+            logger.warning("released %d expired claims (a worker stopped mid-fire)", total)
+        return total
+
+    def release_dead(self, beat_before: datetime, also: Sequence[str] = ()) -> int:
+        """Return the claims of registered workers that last beat before ``beat_before`` (or are in
+        ``also``) to pending and hand them to the queue again (on ``rq`` their entries were
+        consumed); return how many."""
+        total = self._hand_back(
+            lambda: self._store.release_dead(beat_before, also, self._clock.now(), self._batch)
+        )
+        if total:
+            logger.warning("released %d claims of dead workers", total)
+        return total
+
+    def _hand_back(self, release: Callable[[], list[ScheduledJob]]) -> int:
         total = 0
-        while released := self._store.release_expired(self._clock.now(), self._batch):
+        while released := release():
             hand_over_committed(self._queue, [Occurrence.of(j) for j in released])
             total += len(released)
             if len(released) < self._batch:
                 break
-        if total:
-            logger.warning("released %d expired claims (a worker stopped mid-fire)", total)
         return total
 
     def rescue(self) -> int:

@@ -8,6 +8,7 @@ import logging
 from collections.abc import Callable, Iterable
 from datetime import datetime
 
+from .adapters.metrics import NoMetrics
 from .domain import timing
 from .domain.errors import (
     InvalidCursor,
@@ -31,7 +32,7 @@ from .domain.jobs import (
     encode_json,
 )
 from .domain.status import FINISHED_STATUSES, OPEN_STATUSES, JobStatus, check_transition
-from .ports import Clock, ExecutionQueue, Guard, JobStore, JobTransaction, Occurrence
+from .ports import Clock, ExecutionQueue, Guard, JobStore, JobTransaction, Metrics, Occurrence
 from .write_order import write_order
 
 logger = logging.getLogger(__name__)
@@ -49,12 +50,19 @@ class ScheduleService:
     """
 
     def __init__(
-        self, *, store: JobStore, queue: ExecutionQueue, clock: Clock, max_payload_bytes: int = 65_536
+        self,
+        *,
+        store: JobStore,
+        queue: ExecutionQueue,
+        clock: Clock,
+        max_payload_bytes: int = 65_536,
+        metrics: Metrics | None = None,
     ) -> None:
         self._store = store
         self._queue = queue
         self._clock = clock
         self._max_payload_bytes = max_payload_bytes
+        self._metrics = metrics or NoMetrics()  # issue 12: schedule.jobs.scheduled / .cancelled
 
     def schedule_at(self, spec: OneShotSpec) -> ScheduledJob:
         """Schedule a one-shot job to fire once at ``spec.run_at``.
@@ -96,6 +104,7 @@ class ScheduleService:
             )
             tx.update(cancelled, Guard(OPEN_STATUSES))
         self._queue.withdraw([Occurrence.of(job)])
+        self._metrics.increment("schedule.jobs.cancelled", topic=job.topic)
 
     def reschedule(self, job_id: str, spec: JobSpec) -> ScheduledJob:
         """Replace a pending or active job: in one transaction the old job is cancelled and a new
@@ -231,6 +240,7 @@ class ScheduleService:
                 job = job.evolve(rescheduled_from=replace)
             tx.insert(job)
             hand_off.enqueue([Occurrence.of(job)])
+        self._metrics.increment("schedule.jobs.scheduled", topic=job.topic)
         return replaced
 
     def _steer(

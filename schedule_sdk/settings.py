@@ -69,6 +69,11 @@ class Settings:
     #: How long a worker's claim on a firing job lasts without renewal (seconds); after a crash
     #: the job fires again once this has passed.
     lease_seconds: float = field(default=30.0, metadata=_env("SCHEDULE_LEASE_SECONDS"))
+    #: A worker whose heartbeat stops for this long (seconds) is declared dead by any live worker,
+    #: which releases its claims at once (the lease stays as the fallback). Workers beat every
+    #: ``min(lease_seconds / 3, dead_after / 4, 1)`` seconds. Keep it above the clock skew between
+    #: hosts and the longest pause a live worker may take (GC, a stalled VM).
+    dead_after: float = field(default=10.0, metadata=_env("SCHEDULE_DEAD_AFTER"))
     #: Most due jobs claimed per query.
     claim_batch_size: int = field(default=500, metadata=_env("SCHEDULE_CLAIM_BATCH_SIZE"))
     #: Most fires a worker holds claimed at once (claimed and not yet recorded).
@@ -92,6 +97,12 @@ class Settings:
     listener_modules: tuple[str, ...] = field(default=(), metadata=_env("SCHEDULE_LISTENER_MODULES"))
     #: RQ queue name (``rq`` substrate).
     rq_queue: str = field(default="schedule_sdk", metadata=_env("SCHEDULE_RQ_QUEUE"))
+    #: Where job metrics go: ``none`` (not collected), ``memory`` (``InMemoryMetrics``, for tests)
+    #: or ``prometheus`` (``PrometheusMetrics``; needs the ``prometheus`` extra). The worker
+    #: command's ``--metrics-port`` selects ``prometheus``.
+    metrics: Literal["none", "memory", "prometheus"] = field(
+        default="none", metadata=_env("SCHEDULE_METRICS")
+    )
     #: Database connections per process (PostgreSQL).
     pool_size: int = field(default=10, metadata=_env("SCHEDULE_POOL_SIZE"))
     #: Test each pooled connection before use (PostgreSQL): survives a database restart without a
@@ -114,6 +125,8 @@ class Settings:
             raise InvalidSetting(f"substrate must be 'sql' or 'rq', not {self.substrate!r}")
         if self.substrate == "rq" and not self.redis_url:
             raise InvalidSetting("the rq substrate needs redis_url (SCHEDULE_REDIS_URL)")
+        if self.metrics not in ("none", "memory", "prometheus"):
+            raise InvalidSetting(f"metrics must be 'none', 'memory' or 'prometheus', not {self.metrics!r}")
         if self.events not in ("local", "redis"):
             raise InvalidSetting(f"events must be 'local' or 'redis', not {self.events!r}")
         for name in (
@@ -125,7 +138,7 @@ class Settings:
         ):
             if getattr(self, name) < 1:
                 raise InvalidSetting(f"{name} must be at least 1")
-        for name in ("lease_seconds", "poll_interval"):
+        for name in ("lease_seconds", "poll_interval", "dead_after"):
             if getattr(self, name) <= 0:
                 raise InvalidSetting(f"{name} must be positive")
 

@@ -1,87 +1,151 @@
-"""Metrics adapters: in-memory counters (the default, and what tests read) and a Prometheus
-exposition adapter (``pip install 'schedule-sdk[prometheus]'``).
+"""Metrics adapters for the :class:`~schedule_sdk.ports.Metrics` port, shared by jobs and the timer:
+no-op (the container's default), in-memory counters (what tests read) and Prometheus
+(``pip install 'schedule-sdk[prometheus]'``).
 
-Names are dotted (``timer.commands.received``); Prometheus gets them with dots as underscores,
-counters with ``_total`` (``timer_commands_received_total``) and timings as histograms in seconds
-(``timer_polling_duration_seconds``).
+Names are dotted (``schedule.jobs.fired``); Prometheus gets them with dots as underscores,
+counters with ``_total`` (``schedule_jobs_fired_total``) and timings as histograms in seconds
+(``schedule_fire_lateness_seconds``). Labels are bounded: ``topic`` and ``outcome`` only.
 """
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable, Iterator
+from datetime import datetime
 from typing import Any
 
-from ..timer.ports import Metrics
+from ..ports import Metrics, TopicBacklog
 
-#: Every counter and timing the timer reports.
-COUNTERS = (
-    "timer.commands.received",  # ScheduleTimer commands taken in (valid or not)
-    "timer.commands.rejected",  # refused: malformed, or refused by the store
-    "timer.schedules.processed",  # timers Reached (DueTimeReached published, row marked)
-    "schedule.jobs.fired",  # the core's fires of timer jobs (retries included)
-    "schedule.jobs.retried",  # fires that were a retry of a failed attempt
-)
-TIMINGS = (
-    "timer.polling.duration",  # one due timer: read, publish, mark Reached (seconds)
-    "timer.lateness",  # reachedAt - dueAt (seconds)
-)
+#: Every counter, with its label names.
+COUNTERS: dict[str, tuple[str, ...]] = {
+    "schedule.jobs.scheduled": ("topic",),  # jobs created (schedule_at, schedule_repeat, reschedule)
+    "schedule.jobs.fired": ("topic", "outcome"),  # fires (listeners ran); outcome below
+    "schedule.jobs.failed": ("topic",),  # fires whose listeners raised (retried or not)
+    "schedule.jobs.retried": ("topic",),  # failed fires that will be retried
+    "schedule.jobs.missed": ("topic",),  # occurrences skipped or coalesced by a misfire policy
+    "schedule.jobs.cancelled": ("topic",),  # cancel() calls that cancelled an open job
+    "timer.commands.received": (),  # ScheduleTimer commands taken in (valid or not)
+    "timer.commands.rejected": (),  # refused: malformed, or refused by the store
+    "timer.schedules.processed": (),  # timers Reached (DueTimeReached published, row marked)
+}
+#: ``outcome`` of ``schedule.jobs.fired``: the state the fire leaves the job in.
+OUTCOMES = ("completed", "next", "retry", "failed")
+#: Every timing (seconds), with its label names.
+TIMINGS: dict[str, tuple[str, ...]] = {
+    "schedule.fire.lateness": ("topic",),  # listener start - due instant
+    "schedule.listener.duration": ("topic", "outcome"),  # all listeners of one fire
+    "timer.polling.duration": (),  # one due timer: read, publish, mark Reached
+    "timer.lateness": (),  # reachedAt - dueAt
+}
+#: Gauges, computed when read (a scrape), never on the fire path.
+GAUGES: dict[str, tuple[str, ...]] = {
+    "schedule.jobs.pending": ("topic",),  # pending jobs
+    "schedule.jobs.backlog": ("topic",),  # pending jobs already due, not yet fired
+    "schedule.jobs.backlog.oldest": ("topic",),  # seconds since the oldest due-but-not-fired job was due
+}
+_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300)
+
+BacklogSource = Callable[[], tuple[datetime, list[TopicBacklog]]]
+
+
+def backlog_gauges(now: datetime, backlog: list[TopicBacklog]) -> Iterator[tuple[str, dict[str, str], float]]:
+    """The gauge readings ``(name, labels, value)`` of one backlog reading."""
+    for entry in backlog:
+        labels = {"topic": entry.topic}
+        yield "schedule.jobs.pending", labels, float(entry.pending)
+        yield "schedule.jobs.backlog", labels, float(entry.due)
+        oldest = 0.0 if entry.oldest_due is None else max(0.0, (now - entry.oldest_due).total_seconds())
+        yield "schedule.jobs.backlog.oldest", labels, oldest
+
+
+class NoMetrics(Metrics):
+    """Records nothing (the default: no cost on the fire path)."""
+
+    def increment(self, name: str, value: int = 1, **labels: str) -> None:
+        return None
+
+    def observe(self, name: str, seconds: float, **labels: str) -> None:
+        return None
 
 
 class InMemoryMetrics(Metrics):
-    """Counters and the count/sum/max of each timing, thread-safe."""
+    """Counters and timings in dicts, thread-safe. ``count(name)`` sums over labels;
+    ``count(name, topic=...)`` sums the series with those labels."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self.counters: dict[str, int] = dict.fromkeys(COUNTERS, 0)
-        self.timings: dict[str, list[float]] = {name: [] for name in TIMINGS}
+        self.counters: dict[tuple[str, tuple[tuple[str, str], ...]], int] = {}
+        self.timings: dict[str, list[tuple[float, dict[str, str]]]] = {name: [] for name in TIMINGS}
 
-    def increment(self, name: str, value: int = 1) -> None:
+    def increment(self, name: str, value: int = 1, **labels: str) -> None:
+        key = (name, tuple(sorted(labels.items())))
         with self._lock:
-            self.counters[name] = self.counters.get(name, 0) + value
+            self.counters[key] = self.counters.get(key, 0) + value
 
-    def observe(self, name: str, seconds: float) -> None:
+    def observe(self, name: str, seconds: float, **labels: str) -> None:
         with self._lock:
-            self.timings.setdefault(name, []).append(seconds)
+            self.timings.setdefault(name, []).append((seconds, labels))
 
-    def count(self, name: str) -> int:
+    def count(self, name: str, **labels: str) -> int:
+        wanted = set(labels.items())
         with self._lock:
-            return self.counters.get(name, 0)
+            return sum(v for (n, series), v in self.counters.items() if n == name and wanted <= set(series))
+
+    def observed(self, name: str, **labels: str) -> list[float]:
+        wanted = set(labels.items())
+        with self._lock:
+            return [s for s, got in self.timings.get(name, []) if wanted <= set(got.items())]
 
 
 class PrometheusMetrics(Metrics):
-    """Prometheus counters and histograms on their own registry (or the one given)."""
+    """Prometheus counters, histograms and (with :meth:`watch_backlog`) gauges, on their own
+    registry (or the one given). Serve it with :meth:`serve`, or mount :meth:`wsgi_app` /
+    :meth:`asgi_app` in an app, or expose :attr:`registry` yourself."""
 
     def __init__(self, registry: Any = None) -> None:
         import prometheus_client as prom
 
         self._prom = prom
         self.registry = registry if registry is not None else prom.CollectorRegistry()
-        self._counters = {name: self._counter(name) for name in COUNTERS}
+        self._lock = threading.Lock()
+        self._counters = {name: self._counter(name, labels) for name, labels in COUNTERS.items()}
         self._histograms = {
             name: prom.Histogram(
                 _prom_name(name) + "_seconds",
                 f"{name} in seconds",
+                labels,
                 registry=self.registry,
-                buckets=(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
+                buckets=_BUCKETS,
             )
-            for name in TIMINGS
+            for name, labels in TIMINGS.items()
         }
-        self._lock = threading.Lock()
 
-    def _counter(self, name: str) -> Any:
-        return self._prom.Counter(_prom_name(name), name, registry=self.registry)
+    def _counter(self, name: str, labels: tuple[str, ...] = ()) -> Any:
+        return self._prom.Counter(_prom_name(name), name, labels, registry=self.registry)
 
-    def increment(self, name: str, value: int = 1) -> None:
+    @staticmethod
+    def _series(metric: Any, labels: dict[str, str]) -> Any:
+        names = metric._labelnames
+        if not names:
+            return metric
+        return metric.labels(*(labels.get(n, "") for n in names))
+
+    def increment(self, name: str, value: int = 1, **labels: str) -> None:
         counter = self._counters.get(name)
         if counter is None:
             with self._lock:
                 counter = self._counters.setdefault(name, self._counter(name))
-        counter.inc(value)
+        self._series(counter, labels).inc(value)
 
-    def observe(self, name: str, seconds: float) -> None:
+    def observe(self, name: str, seconds: float, **labels: str) -> None:
         histogram = self._histograms.get(name)
         if histogram is not None:
-            histogram.observe(seconds)
+            self._series(histogram, labels).observe(seconds)
+
+    def watch_backlog(self, source: BacklogSource) -> None:
+        """Register the pending/backlog gauges, read from ``source()`` at each scrape (one store
+        query per scrape); a failing read yields no gauge samples rather than a failed scrape."""
+        self.registry.register(_BacklogCollector(self._prom, source))
 
     def exposition(self) -> bytes:
         """The text exposition format (what ``/metrics`` serves)."""
@@ -91,6 +155,40 @@ class PrometheusMetrics(Metrics):
     def serve(self, port: int, addr: str = "0.0.0.0") -> Any:
         """Serve ``/metrics`` on ``port`` from a daemon thread; returns the server."""
         return self._prom.start_http_server(port, addr=addr, registry=self.registry)
+
+    def wsgi_app(self) -> Any:
+        """A WSGI app serving the exposition (mount it at ``/metrics`` in Flask or Django)."""
+        return self._prom.make_wsgi_app(self.registry)
+
+    def asgi_app(self) -> Any:
+        """An ASGI app serving the exposition (``app.mount("/metrics", ...)`` in FastAPI)."""
+        return self._prom.make_asgi_app(self.registry)
+
+
+class _BacklogCollector:
+    def __init__(self, prom: Any, source: BacklogSource) -> None:
+        self._prom = prom
+        self._source = source
+
+    def describe(self) -> list[Any]:
+        return []  # read at scrape time only (registering must not query the store)
+
+    def collect(self) -> Iterator[Any]:
+        from prometheus_client.core import GaugeMetricFamily
+
+        try:
+            now, backlog = self._source()
+        except Exception:  # the store is down: no samples (health reports it)
+            return
+        families = {
+            name: GaugeMetricFamily(
+                _prom_name(name) + ("_seconds" if name.endswith("oldest") else ""), name, labels=list(labels)
+            )
+            for name, labels in GAUGES.items()
+        }
+        for name, labels, value in backlog_gauges(now, backlog):
+            families[name].add_metric([labels["topic"]], value)
+        yield from families.values()
 
 
 def _prom_name(name: str) -> str:

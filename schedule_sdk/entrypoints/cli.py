@@ -18,7 +18,8 @@ import sys
 import threading
 import traceback
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
+from datetime import datetime
 from typing import Any, TextIO
 
 import sqlalchemy as sa
@@ -38,6 +39,7 @@ from ..retention import parse_duration
 from ..settings import Settings
 
 OK, ERROR, USAGE, NOT_FOUND, UNAVAILABLE = 0, 1, 2, 3, 4
+UNHEALTHY = 5  # `health`: the services answer but a check failed (no live worker, old backlog)
 
 EPILOG = """\
 configuration:
@@ -51,6 +53,7 @@ exit codes:
   2  usage or configuration error (bad option, bad database/Redis URL, invalid setting)
   3  not found (unknown job id)
   4  a backing service is unavailable (database, Redis, broker)
+  5  health: unhealthy (no live worker, or the oldest due job waited too long)
 """
 
 
@@ -144,6 +147,9 @@ def cmd_worker(ctx: Context) -> int:
     with _signals_set(stop):
         worker = ctx.container.worker()
         worker.start()
+        if ctx.args.metrics_port:
+            ctx.container.metrics().serve(ctx.args.metrics_port)
+            ctx.err.write(f"schedule-sdk: metrics on http://0.0.0.0:{ctx.args.metrics_port}/metrics\n")
         # A process of our own: keep start-up objects out of the cyclic GC's scans, which
         # otherwise show up as multi-millisecond pauses in fire lateness.
         gc.collect()
@@ -188,6 +194,65 @@ def cmd_reconcile(ctx: Context) -> int:
     return OK
 
 
+def _table(ctx: Context, rows: Sequence[tuple[str, ...]]) -> None:
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    for row in rows:
+        ctx.out.write("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() + "\n")
+
+
+def cmd_workers(ctx: Context) -> int:
+    from ..runtimes.liveness import is_dead
+
+    now = ctx.container.clock().now()
+    workers = ctx.container.store().workers()
+    dead_after = ctx.settings.dead_after
+    states = ["dead" if is_dead(x, now, dead_after) else "live" for x in workers]
+    if ctx.args.json:
+        items = [
+            {
+                **{k: v.isoformat() if isinstance(v, datetime) else v for k, v in asdict(x).items()},
+                "state": state,
+                "beat_age_seconds": round((now - x.last_beat).total_seconds(), 3),
+            }
+            for x, state in zip(workers, states, strict=True)
+        ]
+        _write_json(ctx, {"workers": items, "dead_after": dead_after})
+        return OK
+    rows = [("ID", "HOST", "PID", "SUBSTRATE", "STARTED", "LAST_BEAT", "IN_FLIGHT", "STATE")]
+    rows += [
+        (
+            x.id,
+            x.host,
+            str(x.pid),
+            x.substrate,
+            x.started_at.isoformat(timespec="seconds"),
+            f"{(now - x.last_beat).total_seconds():.1f}s ago",
+            str(x.in_flight),
+            state,
+        )
+        for x, state in zip(workers, states, strict=True)
+    ]
+    _table(ctx, rows)
+    return OK
+
+
+def cmd_health(ctx: Context) -> int:
+    from ..health import container_health
+
+    report = container_health(
+        ctx.container, min_workers=ctx.args.min_workers, max_backlog_age=ctx.args.max_backlog_age
+    )
+    if ctx.args.json:
+        _write_json(ctx, report.as_dict())
+    else:
+        for check in report.checks:
+            ctx.out.write(f"{check.name:8} {'ok' if check.ok else 'FAIL':4}  {check.detail}\n")
+        ctx.out.write("healthy\n" if report.ok else "unhealthy\n")
+    if report.ok:
+        return OK
+    return UNAVAILABLE if report.unavailable else UNHEALTHY
+
+
 def cmd_timer(ctx: Context) -> int:
     try:
         module = importlib.import_module("schedule_sdk.entrypoints.timer_service")
@@ -219,14 +284,12 @@ def cmd_jobs_list(ctx: Context) -> int:
     if a.json:
         _write_json(ctx, {"items": [job_to_dict(j) for j in page.items], "next_cursor": page.next_cursor})
         return OK
-    rows = [("ID", "TOPIC", "STATUS", "RUN_AT", "OCCURRENCE", "ATTEMPT")]
+    rows: list[tuple[str, ...]] = [("ID", "TOPIC", "STATUS", "RUN_AT", "OCCURRENCE", "ATTEMPT")]
     rows += [
         (j.id, j.topic, j.status.value, j.run_at.isoformat(), str(j.occurrence), str(j.attempt))
         for j in page.items
     ]
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    for row in rows:
-        ctx.out.write("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() + "\n")
+    _table(ctx, rows)
     if page.next_cursor:
         ctx.out.write(f"next page: --cursor {page.next_cursor}\n")
     return OK
@@ -346,6 +409,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     common.add_argument("-v", "--verbose", action="count", default=0, help="more logging (-vv: debug)")
     common.add_argument("-q", "--quiet", action="store_true", help="no progress output")
+    common.add_argument(
+        "--log-format", choices=("text", "json"), default="text", help="json: one object per line"
+    )
     fmt = argparse.RawDescriptionHelpFormatter
     parser = argparse.ArgumentParser(
         prog="schedule-sdk",
@@ -367,10 +433,33 @@ def build_parser() -> argparse.ArgumentParser:
     worker.add_argument(
         "--listeners", help="comma-separated modules to import (default: $SCHEDULE_LISTENER_MODULES)"
     )
+    worker.add_argument(
+        "--metrics-port", type=int, help="serve Prometheus /metrics on this port (needs the prometheus extra)"
+    )
+    health = command(
+        commands,
+        "health",
+        cmd_health,
+        "check the store, Redis, live workers and the due backlog (for probes)",
+    )
+    health.add_argument("--json", action="store_true", help='print {"ok": ..., "checks": [...]}')
+    health.add_argument(
+        "--min-workers", type=int, default=1, help="live workers required (default 1; 0: none)"
+    )
+    health.add_argument(
+        "--max-backlog-age",
+        type=float,
+        default=60.0,
+        help="seconds the oldest due-but-not-fired job may wait (default 60)",
+    )
     reconcile = command(
         commands, "reconcile", cmd_reconcile, "heal the execution substrate from the store once"
     )
     reconcile.add_argument("--json", action="store_true", help="print the report as JSON")
+    workers = command(
+        commands, "workers", cmd_workers, "list the registered workers, live and dead, with their last beat"
+    )
+    workers.add_argument("--json", action="store_true", help='print {"workers": [...], "dead_after": N}')
     timer = command(
         commands,
         "timer",
@@ -429,6 +518,8 @@ def _container(args: argparse.Namespace) -> ScheduleContainer:
     overrides: dict[str, Any] = {"database_url": args.database_url, "redis_url": args.redis_url}
     if getattr(args, "listeners", None):
         overrides["listener_modules"] = args.listeners
+    if getattr(args, "metrics_port", None):
+        overrides["metrics"] = "prometheus"
     container = ScheduleContainer()
     container.config.from_dict({k: v for k, v in overrides.items() if v is not None})
     _check_urls(container.settings())
@@ -462,10 +553,15 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None, err: T
             parser.error(f"unrecognized arguments: {' '.join(extra)}")
     except SystemExit as exit_:  # --help (0) or a usage error (2), already printed by argparse
         return int(exit_.code or 0)
+    handler = logging.StreamHandler(err)
+    if args.log_format == "json":
+        from .logs import JsonFormatter
+
+        handler.setFormatter(JsonFormatter())
+    else:
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     logging.basicConfig(
-        level=(logging.WARNING, logging.INFO, logging.DEBUG)[min(args.verbose, 2)],
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=err,
+        level=(logging.WARNING, logging.INFO, logging.DEBUG)[min(args.verbose, 2)], handlers=[handler]
     )
     container: ScheduleContainer | None = None
     try:

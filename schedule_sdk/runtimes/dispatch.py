@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from ..backoff import Reconnect
 from ..domain.errors import ScheduleError
 from ..domain.jobs import ScheduledJob
-from ..firing import FireResult, Firing
+from ..firing import FireResult, Firing, job_fields
 from ..ports import JobStore
 
 logger = logging.getLogger(__name__)
@@ -93,7 +93,7 @@ class FireDispatcher:
             try:
                 result = self._firing.run(job)
             except Exception:  # never lose the thread; the claim expires and the job fires again
-                logger.exception("firing job %s crashed", job.id, extra={"job_id": job.id})
+                logger.exception("firing job %s crashed", job.id, extra=job_fields(job))
                 self._forget([job.id])
                 continue
             finally:

@@ -1,12 +1,15 @@
 """``ScheduleWorker``: the in-process worker's lifecycle.
 
-``start()`` runs the boot reconciler, then starts the listener pool, the substrate's runner (the
-due-time poller, or the RQ worker) and a heartbeat that renews this worker's leases, releases
-the expired leases of workers that died, hands over again the entries a dead process left
-stranded for longer than the lease (``Reconciler.rescue``) and, with ``retention`` set, purges old
-finished jobs. ``stop()`` stops cleanly: in-flight fires get ``stop_timeout`` seconds to finish,
-the rest are released for another worker. It installs no signal handlers, so it is safe inside a
-threaded web app. Also a context manager::
+``start()`` registers the worker (its row in the worker registry), releases the claims of workers
+found dead, runs the boot reconciler, then starts the listener pool, the substrate's runner (the
+due-time poller, or the RQ worker) and a heartbeat that beats the worker's row, renews its leases,
+releases the claims of workers whose beat stopped for ``dead_after`` seconds (see
+:mod:`~schedule_sdk.runtimes.liveness`) and, as the fallback, expired leases, hands over again the
+entries a dead process left stranded for longer than the lease (``Reconciler.rescue``) and, with
+``retention`` set, purges old finished jobs. ``stop()`` stops cleanly: in-flight fires get
+``stop_timeout`` seconds to finish, the rest are released for another worker, and the worker's row
+is deleted. It installs no signal handlers, so it is safe inside a threaded web app. Also a
+context manager::
 
     with container.worker():
         ...  # jobs fire in this process
@@ -24,6 +27,7 @@ from ..ports import Clock, JobStore, Runner
 from ..reconciler import Reconciler
 from ..retention import Purger
 from .dispatch import FireDispatcher
+from .liveness import FORGET_AFTER, Liveness
 
 logger = logging.getLogger(__name__)
 
@@ -41,6 +45,8 @@ class ScheduleWorker:
         stop_timeout: float = 5.0,
         reconcile_interval: float = 0.0,
         purger: Purger | None = None,
+        dead_after: float = 10.0,
+        substrate: str = "sql",
     ) -> None:
         self._store = store
         self._clock = clock
@@ -54,6 +60,9 @@ class ScheduleWorker:
         self._stop = threading.Event()
         self._heartbeat: threading.Thread | None = None
         self._lock = threading.Lock()
+        self._dead_after = dead_after
+        self._substrate = substrate
+        self.liveness: Liveness | None = None
 
     @property
     def running(self) -> bool:
@@ -64,6 +73,14 @@ class ScheduleWorker:
         with self._lock:
             if self.running:
                 return self
+            self.liveness = Liveness(
+                worker_id=self.dispatcher.worker_id,
+                substrate=self._substrate,
+                dead_after=self._dead_after,
+                started_at=self._clock.now(),
+            )
+            self._store.beat(self.liveness.row(self._clock.now(), 0))
+            self._watch_peers()
             self.reconciler.run()
             self._stop.clear()
             self.dispatcher.start()
@@ -85,6 +102,10 @@ class ScheduleWorker:
             assert self._heartbeat is not None
             self._heartbeat.join(timeout=2)
             self._heartbeat = None
+            try:
+                self._store.remove_worker(self.dispatcher.worker_id)
+            except ScheduleError as error:  # the row ages out; peers find no claims to release
+                logger.warning("could not deregister worker: %s", error)
             logger.info("worker %s stopped", self.dispatcher.worker_id)
 
     def __enter__(self) -> ScheduleWorker:
@@ -93,15 +114,35 @@ class ScheduleWorker:
     def __exit__(self, *exc_info: object) -> None:
         self.stop()
 
+    @property
+    def beat_interval(self) -> float:
+        """Seconds between heartbeats: a third of the lease, a quarter of ``dead_after``, at most 1."""
+        return max(0.05, min(self._lease / 3, self._dead_after / 4, 1.0))
+
+    def _watch_peers(self) -> None:
+        """Release the claims of workers found dead (issue 12); forget long-dead ones."""
+        assert self.liveness is not None
+        now = self._clock.now()
+        workers = self._store.workers()
+        dead, gone = self.liveness.judge(workers, now)
+        if dead:
+            self.reconciler.release_dead(now - self.liveness.dead_after, gone)
+            self.liveness.released(dead)
+            logger.warning("workers declared dead: %s", ", ".join(x.id for x in dead))
+        if any(x.last_beat < now - timedelta(seconds=FORGET_AFTER) for x in workers):
+            self._store.forget_workers(now - timedelta(seconds=FORGET_AFTER))
+
     def _beat(self) -> None:
-        interval = max(0.05, min(self._lease / 3, 1.0))
+        assert self.liveness is not None
         last_reconcile = time.monotonic()
-        while not self._stop.wait(interval):
+        while not self._stop.wait(self.beat_interval):
             try:
                 held = self.dispatcher.held_ids()
+                self._store.beat(self.liveness.row(self._clock.now(), len(held)))
                 if held:
                     until = self._clock.now() + timedelta(seconds=self._lease)
                     self._store.extend_claims(self.dispatcher.worker_id, held, until)
+                self._watch_peers()
                 self.reconciler.release_expired()
                 self.reconciler.rescue()
                 if self._reconcile_interval and time.monotonic() - last_reconcile >= self._reconcile_interval:

@@ -58,6 +58,7 @@ class Timer:
             bus, source = bus or default_bus, source or default_source
         self.bus, self.source = bus, source
         self.container = _container(s, self.engine)
+        self.container.metrics.override(providers.Object(self.metrics))  # one port: the core counts fires
         self.registry: ListenerRegistry = self.container.listeners()
         self.timers = SQLAlchemyTimerStore(self.engine)
         self.service = TimerService(

@@ -11,6 +11,7 @@ from typing import Protocol
 
 from ..domain.errors import ScheduleValidationError
 from ..ports import JobTransaction
+from ..ports import Metrics as _Metrics
 from .domain import Envelope, ScheduleTimer, TimerEntry
 
 
@@ -106,11 +107,4 @@ class CommandSource(ABC):
     def stop(self) -> None: ...
 
 
-class Metrics(ABC):
-    """Counters and timings, with dotted names (``timer.commands.received``)."""
-
-    @abstractmethod
-    def increment(self, name: str, value: int = 1) -> None: ...
-
-    @abstractmethod
-    def observe(self, name: str, seconds: float) -> None: ...
+Metrics = _Metrics  # the one metrics port of jobs and the timer (schedule_sdk.ports)

@@ -160,10 +160,7 @@ class TimerService:
 
         :raises BrokerUnavailable: the publish failed; the core retries the fire.
         """
-        started = time.perf_counter()
-        self._metrics.increment("schedule.jobs.fired")
-        if event.attempt > 1:
-            self._metrics.increment("schedule.jobs.retried")
+        started = time.perf_counter()  # schedule.jobs.fired/retried are counted by the core's fire path
         payload = event.user_payload or {}
         entry = self._timers.get(str(payload.get("tenantId")), str(payload.get("serviceCallId")))
         if entry is None or entry.reached:

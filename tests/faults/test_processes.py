@@ -123,3 +123,90 @@ def test_postgres_stopped_mid_run(postgres_backend):
     h.wait_events(before.id, 1, timeout=30)
     assert h.wait_status(before.id, "completed").occurrence_count == 1
     assert len(h.service.list(limit=100).items) == 1  # the refused call wrote nothing
+
+
+# -- issue 12: dead workers are noticed through the worker registry, not the lease ------------------
+# The lease is 60 s in these tests, so a job that completes within seconds was released by a live
+# worker that declared its holder dead.
+
+LONG_LEASE = 60.0
+
+
+def _claimed_by(h, jobs: list[str], worker_id: str) -> list[str]:
+    return [j for j in jobs if (row := h.job(j)).status is JobStatus.ACTIVE and row.claimed_by == worker_id]
+
+
+def _start_victim_and_survivor(backend, events: Path, dead_after: float):
+    """A slow victim holding fires, then a fast survivor; returns them and the victim's held jobs."""
+    h = backend.harness(lease_seconds=LONG_LEASE, dead_after=dead_after)
+    victim = WorkerProcess(
+        backend,
+        events,
+        worker_id="victim",
+        lease_seconds=LONG_LEASE,
+        dead_after=dead_after,
+        listener_sleep=2.5,
+        worker_concurrency=4,
+    )
+    jobs = [h.service.schedule_at(due(0.3)).id for _ in range(12)]
+    assert wait_until(lambda: len(_claimed_by(h, jobs, "victim")) >= 4, 15)
+    survivor = WorkerProcess(backend, events, lease_seconds=LONG_LEASE, dead_after=dead_after)
+    return h, victim, survivor, jobs, _claimed_by(h, jobs, "victim")
+
+
+@pytest.mark.slow
+def test_a_killed_workers_fires_are_released_by_a_live_worker_long_before_its_lease_ends(backend, tmp_path):
+    events = tmp_path / "events.log"
+    h, victim, survivor, jobs, held = _start_victim_and_survivor(backend, events, dead_after=2.0)
+    try:
+        victim.kill()
+        killed = time.monotonic()
+        # dead_after, plus a beat of the survivor, plus a generous margin for a loaded machine
+        assert wait_until(lambda: all(h.job(j).status is JobStatus.COMPLETED for j in jobs), 2.0 + 1 + 12)
+        assert time.monotonic() - killed < LONG_LEASE / 2
+    finally:
+        assert survivor.terminate() == 0
+    counts = fired(events)
+    assert all(counts[j] >= 1 for j in jobs), counts
+    assert all(h.job(j).occurrence_count == 1 for j in held)
+
+
+@pytest.mark.slow
+def test_a_worker_paused_for_less_than_dead_after_fires_nothing_twice(backend, tmp_path):
+    events = tmp_path / "events.log"
+    h, victim, survivor, jobs, held = _start_victim_and_survivor(backend, events, dead_after=6.0)
+    try:
+        victim.proc.send_signal(signal.SIGSTOP)
+        time.sleep(3.0)  # < dead_after minus one beat interval (1 s)
+        assert all(h.job(j).claimed_by == "victim" for j in held)  # nobody released them
+        victim.proc.send_signal(signal.SIGCONT)
+        assert wait_until(lambda: all(h.job(j).status is JobStatus.COMPLETED for j in jobs), 30)
+        time.sleep(1.0)
+    finally:
+        victim.proc.send_signal(signal.SIGCONT)
+        codes = [victim.terminate(), survivor.terminate()]
+    counts = fired(events)
+    assert codes == [0, 0]
+    assert sorted(counts) == sorted(jobs) and set(counts.values()) == {1}, counts
+
+
+@pytest.mark.slow
+def test_a_worker_paused_longer_than_dead_after_repeats_its_in_flight_fires_at_most_once(backend, tmp_path):
+    events = tmp_path / "events.log"
+    h, victim, survivor, jobs, held = _start_victim_and_survivor(backend, events, dead_after=2.0)
+    try:
+        victim.proc.send_signal(signal.SIGSTOP)
+        # declared dead: its fires are released and fired by the survivor meanwhile
+        assert wait_until(lambda: all(h.job(j).status is JobStatus.COMPLETED for j in jobs), 2.0 + 1 + 12)
+        victim.proc.send_signal(signal.SIGCONT)  # its listeners finish: those fires repeat
+        assert wait_until(lambda: sum(fired(events).values()) >= len(jobs) + len(held), 15)
+        time.sleep(1.0)
+    finally:
+        victim.proc.send_signal(signal.SIGCONT)
+        codes = [victim.terminate(), survivor.terminate()]
+    counts = fired(events)
+    assert codes == [0, 0]
+    assert sorted(counts) == sorted(jobs), counts
+    assert all(counts[j] == 1 for j in jobs if j not in held), counts
+    assert all(counts[j] <= 2 for j in held), counts  # at least once; repeated at most once
+    assert all(h.job(j).status is JobStatus.COMPLETED and h.job(j).occurrence_count == 1 for j in jobs)

@@ -199,4 +199,4 @@ def test_prometheus_exposition_names(make_timer):
     assert "timer_commands_received_total 1.0" in text
     assert "timer_schedules_processed_total 1.0" in text
     assert "timer_polling_duration_seconds_count 1.0" in text
-    assert "schedule_jobs_fired_total 1.0" in text
+    assert 'schedule_jobs_fired_total{outcome="completed",topic="timer.due"} 1.0' in text

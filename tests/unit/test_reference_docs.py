@@ -50,6 +50,7 @@ def test_public_api_is_sorted_and_complete():
         "domain",
         "entrypoints",
         "firing",
+        "health",
         "listeners",
         "misfire",
         "ports",

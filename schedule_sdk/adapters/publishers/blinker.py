@@ -49,6 +49,8 @@ def deliver(registry: ListenerRegistry, event: ScheduleEvent) -> None:
                     extra={
                         "job_id": event.scheduled_job_id,
                         "occurrence": getattr(event, "occurrence", None),
+                        "attempt": getattr(event, "attempt", None),
+                        "topic": event.topic,
                         "event": name,
                     },
                 )

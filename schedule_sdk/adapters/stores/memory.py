@@ -10,6 +10,7 @@ caller's later changes to its objects never leak into the store.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import threading
 from collections.abc import Callable, Iterator, Sequence
@@ -19,7 +20,7 @@ from typing import Any
 from ...domain.errors import ClientRequestIdInUse, StoreUnavailable
 from ...domain.jobs import MUTABLE_FIELDS, JobQuery, ScheduledJob, encode_json
 from ...domain.status import FINISHED_STATUSES, JobStatus
-from ...ports import Guard, JobStore, JobTransaction, OccurrenceRef
+from ...ports import Guard, JobStore, JobTransaction, OccurrenceRef, WorkerInfo
 
 _TIMES = (
     "run_at",
@@ -99,6 +100,7 @@ class MemoryJobStore(JobStore):
         self._rows: dict[str, ScheduledJob] = {}
         self._write_lock = threading.RLock()  # held by a write transaction from begin to commit
         self._data_lock = threading.Lock()  # held briefly to read or publish committed rows
+        self._workers: dict[str, WorkerInfo] = {}  # the worker registry (under _write_lock)
 
     # -- internals ---------------------------------------------------------------------------
 
@@ -207,6 +209,42 @@ class MemoryJobStore(JobStore):
             return self._change(
                 expired, status=_PENDING, claimed_by=None, claimed_until=None, updated_at=now.astimezone(UTC)
             )
+
+    # -- worker registry (issue 12) ---------------------------------------------------------------
+
+    def beat(self, worker: WorkerInfo) -> None:
+        with self._write_lock:
+            known = self._workers.get(worker.id)
+            if known is not None:
+                worker = dataclasses.replace(known, last_beat=worker.last_beat, in_flight=worker.in_flight)
+            self._workers[worker.id] = worker
+
+    def workers(self) -> list[WorkerInfo]:
+        with self._write_lock:
+            return sorted(self._workers.values(), key=lambda worker: worker.id)
+
+    def remove_worker(self, worker_id: str) -> None:
+        with self._write_lock:
+            self._workers.pop(worker_id, None)
+
+    def release_dead(
+        self, beat_before: datetime, also: Sequence[str], now: datetime, limit: int
+    ) -> list[ScheduledJob]:
+        with self._write_lock:
+            dead = {x.id for x in self._workers.values() if x.last_beat < beat_before or x.id in also}
+            claimed = self._select(lambda r: r.status is _ACTIVE and r.claimed_by in dead)[:limit]
+            return self._change(
+                claimed, status=_PENDING, claimed_by=None, claimed_until=None, updated_at=now.astimezone(UTC)
+            )
+
+    def forget_workers(self, beat_before: datetime) -> int:
+        with self._write_lock:
+            gone = [x.id for x in self._workers.values() if x.last_beat < beat_before]
+            for worker_id in gone:
+                del self._workers[worker_id]
+            return len(gone)
+
+    # -- end worker registry -----------------------------------------------------------------------
 
     def next_due_at(self) -> datetime | None:
         pending = [r.run_at for r in self._snapshot().values() if r.status is _PENDING]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import json
 import threading
@@ -26,11 +27,12 @@ from ...domain.jobs import (
     repeat_from_dict,
 )
 from ...domain.status import JobStatus
-from ...ports import Guard, JobStore, JobTransaction, OccurrenceRef
+from ...ports import Guard, JobStore, JobTransaction, OccurrenceRef, TopicBacklog, WorkerInfo
 from . import pg_claims, watch
 from .engine import WRITE, translate_errors
 from .tables import FINISHED_CONDITION, UTCDateTime
 from .tables import schedule_jobs as t
+from .tables import schedule_workers as w
 
 NOTIFY_CHANNEL = "schedule_sdk_jobs"
 
@@ -413,6 +415,71 @@ class SQLAlchemyJobStore(JobStore):
         with self._write() as conn:
             rows = conn.execute(statement).mappings().all()
         return [from_row(r) for r in rows]
+
+    # -- worker registry (issue 12) ---------------------------------------------------------------
+
+    def beat(self, worker: WorkerInfo) -> None:
+        values = dataclasses.asdict(worker)
+        with self._write() as conn:
+            updated = conn.execute(
+                sa.update(w)
+                .where(w.c.id == worker.id)
+                .values(last_beat=worker.last_beat, in_flight=worker.in_flight)
+            ).rowcount
+            if not updated:
+                conn.execute(sa.insert(w), values)
+
+    def workers(self) -> list[WorkerInfo]:
+        with self._read() as conn:
+            rows = conn.execute(sa.select(w).order_by(w.c.id)).mappings().all()
+        return [WorkerInfo(**dict(row)) for row in rows]
+
+    def remove_worker(self, worker_id: str) -> None:
+        with self._write() as conn:
+            conn.execute(sa.delete(w).where(w.c.id == worker_id))
+
+    def release_dead(
+        self, beat_before: datetime, also: Sequence[str], now: datetime, limit: int
+    ) -> list[ScheduledJob]:
+        dead = sa.select(w.c.id).where(sa.or_(w.c.last_beat < beat_before, w.c.id.in_(list(also))))
+        chosen = (
+            sa.select(t.c.id)
+            .where(_ACTIVE, t.c.claimed_by.in_(dead))
+            .limit(limit)
+            .with_for_update(skip_locked=True)
+        )
+        statement = (
+            sa.update(t)
+            .where(t.c.id.in_(_once(chosen)), _ACTIVE)
+            .values(status="pending", claimed_by=None, claimed_until=None, updated_at=now)
+            .returning(*t.c)
+        )
+        with self._write() as conn:
+            rows = conn.execute(statement).mappings().all()
+        return [from_row(r) for r in rows]
+
+    def forget_workers(self, beat_before: datetime) -> int:
+        with self._write() as conn:
+            return int(conn.execute(sa.delete(w).where(w.c.last_beat < beat_before)).rowcount)
+
+    # -- end worker registry -----------------------------------------------------------------------
+
+    def backlog(self, now: datetime) -> list[TopicBacklog]:
+        is_due = t.c.run_at <= sa.bindparam("now", now, type_=UTCDateTime)
+        statement = (
+            sa.select(
+                t.c.topic,
+                sa.func.count(),
+                sa.func.coalesce(sa.func.sum(sa.case((is_due, 1), else_=0)), 0),
+                sa.type_coerce(sa.func.min(sa.case((is_due, t.c.run_at))), UTCDateTime),
+            )
+            .where(_PENDING)
+            .group_by(t.c.topic)
+            .order_by(t.c.topic)
+        )
+        with self._read() as conn:
+            rows = conn.execute(statement).all()
+        return [TopicBacklog(topic, int(n), int(due), oldest) for topic, n, due, oldest in rows]
 
     def next_due_at(self) -> datetime | None:
         with self._claiming() if self._claims is not None else self._read() as conn:

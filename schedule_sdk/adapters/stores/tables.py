@@ -126,3 +126,26 @@ sa.Index(
 sa.Index("ix_schedule_jobs_owner", schedule_jobs.c.owner_id, schedule_jobs.c.id)
 sa.Index("ix_schedule_jobs_tenant", schedule_jobs.c.tenant_id, schedule_jobs.c.id)
 sa.Index("ix_schedule_jobs_topic", schedule_jobs.c.topic, schedule_jobs.c.id)
+
+# -- issue 12: the worker registry and the trace context of a job (migration 0005) ------------------
+
+#: One row per running worker, written by its heartbeat (see ``JobStore.beat``).
+schedule_workers = sa.Table(
+    "schedule_workers",
+    metadata,
+    sa.Column("id", sa.String(64), primary_key=True),
+    sa.Column("host", sa.String(255), nullable=False),
+    sa.Column("pid", sa.Integer, nullable=False),
+    sa.Column("node", sa.String(128), nullable=True),
+    sa.Column("substrate", sa.String(16), nullable=False),
+    sa.Column("started_at", UTCDateTime, nullable=False),
+    sa.Column("last_beat", UTCDateTime, nullable=False),
+    sa.Column("in_flight", sa.Integer, nullable=False),
+)
+# Active claims by worker (release_dead).
+sa.Index(
+    "ix_schedule_jobs_active_worker",
+    schedule_jobs.c.claimed_by,
+    postgresql_where=_active,
+    sqlite_where=_active,
+)
