@@ -47,6 +47,7 @@ from .domain.jobs import (
     ScheduledJob,
 )
 from .domain.status import JobStatus
+from .domain.timing import FireTime
 from .listeners import ListenerRegistry, on_event
 from .reconciler import ReconcileReport
 from .service import ScheduleService
@@ -59,6 +60,7 @@ __all__ = [
     "BrokerUnavailable",
     "ClientRequestIdInUse",
     "CronRepeat",
+    "FireTime",
     "IntervalRepeat",
     "InvalidCron",
     "InvalidCursor",
