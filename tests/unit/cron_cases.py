@@ -12,17 +12,18 @@ day-of-week 7, and day-of-month/day-of-week pairs with and without a leading ``*
 
 from __future__ import annotations
 
+import io
 import random
+import struct
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from functools import lru_cache
+from functools import cache
 from zoneinfo import ZoneInfo
 
 from schedule_sdk.domain.errors import InvalidCron
 from schedule_sdk.domain.timing import cron_fire_times, next_cron_time
-
-from .cron_model import MONTHS, WEEKDAYS, Entry, daemon_fires
+from tests.unit.cron_model import MONTHS, WEEKDAYS, Entry, daemon_fires
 
 #: Both hemispheres, half-hour and 45-minute zones, negative DST, midnight transitions,
 #: 30-minute DST (Lord Howe), 2-hour DST (Troll), date-line jumps (Apia 2011, Kiritimati 1994,
@@ -59,8 +60,13 @@ ZONES = (
     "Asia/Gaza",
     "Africa/Casablanca",
     "Africa/Cairo",
+    "Test/Thresholds",
 )
 FIRST_YEAR, LAST_YEAR = 1985, 2035
+#: Offsets (minutes) of the synthetic zone "Test/Thresholds", one day apart from 2030-01-01
+#: at varied times of day: forward and back by 4 and 5 minutes (the daemon's catch-up-everything
+#: limit), by 179 and 180 minutes forward and 180 and 181 minutes back (its clock-reset limit).
+SYNTHETIC_OFFSETS = (0, 4, 0, 5, 0, 179, 0, 180, 0, 181, 0, -180, 0, 60, 0)
 #: Fires compared per case, and how far after the start they are looked for.
 FIRES = 4
 HORIZON = timedelta(days=3)
@@ -74,11 +80,32 @@ class Transition:
     after: datetime  # the wall time at the instant (naive)
 
 
-@lru_cache(maxsize=None)
+@cache
+def zone(name: str) -> ZoneInfo:
+    """An IANA zone, or the synthetic "Test/Thresholds"."""
+    if name != "Test/Thresholds":
+        return ZoneInfo(name)
+    start = int(datetime(2030, 1, 1, tzinfo=UTC).timestamp())
+    times = [
+        start + day * 86_400 + (day * 3_637) % 86_400 // 60 * 60 for day in range(1, len(SYNTHETIC_OFFSETS))
+    ]
+    return ZoneInfo.from_file(io.BytesIO(tzif(times, [m * 60 for m in SYNTHETIC_OFFSETS])), key=name)
+
+
+def tzif(times: list[int], offsets: list[int]) -> bytes:
+    """A version 1 TZif file: ``offsets[0]`` (seconds east of UTC) until ``times[0]``, then
+    ``offsets[i + 1]`` from ``times[i]`` (Unix seconds)."""
+    header = b"TZif" + b"\0" * 16 + struct.pack(">6l", 0, 0, 0, len(times), len(offsets), 4)
+    body = struct.pack(f">{len(times)}l", *times) + bytes(range(1, len(offsets)))
+    types = b"".join(struct.pack(">lBB", offset, 0, 0) for offset in offsets)
+    return header + body + types + b"TST\0"
+
+
+@cache
 def transitions(name: str) -> tuple[Transition, ...]:
     """The zone's offset changes from FIRST_YEAR to LAST_YEAR (whole minutes only), found by
     comparing offsets day by day and bisecting to the minute."""
-    tz = ZoneInfo(name)
+    tz = zone(name)
 
     def offset(minute: int) -> timedelta:
         value = datetime.fromtimestamp(minute * 60, tz).utcoffset()
@@ -99,7 +126,13 @@ def transitions(name: str) -> tuple[Transition, ...]:
         if old % timedelta(minutes=1) or new % timedelta(minutes=1):
             continue
         instant = datetime.fromtimestamp(high * 60, UTC)
-        found.append(Transition(instant, (instant + old - timedelta(minutes=1)).replace(tzinfo=None), (instant + new).replace(tzinfo=None)))
+        found.append(
+            Transition(
+                instant,
+                (instant + old - timedelta(minutes=1)).replace(tzinfo=None),
+                (instant + new).replace(tzinfo=None),
+            )
+        )
     return tuple(found)
 
 
@@ -127,7 +160,9 @@ def _field(
 ) -> str:
     if rng.random() < star:
         return "*" if rng.random() < 0.7 else f"*/{rng.randint(1, max(2, (high - low + 1) // 2))}"
-    items = [_pick_range(rng, low, high, near, name) for _ in range(1 if rng.random() < 0.7 else rng.randint(2, 3))]
+    items = [
+        _pick_range(rng, low, high, near, name) for _ in range(1 if rng.random() < 0.7 else rng.randint(2, 3))
+    ]
     return ",".join(items)
 
 
@@ -157,11 +192,12 @@ def random_expression(rng: random.Random, near: Transition) -> str:
     )
 
 
-def random_case(rng: random.Random) -> tuple[str, str, datetime]:
-    name = rng.choice(ZONES)
+def random_case(rng: random.Random, zones: tuple[str, ...] = ZONES) -> tuple[str, str, datetime]:
+    name = rng.choice(zones)
     near = rng.choice(transitions(name))
     spread = timedelta(hours=3) if rng.random() < 0.5 else timedelta(days=2)
-    start = near.instant + timedelta(minutes=rng.randint(-1, 1) * rng.randint(0, spread // timedelta(minutes=1)))
+    reach = spread // timedelta(minutes=1)
+    start = near.instant + timedelta(minutes=rng.randint(-reach, reach))
     if rng.random() < 0.2:
         start += timedelta(seconds=rng.randint(1, 59))
     return random_expression(rng, near), name, start
@@ -174,7 +210,7 @@ def model_fires(expression: str, name: str, start: datetime) -> list[datetime]:
     minute = int(start.timestamp()) // 60
     boot = minute - BOOT_BEFORE // timedelta(minutes=1)
     stop = int((start + HORIZON).timestamp()) // 60
-    return daemon_fires(Entry.parse(expression), ZoneInfo(name), boot, start, FIRES, stop)
+    return daemon_fires(Entry.parse(expression), zone(name), boot, start, FIRES, stop)
 
 
 def library_fires(expression: str, name: str, start: datetime) -> tuple[list[datetime], list[datetime]]:
@@ -183,11 +219,11 @@ def library_fires(expression: str, name: str, start: datetime) -> tuple[list[dat
     stepped: list[datetime] = []
     moment = start
     while len(stepped) < FIRES:
-        moment = next_cron_time(expression, name, moment)
+        moment = next_cron_time(expression, zone(name), moment)
         if moment > end:
             break
         stepped.append(moment)
-    previewed = [f.at for f in cron_fire_times(expression, name, start, FIRES) if f.at <= end]
+    previewed = [f.at for f in cron_fire_times(expression, zone(name), start, FIRES) if f.at <= end]
     return stepped, previewed
 
 
@@ -200,19 +236,20 @@ def disagreement(expression: str, name: str, start: datetime) -> str | None:
         return None if not expected else f"refused ({error}) but the model fires at {expected[0]}"
     if stepped == expected and previewed == expected:
         return None
-    return f"model {_show(expected, name)} next_cron_time {_show(stepped, name)} preview {_show(previewed, name)}"
+    shown = (_show(expected, name), _show(stepped, name), _show(previewed, name))
+    return "model {} next_cron_time {} preview {}".format(*shown)
 
 
 def _show(instants: list[datetime], name: str) -> list[str]:
-    return [i.astimezone(ZoneInfo(name)).isoformat(timespec="minutes") for i in instants]
+    return [i.astimezone(zone(name)).isoformat(timespec="minutes") for i in instants]
 
 
-def check(count: int, seed: int) -> tuple[int, list[str]]:
+def check(count: int, seed: int, zones: tuple[str, ...] = ZONES) -> tuple[int, list[str]]:
     """Run ``count`` random cases; return (cases run, disagreement descriptions)."""
     rng = random.Random(seed)
     found: list[str] = []
     for _ in range(count):
-        expression, name, start = random_case(rng)
+        expression, name, start = random_case(rng, zones)
         problem = disagreement(expression, name, start)
         if problem is not None:
             found.append(f"{expression!r} {name} after {start.isoformat()}: {problem}")

@@ -158,7 +158,9 @@ def _offset_minutes(tz: ZoneInfo, real_minute: int) -> int:
     return offset // timedelta(minutes=1)
 
 
-def daemon_fires(entry: Entry, tz: ZoneInfo, boot: int, after: datetime, count: int, stop: int) -> list[datetime]:
+def daemon_fires(
+    entry: Entry, tz: ZoneInfo, boot: int, after: datetime, count: int, stop: int
+) -> list[datetime]:
     """The first ``count`` real minutes after ``after`` (and up to real minute ``stop``) in
     which the daemon, started at real minute ``boot``, runs ``entry``; as aware UTC datetimes."""
     virtual = wall_minute(tz, boot)
