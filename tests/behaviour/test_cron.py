@@ -4,11 +4,24 @@ times Debian cron would run the entry at (see tests/unit/cron_model.py for the m
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 
 import pytest
 
-from schedule_sdk import CronRepeat, FireTime, InvalidCron, RepeatSpec
+from schedule_sdk import (
+    SCHEDULE_ARRIVED_EVENT,
+    Backoff,
+    CronRepeat,
+    FireTime,
+    IntervalRepeat,
+    InvalidCron,
+    JobNotFound,
+    JobStatus,
+    OneShotSpec,
+    RepeatSpec,
+    RetryPolicy,
+    ScheduleValidationError,
+)
 from schedule_sdk.testing import FakeClock
 
 STORES = pytest.mark.parametrize(
@@ -134,3 +147,106 @@ def test_case5_syntax_beyond_vixie_cron_is_refused_and_nothing_is_written(backen
         )
     assert refused.value.code == "SCHEDULE_INVALID_CRON"
     assert h.service.list(limit=500).items == []
+
+
+# --- ScheduleService.preview ----------------------------------------------------------------------
+
+
+def fire_once(h, clock: FakeClock, job_id: str) -> None:
+    """Claim and fire the job's due occurrence at its run_at."""
+    clock.set(h.job(job_id).run_at)
+    [claimed] = h.store.claim_due(clock.now(), 10, "preview", clock.now() + timedelta(seconds=30))
+    h.container.firing().fire(claimed)
+
+
+@STORES
+def test_preview_of_a_stored_job_follows_its_life(backend):
+    h = backend.harness()
+    clock = FakeClock(datetime.fromisoformat("2026-03-07T12:00:00Z"))
+    h.container.clock.override(clock)
+    spec = RepeatSpec(
+        topic="tests.cron",
+        timezone="America/New_York",
+        repeat=CronRepeat(expression="30 2 * * *"),
+        limit=3,
+    )
+    assert utc(h.service.preview(spec, n=5)) == [
+        "2026-03-08T07:00:00Z",
+        "2026-03-09T06:30:00Z",
+        "2026-03-10T06:30:00Z",
+    ]  # stops at the limit
+    job = h.service.schedule_repeat(spec)
+    fire_once(h, clock, job.id)
+    assert utc(h.service.preview(job.id, n=5)) == ["2026-03-09T06:30:00Z", "2026-03-10T06:30:00Z"]
+    fire_once(h, clock, job.id)
+    fire_once(h, clock, job.id)
+    assert h.job(job.id).status is JobStatus.COMPLETED
+    assert h.service.preview(job.id) == []
+
+
+@STORES
+def test_preview_puts_a_pending_retry_first(backend):
+    h = backend.harness()
+    clock = FakeClock(datetime.fromisoformat("2026-06-01T08:00:00Z"))
+    h.container.clock.override(clock)
+
+    def always_fails(event):
+        raise RuntimeError("down")
+
+    h.listen(SCHEDULE_ARRIVED_EVENT, always_fails)
+    job = h.service.schedule_repeat(
+        RepeatSpec(
+            topic="tests.cron",
+            timezone="UTC",
+            repeat=CronRepeat(expression="0 9 * * *"),
+            retry=RetryPolicy(attempts=2, backoff=Backoff(delay_ms=60_000)),
+            ends_at=datetime.fromisoformat("2026-06-03T09:00:00Z"),
+        )
+    )
+    fire_once(h, clock, job.id)
+    fires = h.service.preview(job.id, n=5)
+    # the retry, then the occurrences after it, up to ends_at
+    assert utc(fires) == ["2026-06-01T09:01:00Z", "2026-06-02T09:00:00Z", "2026-06-03T09:00:00Z"]
+    assert [f.mark for f in fires] == [None, None, None]
+
+
+@STORES
+def test_preview_of_one_shots_intervals_and_cancelled_jobs(backend):
+    h = backend.harness()
+    now = datetime.fromisoformat("2026-06-01T08:00:00Z")
+    h.container.clock.override(FakeClock(now))
+    run_at = now + timedelta(hours=1)
+    one_shot = OneShotSpec(topic="tests.cron", run_at=run_at, timezone="Asia/Tokyo")
+    (planned,) = h.service.preview(one_shot)
+    assert planned.at == run_at and planned.local.isoformat() == "2026-06-01T18:00:00+09:00"
+    job = h.service.schedule_at(one_shot)
+    assert h.service.preview(job.id) == [planned]
+    h.service.cancel(job.id)
+    assert h.service.preview(job.id) == []
+
+    every = RepeatSpec(topic="tests.cron", timezone="UTC", repeat=IntervalRepeat(every_ms=90_000))
+    planned_fires = h.service.preview(every, n=3)
+    job = h.service.schedule_repeat(every)
+    assert job.run_at == planned_fires[0].at == now + timedelta(seconds=90)
+    assert (
+        utc(h.service.preview(job.id, n=3))
+        == utc(planned_fires)
+        == [
+            "2026-06-01T08:01:30Z",
+            "2026-06-01T08:03:00Z",
+            "2026-06-01T08:04:30Z",
+        ]
+    )
+
+
+@STORES
+def test_preview_refuses_bad_requests(backend):
+    h = backend.harness()
+    with pytest.raises(JobNotFound):
+        h.service.preview("01900000-0000-7000-8000-00000000dead")
+    spec = RepeatSpec(topic="tests.cron", timezone="UTC", repeat=CronRepeat(expression="0 9 * * *"))
+    for n in (0, 1001, "5"):
+        with pytest.raises(ScheduleValidationError):
+            h.service.preview(spec, n=n)
+    with pytest.raises(TypeError):
+        h.service.preview(42)
