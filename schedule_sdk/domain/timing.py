@@ -26,7 +26,7 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC as _UTC
-from datetime import date, datetime, timedelta, tzinfo
+from datetime import datetime, timedelta, tzinfo
 from functools import lru_cache
 from typing import Literal
 from zoneinfo import ZoneInfo, available_timezones
@@ -48,7 +48,11 @@ _SECOND = timedelta(seconds=1)
 _HOUR = timedelta(hours=1)
 #: Widest offset change looked for around an instant (a zone crossing the date line: 24 hours).
 _SHIFT_WINDOW_HOURS = 26
-_SEARCH_YEARS = 5
+#: Longest wall-clock gap searched between two matches. An expression that matches at all
+#: matches again within 40 years (the rarest is a 29 February on a given weekday, ANDed:
+#: ``0 0 29 2 */7``), so a longer search never gives up on an expression that still has
+#: occurrences ahead: a fired job always finds its next one.
+_SEARCH_YEARS = 50
 #: Naive wall-clock matches examined per call before giving up (a few hours' worth is normal).
 _MAX_CANDIDATES = 10_000
 #: The most fire times one preview lists.
@@ -147,13 +151,6 @@ class CronFields:
     #: Neither day field begins with ``*``: a day matches either field (else it must match both).
     day_or: bool
 
-    def matches_day(self, day: date) -> bool:
-        """Whether ``day`` (its month and days) is one of the expression's days."""
-        if day.month not in self.months:
-            return False
-        in_days, in_weekdays = day.day in self.days, day.isoweekday() % 7 in self.weekdays
-        return in_days or in_weekdays if self.day_or else in_days and in_weekdays
-
 
 def parse_cron(expression: str) -> CronFields:
     """Parse a 5-field cron expression (or an ``@hourly``-style macro) with Debian cron's rules.
@@ -233,15 +230,15 @@ def _step(token: str, where: str) -> int:
 
 
 def validate_cron(expression: str) -> None:
-    """Raise :class:`InvalidCron` unless ``expression`` parses (:func:`parse_cron`) and has at
-    least one occurrence in the next five years."""
+    """Raise :class:`InvalidCron` unless ``expression`` parses (:func:`parse_cron`) and has an
+    occurrence (one within the next 50 years: an expression with none never matches)."""
     cron = parse_cron(expression)
     start = datetime.now(UTC).replace(tzinfo=None)
     try:
         _croniter(cron, start).get_next(datetime)
     except CroniterError as exc:
         raise InvalidCron(
-            f"cron expression never matches within {_SEARCH_YEARS} years: {expression!r}"
+            f"cron expression never matches (nothing within {_SEARCH_YEARS} years): {expression!r}"
         ) from exc
 
 
@@ -251,9 +248,16 @@ def is_wildcard_cron(expression: str) -> bool:
 
 
 def _croniter(cron: CronFields, start: datetime) -> croniter:
-    """croniter over naive wall times for the expanded ``cron``: every field is written as a
-    plain list of numbers (``*`` when it holds every value), and the day fields are combined
-    here: when they are ORed and either holds every value, every day of the month field matches."""
+    """croniter over naive wall times, from ``start``, for the expanded ``cron``."""
+    text = _croniter_text(cron)
+    return croniter(text, start, day_or=cron.day_or, max_years_between_matches=_SEARCH_YEARS)
+
+
+@lru_cache(maxsize=1024)
+def _croniter_text(cron: CronFields) -> str:
+    """``cron`` as croniter reads it right: every field a plain list of numbers (``*`` when it
+    holds every value, never a range or a step), with the day fields combined here: when they
+    are ORed and either holds every day, every day matches."""
 
     def field(values: frozenset[int], low: int, high: int) -> str:
         full = values >= set(range(low, high + 1))
@@ -262,10 +266,8 @@ def _croniter(cron: CronFields, start: datetime) -> croniter:
     days, weekdays = field(cron.days, 1, 31), field(cron.weekdays, 0, 6)
     if cron.day_or and "*" in (days, weekdays):
         days = weekdays = "*"
-    text = " ".join(
-        (field(cron.minutes, 0, 59), field(cron.hours, 0, 23), days, field(cron.months, 1, 12), weekdays)
-    )
-    return croniter(text, start, day_or=cron.day_or, max_years_between_matches=_SEARCH_YEARS)
+    hours, minutes, months = field(cron.hours, 0, 23), field(cron.minutes, 0, 59), field(cron.months, 1, 12)
+    return f"{minutes} {hours} {days} {months} {weekdays}"
 
 
 #: Why a fire is not simply "the wall time the expression names" (see :attr:`FireTime.mark`).

@@ -370,6 +370,19 @@ def test_parse_cron_expands_fields_as_debian_does(expression: str, field: str, v
     assert getattr(parse_cron(expression), field) == values
 
 
+def test_a_rare_expression_always_finds_its_next_occurrence() -> None:
+    # 29 February on a Sunday (the day fields are ANDed): 2032, 2060, 2088, 2128 (2100 is not leap)
+    validate_cron("0 0 29 2 */7")
+    moment, found = iso("2026-06-01T00:00Z"), []
+    for _ in range(4):
+        moment = next_cron_time("0 0 29 2 */7", "UTC", moment)
+        found.append(moment.year)
+    assert found == [2032, 2060, 2088, 2128]
+    # a date that never exists is still refused
+    with pytest.raises(InvalidCron, match="never matches"):
+        validate_cron("0 0 31 11 */7")
+
+
 @pytest.mark.parametrize(
     ("expression", "day_or"),
     [
