@@ -22,6 +22,7 @@ aware datetimes in one zone ignore ``fold`` when compared.
 
 from __future__ import annotations
 
+import copy
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -248,9 +249,17 @@ def is_wildcard_cron(expression: str) -> bool:
 
 
 def _croniter(cron: CronFields, start: datetime) -> croniter:
-    """croniter over naive wall times, from ``start``, for the expanded ``cron``."""
+    """croniter over naive wall times, from ``start``, for the expanded ``cron`` (a copy of a
+    cached one: croniter parses its expression on construction, which costs more than a search)."""
+    matches = copy.copy(_croniter_prototype(cron))
+    matches.set_current(start, force=True)
+    return matches
+
+
+@lru_cache(maxsize=1024)
+def _croniter_prototype(cron: CronFields) -> croniter:
     text = _croniter_text(cron)
-    return croniter(text, start, day_or=cron.day_or, max_years_between_matches=_SEARCH_YEARS)
+    return croniter(text, _EPOCH, day_or=cron.day_or, max_years_between_matches=_SEARCH_YEARS)
 
 
 @lru_cache(maxsize=1024)
@@ -361,14 +370,22 @@ def _first_wall(tz: ZoneInfo, after: datetime) -> datetime:
     Normally that is wall(after); when the clock is about to go back, the repeated wall times
     (earlier than wall(after)) still lie ahead in real time, so start that much earlier.
     """
-    low = min(_offset(tz, after + k * _HOUR) for k in range(_SHIFT_WINDOW_HOURS + 1))
+    hour = (after - _EPOCH) // _HOUR
+    low = min(_offset_at_hour(tz, hour + k) for k in range(_SHIFT_WINDOW_HOURS + 2))
     return (after + low).replace(tzinfo=None, second=0, microsecond=0)
 
 
 def _last_wall(tz: ZoneInfo, instant: datetime) -> datetime:
     """Latest naive wall time that can still map to ``instant`` or earlier."""
-    high = max(_offset(tz, instant - k * _HOUR) for k in range(_SHIFT_WINDOW_HOURS + 1))
-    return (instant + high).replace(tzinfo=None)
+    hour = (instant - _EPOCH) // _HOUR
+    high = max(_offset_at_hour(tz, hour - k) for k in range(_SHIFT_WINDOW_HOURS + 1))
+    return (instant + max(high, _offset(tz, instant))).replace(tzinfo=None)
+
+
+@lru_cache(maxsize=65_536)
+def _offset_at_hour(tz: ZoneInfo, hour: int) -> timedelta:
+    """The offset at the start of whole UTC hour number ``hour`` since 1970."""
+    return _offset(tz, _EPOCH + hour * _HOUR)
 
 
 def _wall_candidates(cron: CronFields, start: datetime) -> Iterator[datetime]:
