@@ -59,6 +59,7 @@ from .domain.jobs import (
     ScheduledJob,
 )
 from .domain.status import JobStatus
+from .domain.timing import FireTime
 from .listeners import ListenerRegistry, on_event
 from .reconciler import ReconcileReport
 from .runtimes.worker import ScheduleWorker
@@ -72,6 +73,7 @@ __all__ = [
     "BrokerUnavailable",
     "ClientRequestIdInUse",
     "CronRepeat",
+    "FireTime",
     "IntervalRepeat",
     "InvalidCron",
     "InvalidCursor",

@@ -6,7 +6,7 @@ import base64
 import binascii
 import logging
 from collections.abc import Callable, Iterable
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from .adapters.metrics import NoMetrics
 from .domain import timing
@@ -27,15 +27,19 @@ from .domain.jobs import (
     JobQuery,
     JobSpec,
     OneShotSpec,
+    Repeat,
     RepeatSpec,
     ScheduledJob,
     encode_json,
 )
 from .domain.status import FINISHED_STATUSES, OPEN_STATUSES, JobStatus, check_transition
+from .domain.timing import FireTime
 from .ports import Clock, ExecutionQueue, Guard, JobStore, JobTransaction, Metrics, Occurrence
 from .write_order import write_order
 
 logger = logging.getLogger(__name__)
+
+_MICROSECOND = timedelta(microseconds=1)
 
 MAX_PAGE_SIZE = 500
 
@@ -165,6 +169,30 @@ class ScheduleService:
     def get_by_id(self, job_id: str) -> ScheduledJob | None:
         """The job, or None if no job has this id."""
         return self._store.get(job_id)
+
+    def preview(self, spec_or_job_id: JobSpec | str, n: int = 5) -> list[FireTime]:
+        """The next ``n`` (1 to 1000) fire times, in order, of a spec (as if it were scheduled
+        now: the first is the ``run_at`` that ``schedule_at`` / ``schedule_repeat`` would store)
+        or of a stored job (from its ``run_at``; for a job waiting to retry, the retry comes first).
+        The list stops at the spec's or the job's ``limit`` and ``ends_at``; it is empty for a
+        completed, failed or cancelled job. Each :class:`~schedule_sdk.FireTime` has the UTC
+        instant, the local time in the cron's (else the job's) zone and a DST ``mark``.
+
+        :raises JobNotFound: no job has this id.
+        """
+        timing.check_count(n)
+        if isinstance(spec_or_job_id, str):
+            job = self._store.get(spec_or_job_id)
+            if job is None:
+                raise JobNotFound(spec_or_job_id)
+            return _job_fire_times(job, n)
+        if isinstance(spec_or_job_id, OneShotSpec):
+            return [_fire_at(spec_or_job_id.run_at, spec_or_job_id.timezone)]
+        if not isinstance(spec_or_job_id, RepeatSpec):
+            raise TypeError("preview takes a OneShotSpec, a RepeatSpec or a job id")
+        spec = spec_or_job_id
+        fires = _repeat_fire_times(spec.repeat, spec.timezone, self._clock.now(), n)
+        return _bounded(fires, spec.limit, spec.ends_at)
 
     def list(
         self,
@@ -334,6 +362,41 @@ def _first_occurrence(spec: RepeatSpec, now: datetime) -> datetime:
     if isinstance(repeat, CronRepeat):
         return timing.next_cron_time(repeat.expression, repeat.timezone or spec.timezone, now)
     return timing.next_interval_time(now, repeat.every_ms, now)
+
+
+def _fire_at(instant: datetime, zone_name: str) -> FireTime:
+    return FireTime(at=instant, local=instant.astimezone(timing.zone(zone_name)))
+
+
+def _repeat_fire_times(
+    repeat: Repeat, zone_name: str, after: datetime, n: int, anchor: datetime | None = None
+) -> list[FireTime]:
+    if isinstance(repeat, CronRepeat):
+        return repeat.next_fire_times(after, n, timezone=zone_name)
+    return repeat.next_fire_times(after, n, timezone=zone_name, anchor=anchor)
+
+
+def _job_fire_times(job: ScheduledJob, n: int) -> list[FireTime]:
+    """A stored open job's next fires: ``run_at``, then the occurrences after it."""
+    if job.status not in OPEN_STATUSES:
+        return []
+    current = _fire_at(job.run_at, job.zone_for_repeat)
+    if job.repeat is None:
+        return [current]
+    # scheduled_for is an occurrence (for an interval, on the fixed-rate grid: the anchor)
+    following = _repeat_fire_times(
+        job.repeat, job.zone_for_repeat, job.run_at - _MICROSECOND, n, anchor=job.scheduled_for
+    )
+    if not following or following[0].at != job.run_at:  # a retry of the current occurrence
+        following = [current, *(f for f in following if f.at > job.run_at)][:n]
+    # the current occurrence is already due; the ones after it count towards the limit
+    after_current = None if job.limit is None else job.limit - job.occurrence_count - 1
+    return [following[0], *_bounded(following[1:], after_current, job.ends_at)]
+
+
+def _bounded(fires: list[FireTime], limit: int | None, ends_at: datetime | None) -> list[FireTime]:
+    kept = [f for f in fires if ends_at is None or f.at <= ends_at]
+    return kept if limit is None else kept[:limit]
 
 
 def _statuses(status: JobStatus | str | Iterable[JobStatus | str] | None) -> frozenset[JobStatus]:

@@ -16,7 +16,15 @@ from datetime import datetime, timedelta
 from typing import Any, Literal, Self
 
 from . import timing
-from .errors import InvalidMetadata, InvalidMisfire, InvalidPayload, InvalidRepeat, InvalidRetry, InvalidTopic
+from .errors import (
+    InvalidMetadata,
+    InvalidMisfire,
+    InvalidPayload,
+    InvalidRepeat,
+    InvalidRetry,
+    InvalidTimezone,
+    InvalidTopic,
+)
 from .status import JobStatus
 
 JsonObject = Mapping[str, Any]
@@ -200,6 +208,16 @@ class CronRepeat:
     def to_dict(self) -> dict[str, Any]:
         return {"type": "cron", "expression": self.expression, "timezone": self.timezone}
 
+    def next_fire_times(
+        self, after: datetime, n: int = 5, *, timezone: str | None = None
+    ) -> list[timing.FireTime]:
+        """The next ``n`` (1 to 1000) fires strictly after ``after`` (aware), in order, in this
+        repeat's zone, else ``timezone`` (the spec's); :class:`InvalidTimezone` if neither is set."""
+        zone_name = self.timezone or timezone
+        if zone_name is None:
+            raise InvalidTimezone("this CronRepeat has no timezone: pass timezone=")
+        return timing.cron_fire_times(self.expression, zone_name, after, n)
+
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class IntervalRepeat:
@@ -213,6 +231,13 @@ class IntervalRepeat:
 
     def to_dict(self) -> dict[str, Any]:
         return {"type": "interval", "every_ms": self.every_ms}
+
+    def next_fire_times(
+        self, after: datetime, n: int = 5, *, timezone: str = "UTC", anchor: datetime | None = None
+    ) -> list[timing.FireTime]:
+        """The next ``n`` (1 to 1000) fixed-rate fires strictly after ``after``, counted from
+        ``anchor`` (default ``after``: the first is ``after + every_ms``), shown in ``timezone``."""
+        return timing.interval_fire_times(anchor or after, self.every_ms, after, n, timezone)
 
 
 Repeat = CronRepeat | IntervalRepeat

@@ -1,41 +1,63 @@
 """Time zones, cron and interval arithmetic; every result is an aware UTC instant.
 
-Cron is evaluated in the job's wall-clock time with the Debian/Vixie rules of
-docs/explanation/time-and-dst.md. croniter is only asked for *naive* wall-clock matches (on
-naive datetimes it ignores DST); this module maps each wall time to its UTC instant(s):
+Cron follows Debian cron (3.0pl1, Vixie cron with Debian's DST handling). The expression is parsed
+here (:func:`parse_cron`: Vixie syntax only, every field expanded to its set of values); croniter
+is then only asked for *naive* wall-clock matches of that expanded form, written as plain lists of
+numbers with the day-of-month/day-of-week combination decided here. Each wall time is then mapped
+to its UTC instant(s), as the daemon's minute loop would run it:
 
 * the wall time exists once: that instant;
-* it falls in a spring-forward gap: a fixed-time entry fires once at the transition instant
-  (the first instant after the gap); a wildcard entry skips it;
-* it is ambiguous (fall-back overlap): a fixed-time entry fires at the first pass (fold=0)
-  only; a wildcard entry fires in both passes.
+* it falls in a spring-forward gap shorter than 3 hours: a fixed-time entry fires once at the
+  transition instant (the first instant after the gap); a wildcard entry skips it, unless the gap
+  is shorter than 5 minutes (the daemon then runs every entry for each skipped minute);
+* it falls in a gap of 3 hours or more (a clock reset, such as a zone crossing the date line):
+  nothing fires for it;
+* it is ambiguous (fall-back overlap): a fixed-time entry fires at the first pass (fold=0) only,
+  unless the clock went back more than 3 hours (a reset: both passes); a wildcard entry fires in
+  both passes.
 
-Instants are only ever compared in UTC: aware datetimes in one zone ignore ``fold`` when compared.
+Several wall times that map to one instant are one fire. Instants are only ever compared in UTC:
+aware datetimes in one zone ignore ``fold`` when compared.
 """
 
 from __future__ import annotations
 
+import copy
 import re
 from collections.abc import Iterator
+from dataclasses import dataclass
 from datetime import UTC as _UTC
 from datetime import datetime, timedelta, tzinfo
 from functools import lru_cache
+from typing import Literal
 from zoneinfo import ZoneInfo, available_timezones
 
 from croniter import CroniterError, croniter
 
-from schedule_sdk.domain.errors import InvalidCron, InvalidInterval, InvalidTimezone, NaiveDatetime
+from schedule_sdk.domain.errors import (
+    InvalidCron,
+    InvalidInterval,
+    InvalidTimezone,
+    NaiveDatetime,
+    ScheduleValidationError,
+)
 
 UTC: tzinfo = _UTC  # the same object as datetime.timezone.utc
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _SECOND = timedelta(seconds=1)
 _HOUR = timedelta(hours=1)
-#: Widest offset change looked for around an instant (real DST shifts are at most 2 hours).
-_SHIFT_WINDOW_HOURS = 6
-_SEARCH_YEARS = 5
+#: Widest offset change looked for around an instant (a zone crossing the date line: 24 hours).
+_SHIFT_WINDOW_HOURS = 26
+#: Longest wall-clock gap searched between two matches. An expression that matches at all
+#: matches again within 40 years (the rarest is a 29 February on a given weekday, ANDed:
+#: ``0 0 29 2 */7``), so a longer search never gives up on an expression that still has
+#: occurrences ahead: a fired job always finds its next one.
+_SEARCH_YEARS = 50
 #: Naive wall-clock matches examined per call before giving up (a few hours' worth is normal).
 _MAX_CANDIDATES = 10_000
+#: The most fire times one preview lists.
+MAX_FIRE_TIMES = 1000
 _MAX_INTERVAL_MS = 3653 * 86_400_000  # 10 years, leap days included
 _MACROS = {
     "@yearly": "0 0 1 1 *",
@@ -46,8 +68,14 @@ _MACROS = {
     "@midnight": "0 0 * * *",
     "@hourly": "0 * * * *",
 }
-#: croniter's random ``R`` and hashed ``H`` fields are not deterministic cron: refuse them.
-_RANDOM_OR_HASHED = re.compile(r"(?<![a-z])[hr](?![a-z])")
+#: A clock change this large is a reset to Debian cron: no catch-up, no "already ran" memory.
+#: (Its minute loop resets when the wall clock moved forward by more than 180 minutes in one
+#: minute, i.e. a gap of 3 hours or more, or backward by 180 minutes or more in one minute,
+#: i.e. an overlap of more than 3 hours.)
+_CLOCK_RESET = timedelta(hours=3)
+#: A gap shorter than this (the wall clock moved at most 5 minutes in one minute) is caught up
+#: minute by minute, wildcard entries included.
+_MINUTE_BY_MINUTE_CATCH_UP = timedelta(minutes=5)
 #: Keys a TZ path may hold that are not IANA zones (``localtime`` depends on the host).
 _NOT_IANA = frozenset({"localtime", "posixrules"})
 
@@ -97,47 +125,195 @@ def _utc(naive: datetime) -> datetime:
 
 # --- cron expressions ------------------------------------------------------------------------
 
-
-def validate_cron(expression: str) -> None:
-    """Raise :class:`InvalidCron` unless ``expression`` is a 5-field cron expression (or an
-    ``@hourly``-style macro) with at least one occurrence in the next five years."""
-    normalized, _ = _parse_cron(expression)
-    start = datetime.now(UTC).replace(tzinfo=None)
-    try:
-        croniter(normalized, start, max_years_between_matches=_SEARCH_YEARS).get_next(datetime)
-    except CroniterError as exc:
-        raise InvalidCron(
-            f"cron expression never matches within {_SEARCH_YEARS} years: {expression!r}"
-        ) from exc
+#: (name, lowest, highest, names) of the five fields, in order; names map to lowest + index.
+_FIELDS: tuple[tuple[str, int, int, tuple[str, ...]], ...] = (
+    ("minute", 0, 59, ()),
+    ("hour", 0, 23, ()),
+    ("day-of-month", 1, 31, ()),
+    ("month", 1, 12, ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")),
+    ("day-of-week", 0, 7, ("sun", "mon", "tue", "wed", "thu", "fri", "sat")),
+)
+#: One list item: ``*``, a value or a range ``a-b``, optionally followed by ``/step``.
+_ITEM = re.compile(r"(?:(\*)|(\w+)(?:-(\w+))?)(?:/(\w+))?", re.ASCII)
 
 
-def is_wildcard_cron(expression: str) -> bool:
-    """True when the minute or the hour field begins with ``*`` (after macro expansion)."""
-    return _parse_cron(expression)[1]
+@dataclass(frozen=True, slots=True)
+class CronFields:
+    """A cron expression expanded as Debian cron reads it (see :func:`parse_cron`)."""
+
+    minutes: frozenset[int]
+    hours: frozenset[int]
+    days: frozenset[int]
+    months: frozenset[int]
+    #: 0-6, Sunday is 0 (``7`` in the expression is Sunday too).
+    weekdays: frozenset[int]
+    #: The minute or the hour field begins with ``*`` (Debian's MIN_STAR / HR_STAR).
+    wildcard: bool
+    #: Neither day field begins with ``*``: a day matches either field (else it must match both).
+    day_or: bool
 
 
-def _parse_cron(expression: object) -> tuple[str, bool]:
-    """Return ``(normalized 5-field expression, is wildcard)`` or raise :class:`InvalidCron`."""
+def parse_cron(expression: str) -> CronFields:
+    """Parse a 5-field cron expression (or an ``@hourly``-style macro) with Debian cron's rules.
+
+    Each field is a comma list of ``*``, ``N`` or ``A-B``, the last two optionally stepped
+    (``*/15``, ``1-20/5``); month and day-of-week also take three-letter English names in any
+    case (``jan``, ``MON-fri``); day-of-week 0 and 7 are Sunday. Refused with
+    :class:`InvalidCron`: anything else, including ``L``, ``W``, ``#``, ``?``, croniter's ``R``
+    and ``H``, a seconds or year field, a value out of range, a step of 0, a step after a single
+    value (``5/15``: Debian ignores such a step, other crons mean ``5-59/15``), and a wrap-around
+    range such as ``22-2`` or ``fri-mon`` (Debian silently selects nothing for it).
+    """
     if not isinstance(expression, str):
         raise InvalidCron(f"cron expression must be a string, got {expression!r}")
     return _parse_cron_text(expression)
 
 
 @lru_cache(maxsize=1024)
-def _parse_cron_text(expression: str) -> tuple[str, bool]:
+def _parse_cron_text(expression: str) -> CronFields:
     text = expression.strip()
     if text.startswith("@"):
         text = _MACROS.get(text.lower(), "")
     fields = text.split()
-    if len(fields) != 5 or _RANDOM_OR_HASHED.search(text.lower()):
+    if len(fields) != 5:
         raise InvalidCron(f"not a standard 5-field cron expression: {expression!r}")
-    normalized = " ".join(fields)
+    minutes, hours, days, months, weekdays = (
+        _parse_field(value, spec, expression) for value, spec in zip(fields, _FIELDS, strict=True)
+    )
+    if 7 in weekdays:
+        weekdays = (weekdays - {7}) | {0}
+    return CronFields(
+        minutes=minutes,
+        hours=hours,
+        days=days,
+        months=months,
+        weekdays=weekdays,
+        wildcard=fields[0].startswith("*") or fields[1].startswith("*"),
+        day_or=not (fields[2].startswith("*") or fields[4].startswith("*")),
+    )
+
+
+def _parse_field(text: str, spec: tuple[str, int, int, tuple[str, ...]], expression: str) -> frozenset[int]:
+    name, low, high, names = spec
+    values: set[int] = set()
+    for item in text.split(","):
+        match = _ITEM.fullmatch(item)
+        if match is None:
+            raise InvalidCron(f"invalid {name} field {text!r} in cron expression {expression!r}")
+        star, first, last, step = match.groups()
+        where = f"in the {name} field of cron expression {expression!r}"
+        if star:
+            start, stop = low, high
+        else:
+            start = _field_value(first, low, high, names, where)
+            stop = start if last is None else _field_value(last, low, high, names, where)
+            if step is not None and last is None:
+                raise InvalidCron(f"a step needs a range or '*' ({item!r} {where})")
+            if stop < start:
+                raise InvalidCron(f"wrap-around range {item!r} {where}: write it as two ranges")
+        increment = 1 if step is None else _step(step, where)
+        values.update(range(start, stop + 1, increment))
+    return frozenset(values)
+
+
+def _field_value(token: str, low: int, high: int, names: tuple[str, ...], where: str) -> int:
+    if token.lower() in names:
+        return low + names.index(token.lower())
+    if not token.isdigit() or not low <= int(token) <= high:
+        raise InvalidCron(f"{token!r} is not a value from {low} to {high} {where}")
+    return int(token)
+
+
+def _step(token: str, where: str) -> int:
+    if not token.isdigit() or int(token) == 0:
+        raise InvalidCron(f"step {token!r} is not a positive whole number {where}")
+    return int(token)
+
+
+def validate_cron(expression: str) -> None:
+    """Raise :class:`InvalidCron` unless ``expression`` parses (:func:`parse_cron`) and has an
+    occurrence (one within the next 50 years: an expression with none never matches)."""
+    cron = parse_cron(expression)
+    start = datetime.now(UTC).replace(tzinfo=None)
     try:
-        croniter(normalized, datetime(2000, 1, 1))
-    except (CroniterError, ValueError, KeyError, IndexError, TypeError) as exc:
-        raise InvalidCron(f"invalid cron expression: {expression!r} ({exc})") from exc
-    # croniter reads '?' as '*'; treat it the same way here.
-    return normalized, fields[0][0] in "*?" or fields[1][0] in "*?"
+        _croniter(cron, start).get_next(datetime)
+    except CroniterError as exc:
+        raise InvalidCron(
+            f"cron expression never matches (nothing within {_SEARCH_YEARS} years): {expression!r}"
+        ) from exc
+
+
+def is_wildcard_cron(expression: str) -> bool:
+    """True when the minute or the hour field begins with ``*`` (after macro expansion)."""
+    return parse_cron(expression).wildcard
+
+
+def _croniter(cron: CronFields, start: datetime) -> croniter:
+    """croniter over naive wall times, from ``start``, for the expanded ``cron`` (a copy of a
+    cached one: croniter parses its expression on construction, which costs more than a search)."""
+    matches = copy.copy(_croniter_prototype(cron))
+    matches.set_current(start, force=True)
+    return matches
+
+
+@lru_cache(maxsize=1024)
+def _croniter_prototype(cron: CronFields) -> croniter:
+    text = _croniter_text(cron)
+    return croniter(text, _EPOCH, day_or=cron.day_or, max_years_between_matches=_SEARCH_YEARS)
+
+
+@lru_cache(maxsize=1024)
+def _croniter_text(cron: CronFields) -> str:
+    """``cron`` as croniter reads it right: every field a plain list of numbers (``*`` when it
+    holds every value, never a range or a step), with the day fields combined here: when they
+    are ORed and either holds every day, every day matches."""
+
+    def field(values: frozenset[int], low: int, high: int) -> str:
+        full = values >= set(range(low, high + 1))
+        return "*" if full else ",".join(str(v) for v in sorted(values))
+
+    days, weekdays = field(cron.days, 1, 31), field(cron.weekdays, 0, 6)
+    if cron.day_or and "*" in (days, weekdays):
+        days = weekdays = "*"
+    hours, minutes, months = field(cron.hours, 0, 23), field(cron.minutes, 0, 59), field(cron.months, 1, 12)
+    return f"{minutes} {hours} {days} {months} {weekdays}"
+
+
+#: Why a fire is not simply "the wall time the expression names" (see :attr:`FireTime.mark`).
+FireMark = Literal["moved", "merged", "repeated"]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class FireTime:
+    """One upcoming fire of a schedule (see :func:`cron_fire_times`)."""
+
+    #: The fire instant, aware UTC.
+    at: datetime
+    #: The same instant in the schedule's zone (``fold=1`` in the second pass of a repeated hour).
+    local: datetime
+    #: The naive wall times the cron expression named that fire at this instant: one normally,
+    #: several when a gap merged them; empty for an interval.
+    scheduled: tuple[datetime, ...] = ()
+
+    @property
+    def mark(self) -> FireMark | None:
+        """``"merged"``: several scheduled wall times fire at this one instant (a spring-forward
+        gap); ``"moved"``: the scheduled wall time did not exist, it fires at the transition;
+        ``"repeated"``: the second pass of a wall time the clock went back over; else None."""
+        if len(self.scheduled) > 1:
+            return "merged"
+        if self.scheduled and self.scheduled[0] != self.local.replace(tzinfo=None, fold=0):
+            return "moved"
+        return "repeated" if self.local.fold else None
+
+    def to_dict(self) -> dict[str, object]:
+        """JSON-ready: ``at`` (UTC) and ``local`` as ISO 8601, ``mark``, ``scheduled`` wall times."""
+        return {
+            "at": self.at.isoformat(),
+            "local": self.local.isoformat(),
+            "mark": self.mark,
+            "scheduled": [wall.isoformat() for wall in self.scheduled],
+        }
 
 
 def next_cron_time(expression: str, tz: str | ZoneInfo, after: datetime) -> datetime:
@@ -146,44 +322,76 @@ def next_cron_time(expression: str, tz: str | ZoneInfo, after: datetime) -> date
     The cron is evaluated in the wall-clock time of ``tz`` with the DST rules described in the
     module docstring. Raises :class:`InvalidCron` if nothing is found within the search bound.
     """
-    normalized, wildcard = _parse_cron(expression)
+    for instant, _ in _cron_fires(expression, tz, after):
+        return instant
+    raise InvalidCron(f"no occurrence within {_SEARCH_YEARS} years for cron expression {expression!r}")
+
+
+def cron_fire_times(expression: str, tz: str | ZoneInfo, after: datetime, n: int) -> list[FireTime]:
+    """The first ``n`` (1 to 1000) fires of ``expression`` in ``tz`` strictly after ``after``, in
+    order (fewer if the search bound ends first); each is what :func:`next_cron_time` would give
+    in turn."""
+    check_count(n)
+    tz_info = tz if isinstance(tz, ZoneInfo) else zone(tz)
+    found: list[FireTime] = []
+    for instant, walls in _cron_fires(expression, tz_info, after):
+        if len(found) == n:
+            break
+        found.append(FireTime(at=instant, local=instant.astimezone(tz_info), scheduled=walls))
+    return found
+
+
+def _cron_fires(
+    expression: str, tz: str | ZoneInfo, after: datetime
+) -> Iterator[tuple[datetime, tuple[datetime, ...]]]:
+    """Fire instants strictly after ``after``, in increasing order, each with the wall times that
+    fire at it. Wall times come in wall order but their instants need not (a fall-back repeats
+    wall times), so an instant is given out only once no later wall time can map before it."""
+    cron = parse_cron(expression)
     tz_info = tz if isinstance(tz, ZoneInfo) else zone(tz)
     after_utc = ensure_aware(after, "after")
-    best: datetime | None = None
-    stop: datetime | None = None
-    for wall in _wall_candidates(normalized, _first_wall(tz_info, after_utc)):
-        if best is not None and stop is not None and wall > stop:
-            return best
-        for instant in _instants(wall, tz_info, wildcard):
-            if instant > after_utc and (best is None or instant < best):
-                best = instant
-        if best is not None and stop is None:
-            stop = _last_wall(tz_info, best)
-    if best is None:
-        raise InvalidCron(f"no occurrence within {_SEARCH_YEARS} years for cron expression {expression!r}")
-    return best
+    pending: dict[datetime, tuple[datetime, list[datetime]]] = {}  # instant -> (last wall, walls)
+    for wall in _wall_candidates(cron, _first_wall(tz_info, after_utc)):
+        while pending:
+            first = min(pending)
+            if wall <= pending[first][0]:
+                break
+            yield first, tuple(pending.pop(first)[1])
+        for instant in _instants(wall, tz_info, cron.wildcard):
+            if instant > after_utc:
+                pending.setdefault(instant, (_last_wall(tz_info, instant), []))[1].append(wall)
+    for instant in sorted(pending):
+        yield instant, tuple(pending[instant][1])
 
 
 def _first_wall(tz: ZoneInfo, after: datetime) -> datetime:
     """Earliest naive wall time that can map to an instant after ``after``.
 
-    Normally that is wall(after); when the clock is about to fall back, the repeated wall times
+    Normally that is wall(after); when the clock is about to go back, the repeated wall times
     (earlier than wall(after)) still lie ahead in real time, so start that much earlier.
     """
-    low = min(_offset(tz, after + k * _HOUR) for k in range(_SHIFT_WINDOW_HOURS + 1))
+    hour = (after - _EPOCH) // _HOUR
+    low = min(_offset_at_hour(tz, hour + k) for k in range(_SHIFT_WINDOW_HOURS + 2))
     return (after + low).replace(tzinfo=None, second=0, microsecond=0)
 
 
-def _last_wall(tz: ZoneInfo, best: datetime) -> datetime:
-    """Latest naive wall time whose instants can still be earlier than ``best``."""
-    high = max(_offset(tz, best - k * _HOUR) for k in range(_SHIFT_WINDOW_HOURS + 1))
-    return (best + high).replace(tzinfo=None)
+def _last_wall(tz: ZoneInfo, instant: datetime) -> datetime:
+    """Latest naive wall time that can still map to ``instant`` or earlier."""
+    hour = (instant - _EPOCH) // _HOUR
+    high = max(_offset_at_hour(tz, hour - k) for k in range(_SHIFT_WINDOW_HOURS + 1))
+    return (instant + max(high, _offset(tz, instant))).replace(tzinfo=None)
 
 
-def _wall_candidates(expression: str, start: datetime) -> Iterator[datetime]:
+@lru_cache(maxsize=65_536)
+def _offset_at_hour(tz: ZoneInfo, hour: int) -> timedelta:
+    """The offset at the start of whole UTC hour number ``hour`` since 1970."""
+    return _offset(tz, _EPOCH + hour * _HOUR)
+
+
+def _wall_candidates(cron: CronFields, start: datetime) -> Iterator[datetime]:
     """Naive wall-clock matches at or after ``start`` (a whole minute); the search is bounded by
     a number of matches and by croniter's gap between matches."""
-    matches = croniter(expression, start - _SECOND, max_years_between_matches=_SEARCH_YEARS)
+    matches = _croniter(cron, start - _SECOND)
     for _ in range(_MAX_CANDIDATES):
         try:
             yield matches.get_next(datetime)
@@ -192,16 +400,20 @@ def _wall_candidates(expression: str, start: datetime) -> Iterator[datetime]:
 
 
 def _instants(wall: datetime, tz: ZoneInfo, wildcard: bool) -> list[datetime]:
-    """The UTC instants at which the naive wall time ``wall`` fires in ``tz``."""
+    """The UTC instants at which the naive wall time ``wall`` fires in ``tz`` (module docstring)."""
     first_offset = wall.replace(tzinfo=tz, fold=0).utcoffset() or timedelta(0)
     second_offset = wall.replace(tzinfo=tz, fold=1).utcoffset() or timedelta(0)
     first, second = _utc(wall - first_offset), _utc(wall - second_offset)
     if first_offset == second_offset:  # exists exactly once
         return [first]
-    if first_offset > second_offset:  # fall-back overlap: first pass, then second pass
-        return [first, second] if wildcard else [first]
-    # spring-forward gap: here ``second`` < transition <= ``first``
-    return [] if wildcard else [_transition(tz, second, first)]
+    if first_offset > second_offset:  # the clock went back: first pass, then second pass
+        both = wildcard or first_offset - second_offset > _CLOCK_RESET
+        return [first, second] if both else [first]
+    # the clock went forward over it: here ``second`` < transition <= ``first``
+    gap = second_offset - first_offset
+    if gap >= _CLOCK_RESET or (wildcard and gap >= _MINUTE_BY_MINUTE_CATCH_UP):
+        return []
+    return [_transition(tz, second, first)]
 
 
 def _transition(tz: ZoneInfo, before: datetime, after: datetime) -> datetime:
@@ -217,6 +429,13 @@ def _transition(tz: ZoneInfo, before: datetime, after: datetime) -> datetime:
         else:
             low = middle
     return _EPOCH + high * _SECOND
+
+
+def check_count(n: object) -> int:
+    """Return ``n`` if it is an int from 1 to :data:`MAX_FIRE_TIMES` (how many fires to list)."""
+    if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_FIRE_TIMES:
+        raise ScheduleValidationError(f"n must be an int from 1 to {MAX_FIRE_TIMES}, got {n!r}")
+    return n
 
 
 # --- intervals -------------------------------------------------------------------------------
@@ -239,3 +458,18 @@ def next_interval_time(anchor: datetime, every_ms: int, after: datetime) -> date
     elapsed_us = (ensure_aware(after, "after") - anchor_utc) // timedelta(microseconds=1)
     steps = max(0, elapsed_us // step_us + 1)
     return anchor_utc + timedelta(microseconds=steps * step_us)
+
+
+def interval_fire_times(
+    anchor: datetime, every_ms: int, after: datetime, n: int, tz: str | ZoneInfo = "UTC"
+) -> list[FireTime]:
+    """The first ``n`` (1 to 1000) fixed-rate fires ``anchor + k * every_ms`` strictly after
+    ``after`` (see :func:`next_interval_time`), shown in ``tz``."""
+    check_count(n)
+    tz_info = tz if isinstance(tz, ZoneInfo) else zone(tz)
+    at, step = next_interval_time(anchor, every_ms, after), timedelta(milliseconds=every_ms)
+    fires = [FireTime(at=at, local=at.astimezone(tz_info))]
+    while len(fires) < n and at < datetime.max.replace(tzinfo=UTC) - step:
+        at += step
+        fires.append(FireTime(at=at, local=at.astimezone(tz_info)))
+    return fires

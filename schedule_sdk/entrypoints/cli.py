@@ -19,7 +19,7 @@ import threading
 import traceback
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, TextIO
 
 import sqlalchemy as sa
@@ -33,7 +33,8 @@ from ..domain.errors import (
     ScheduleUnavailable,
     ScheduleValidationError,
 )
-from ..domain.jobs import ScheduledJob
+from ..domain.jobs import CronRepeat, ScheduledJob
+from ..domain.timing import FireTime
 from ..reconciler import ReconcileReport
 from ..retention import parse_duration
 from ..settings import Settings
@@ -296,11 +297,49 @@ def cmd_jobs_list(ctx: Context) -> int:
 
 
 def cmd_jobs_show(ctx: Context) -> int:
-    job = ctx.container.schedule_service().get_by_id(ctx.args.job_id)
+    service = ctx.container.schedule_service()
+    job = service.get_by_id(ctx.args.job_id)
     if job is None:
         raise JobNotFound(ctx.args.job_id)
-    _write_json(ctx, job_to_dict(job))
+    shown = job_to_dict(job)
+    shown["next_fire_times"] = [fire.to_dict() for fire in service.preview(job.id, n=5)]
+    _write_json(ctx, shown)
     return OK
+
+
+def cmd_cron(ctx: Context) -> int:
+    """Print the next fire times of a cron expression (no database needed)."""
+    a = ctx.args
+    try:
+        after = datetime.fromisoformat(a.after) if a.after else datetime.now(UTC)
+    except ValueError:
+        after = None
+    if after is None or after.tzinfo is None:
+        raise UsageError(f"--after must be an ISO 8601 time with an offset (Z or +hh:mm): {a.after!r}")
+    fires = CronRepeat(expression=a.expression, timezone=a.tz).next_fire_times(after, a.n)
+    if a.json:
+        _write_json(ctx, [fire.to_dict() for fire in fires])
+        return OK
+    rows = [("LOCAL", "UTC", "NOTE")]
+    for fire in fires:
+        local = fire.local.strftime("%Y-%m-%d %a %H:%M %z")
+        utc = fire.at.strftime("%Y-%m-%dT%H:%M:%SZ")
+        rows.append((local, utc, _fire_note(fire)))
+    widths = [max(len(row[i]) for row in rows) for i in range(3)]
+    for row in rows:
+        ctx.out.write("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() + "\n")
+    return OK
+
+
+def _fire_note(fire: FireTime) -> str:
+    walls = ", ".join(wall.strftime("%H:%M") for wall in fire.scheduled)
+    if fire.mark == "moved":
+        return f"moved: {walls} does not exist (clock went forward)"
+    if fire.mark == "merged":
+        return f"merged: {walls} fire once (clock went forward)"
+    if fire.mark == "repeated":
+        return "repeated: second pass (clock went back)"
+    return ""
 
 
 def cmd_jobs_cancel(ctx: Context) -> int:
@@ -504,6 +543,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
     purge.add_argument("--batch-size", type=int, default=500, help="rows per transaction (default 500)")
 
+    cron = command(
+        commands, "cron", cmd_cron, "print the next fire times of a cron expression in a time zone"
+    )
+    cron.add_argument("expression", metavar="EXPR", help='a 5-field cron expression, e.g. "30 2 * * *"')
+    cron.add_argument("--tz", required=True, help="IANA time zone, e.g. Europe/Berlin")
+    cron.add_argument("-n", type=int, default=10, help="how many fire times, 1-1000 (default 10)")
+    cron.add_argument("--after", help="start after this ISO 8601 time with an offset (default: now)")
+    cron.add_argument("--json", action="store_true", help="print a JSON list of fire times")
+
     db = command(commands, "db", None, "the SDK's database schema")
     db_commands = db.add_subparsers(dest="db_command", required=True, metavar="COMMAND")
     command(db_commands, "upgrade", cmd_db_upgrade, "create or upgrade the SDK's tables (Alembic migrations)")
@@ -515,6 +563,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _container(args: argparse.Namespace) -> ScheduleContainer:
+    if args.handler is cmd_cron:  # needs no store: the configured URLs are not checked
+        return ScheduleContainer()
     overrides: dict[str, Any] = {"database_url": args.database_url, "redis_url": args.redis_url}
     if getattr(args, "listeners", None):
         overrides["listener_modules"] = args.listeners

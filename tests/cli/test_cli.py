@@ -15,7 +15,15 @@ from pathlib import Path
 
 import pytest
 
-from schedule_sdk import JobMetadata, JobStatus, OneShotSpec, ScheduleContainer, ScheduleService
+from schedule_sdk import (
+    CronRepeat,
+    JobMetadata,
+    JobStatus,
+    OneShotSpec,
+    RepeatSpec,
+    ScheduleContainer,
+    ScheduleService,
+)
 from schedule_sdk.adapters.stores import schema
 from schedule_sdk.entrypoints.cli import main
 
@@ -74,7 +82,7 @@ def assert_one_line_error(result: subprocess.CompletedProcess[str], code: int) -
 def test_help_names_every_command_and_the_exit_codes(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["--help"]) == 0
     out = capsys.readouterr().out
-    for word in ("worker", "reconcile", "timer", "jobs", "db", "exit codes", "SCHEDULE_DATABASE_URL"):
+    for word in ("worker", "reconcile", "timer", "jobs", "cron", "db", "exit codes", "SCHEDULE_DATABASE_URL"):
         assert word in out
     assert main(["jobs", "list", "--help"]) == 0
     assert "--owner-id" in capsys.readouterr().out
@@ -136,6 +144,96 @@ def test_jobs_show_prints_the_job_as_json(
     assert code == 0 and shown["id"] == job_id and shown["status"] == "pending"
     assert shown["payload"] == {"to": "ana", "n": [1, 2]} and shown["metadata"]["tenant_id"] == "t1"
     assert datetime.fromisoformat(shown["run_at"]).tzinfo is not None
+    assert shown["next_fire_times"] == [
+        {"at": shown["run_at"], "local": shown["run_at"], "mark": None, "scheduled": []}
+    ]
+
+
+def test_jobs_show_lists_a_cron_jobs_next_fire_times(
+    db_url: str, service: ScheduleService, capsys: pytest.CaptureFixture[str]
+) -> None:
+    spec = RepeatSpec(topic="cli.test", timezone="Europe/Berlin", repeat=CronRepeat(expression="0 9 * * *"))
+    job = service.schedule_repeat(spec)
+    code, out, _ = cli(db_url, "jobs", "show", job.id, capsys=capsys)
+    fires = json.loads(out)["next_fire_times"]
+    assert code == 0 and len(fires) == 5
+    assert fires == [f.to_dict() for f in service.preview(job.id)]
+    assert [datetime.fromisoformat(f["local"]).hour for f in fires] == [9] * 5
+
+
+def test_cron_prints_local_and_utc_times_and_marks_dst_changes(capsys: pytest.CaptureFixture[str]) -> None:
+    args = ["cron", "0,30 2 * * *", "--tz", "America/New_York", "-n", "3", "--after", "2026-03-08T00:00Z"]
+    assert main(args) == 0
+    assert capsys.readouterr().out.splitlines() == [
+        "LOCAL                       UTC                   NOTE",
+        (
+            "2026-03-08 Sun 03:00 -0400  2026-03-08T07:00:00Z  "
+            "merged: 02:00, 02:30 fire once (clock went forward)"
+        ),
+        "2026-03-09 Mon 02:00 -0400  2026-03-09T06:00:00Z",
+        "2026-03-09 Mon 02:30 -0400  2026-03-09T06:30:00Z",
+    ]
+    assert (
+        main(["cron", "30 2 * * *", "--tz", "Europe/Berlin", "-n", "1", "--after", "2026-03-29T00:00Z"]) == 0
+    )
+    assert "moved: 02:30 does not exist (clock went forward)" in capsys.readouterr().out
+    assert (
+        main(
+            [
+                "cron",
+                "*/30 1 * * *",
+                "--tz",
+                "America/New_York",
+                "-n",
+                "3",
+                "--after",
+                "2026-11-01T05:15Z",
+                "--json",
+            ]
+        )
+        == 0
+    )
+    listed = json.loads(capsys.readouterr().out)
+    assert [(f["local"], f["mark"]) for f in listed] == [
+        ("2026-11-01T01:30:00-04:00", None),
+        ("2026-11-01T01:00:00-05:00", "repeated"),
+        ("2026-11-01T01:30:00-05:00", "repeated"),
+    ]
+
+
+def test_cron_starts_from_now_by_default(capsys: pytest.CaptureFixture[str]) -> None:
+    before = datetime.now(UTC)
+    assert main(["cron", "* * * * *", "--tz", "UTC", "--json"]) == 0
+    listed = json.loads(capsys.readouterr().out)
+    assert len(listed) == 10
+    assert before < datetime.fromisoformat(listed[0]["at"]) <= before + timedelta(minutes=1)
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["cron", "0 22-2 * * *", "--tz", "UTC"],
+        ["cron", "0 0 L * *", "--tz", "UTC"],
+        ["cron", "0 9 * * *", "--tz", "Mars/Olympus"],
+        ["cron", "0 9 * * *", "--tz", "UTC", "--after", "tomorrow"],
+        ["cron", "0 9 * * *", "--tz", "UTC", "--after", "2026-01-01T00:00"],
+        ["cron", "0 9 * * *", "--tz", "UTC", "-n", "0"],
+    ],
+)
+def test_cron_errors_are_one_line_exit_2(args: list[str]) -> None:
+    # the database URL is neither used nor checked by this command
+    assert_one_line_error(run(*args, env={"SCHEDULE_DATABASE_URL": "nope://x"}), 2)
+
+
+def test_cron_without_a_zone_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["cron", "0 9 * * *"]) == 2
+    assert "--tz" in capsys.readouterr().err
+
+
+def test_cron_needs_no_database(tmp_path: Path) -> None:
+    result = run("cron", "0 9 * * *", "--tz", "UTC", "-n", "1", env={"SCHEDULE_DATABASE_URL": "nope://x"})
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines()[0].split() == ["LOCAL", "UTC", "NOTE"]
 
 
 def test_jobs_cancel_is_idempotent(

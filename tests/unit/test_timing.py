@@ -2,19 +2,30 @@
 
 from __future__ import annotations
 
+import re
 from datetime import UTC as STDLIB_UTC
 from datetime import date, datetime, timedelta, timezone
 from zoneinfo import ZoneInfo
 
 import pytest
 
-from schedule_sdk.domain.errors import InvalidCron, InvalidInterval, InvalidTimezone, NaiveDatetime
+from schedule_sdk import CronRepeat, IntervalRepeat
+from schedule_sdk.domain.errors import (
+    InvalidCron,
+    InvalidInterval,
+    InvalidTimezone,
+    NaiveDatetime,
+    ScheduleValidationError,
+)
 from schedule_sdk.domain.timing import (
     UTC,
+    cron_fire_times,
     ensure_aware,
+    interval_fire_times,
     is_wildcard_cron,
     next_cron_time,
     next_interval_time,
+    parse_cron,
     validate_cron,
     validate_interval,
     zone,
@@ -329,6 +340,202 @@ def test_validate_cron_accepts(expression: str) -> None:
 )
 def test_is_wildcard_cron(expression: str, wildcard: bool) -> None:
     assert is_wildcard_cron(expression) is wildcard
+
+
+# --- the Debian grammar ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("expression", "field", "values"),
+    [
+        ("0 2-2 * * *", "hours", {2}),  # a single-value range is that value, not '*'
+        ("0 2-2/1 * * *", "hours", {2}),
+        ("0 2-2,5 * * *", "hours", {2, 5}),
+        ("5-5 * * * *", "minutes", {5}),
+        ("0 9 * * 1-1", "weekdays", {1}),
+        ("*/15 * * * *", "minutes", {0, 15, 30, 45}),
+        ("10-30/10 * * * *", "minutes", {10, 20, 30}),
+        ("*/100 * * * *", "minutes", {0}),  # a step larger than the field keeps the first value
+        ("0 0 * * 7", "weekdays", {0}),  # 7 is Sunday, like 0
+        ("0 0 * * 5-7", "weekdays", {5, 6, 0}),
+        ("0 0 * * */2", "weekdays", {0, 2, 4, 6}),  # 0-7/2: 0, 2, 4, 6 (7 is not reached)
+        ("0 0 * * MON-fri", "weekdays", {1, 2, 3, 4, 5}),
+        ("0 0 * * Sun,sat", "weekdays", {0, 6}),
+        ("0 0 1 jan-MAR,Dec *", "months", {1, 2, 3, 12}),
+        ("0 0 */10 * *", "days", {1, 11, 21, 31}),
+        ("00,05 09 * * *", "minutes", {0, 5}),
+    ],
+)
+def test_parse_cron_expands_fields_as_debian_does(expression: str, field: str, values: set[int]) -> None:
+    assert getattr(parse_cron(expression), field) == values
+
+
+def test_a_rare_expression_always_finds_its_next_occurrence() -> None:
+    # 29 February on a Sunday (the day fields are ANDed): 2032, 2060, 2088, 2128 (2100 is not leap)
+    validate_cron("0 0 29 2 */7")
+    moment, found = iso("2026-06-01T00:00Z"), []
+    for _ in range(4):
+        moment = next_cron_time("0 0 29 2 */7", "UTC", moment)
+        found.append(moment.year)
+    assert found == [2032, 2060, 2088, 2128]
+    # a date that never exists is still refused
+    with pytest.raises(InvalidCron, match="never matches"):
+        validate_cron("0 0 31 11 */7")
+
+
+@pytest.mark.parametrize(
+    ("expression", "day_or"),
+    [
+        ("0 9 1 * 1", True),
+        ("0 9 1-1 * 1-5", True),
+        ("0 9 */3 * 1", False),  # a day field begins with '*': both must match
+        ("0 9 1 * */7", False),
+        ("0 9 * * 1", False),
+        ("0 9 1 * *", False),
+        ("@weekly", False),
+    ],
+)
+def test_parse_cron_day_or(expression: str, day_or: bool) -> None:
+    assert parse_cron(expression).day_or is day_or
+
+
+@pytest.mark.parametrize(
+    ("expression", "reason"),
+    [
+        ("0 0 L * *", "'L' is not a value"),
+        ("0 0 15W * *", "'15W' is not a value"),
+        ("0 0 LW * *", "'LW' is not a value"),
+        ("0 0 * * 5L", "'5L' is not a value"),
+        ("0 0 * * 1#2", "invalid day-of-week field"),
+        ("0 0 ? * *", "invalid day-of-month field"),
+        ("0 0 * * ?", "invalid day-of-week field"),
+        ("0 22-2 * * *", "wrap-around range '22-2'"),
+        ("0 0 * * fri-mon", "wrap-around range 'fri-mon'"),
+        ("0 0 * * mon-sun", "wrap-around range 'mon-sun'"),  # 'sun' is 0, as in Debian
+        ("0 0 1 dec-jan *", "wrap-around range"),
+        ("5/15 * * * *", "a step needs a range or '*'"),
+        ("0 0 * * 1/2", "a step needs a range or '*'"),
+        ("0-30/0 * * * *", "step '0'"),
+        ("*/x * * * *", "step 'x'"),
+        ("1-2-3 * * * *", "invalid minute field"),
+        ("1,,2 * * * *", "invalid minute field"),
+        ("-1 * * * *", "invalid minute field"),
+        ("jan * * * *", "'jan' is not a value from 0 to 59"),
+        ("0 0 * mon *", "'mon' is not a value from 1 to 12"),
+        ("0 0 * * 8", "'8' is not a value from 0 to 7"),
+        ("0 0 32 * *", "'32' is not a value from 1 to 31"),
+        ("0 0 1 13 *", "'13' is not a value from 1 to 12"),
+        ("0 0 * * monday", "'monday' is not a value"),
+        ("0 0 * * ٣", "invalid day-of-week field"),  # only ASCII digits
+    ],
+)
+def test_parse_cron_refuses_syntax_beyond_vixie_cron(expression: str, reason: str) -> None:
+    with pytest.raises(InvalidCron, match=re.escape(reason)) as refused:
+        parse_cron(expression)
+    assert refused.value.code == "SCHEDULE_INVALID_CRON"
+    with pytest.raises(InvalidCron):
+        validate_cron(expression)
+
+
+# --- preview ----------------------------------------------------------------------------------------
+
+
+def fires(expression: str, tz: str, after: str, n: int) -> list[tuple[str, str | None]]:
+    return [
+        (f.local.isoformat(timespec="minutes"), f.mark)
+        for f in cron_fire_times(expression, tz, iso(after), n)
+    ]
+
+
+def test_cron_fire_times_marks_what_a_dst_change_did() -> None:
+    assert fires("30 2 * * *", "America/New_York", "2026-03-08T00:00Z", 2) == [
+        ("2026-03-08T03:00-04:00", "moved"),
+        ("2026-03-09T02:30-04:00", None),
+    ]
+    assert fires("0,30 2 * * *", "America/New_York", "2026-03-08T00:00Z", 2) == [
+        ("2026-03-08T03:00-04:00", "merged"),
+        ("2026-03-09T02:00-04:00", None),
+    ]
+    # Lord Howe: 02:00 is moved to the transition, where 02:30 (which exists) also fires: merged
+    assert fires("0,30 2 * * *", "Australia/Lord_Howe", "2026-10-03T00:00Z", 1) == [
+        ("2026-10-04T02:30+11:00", "merged")
+    ]
+    assert fires("0 1 * * *", "America/New_York", "2026-11-01T00:00Z", 2) == [
+        ("2026-11-01T01:00-04:00", None),
+        ("2026-11-02T01:00-05:00", None),
+    ]
+    assert fires("30 * * * *", "America/New_York", "2026-11-01T05:00Z", 3) == [
+        ("2026-11-01T01:30-04:00", None),
+        ("2026-11-01T01:30-05:00", "repeated"),
+        ("2026-11-01T02:30-05:00", None),
+    ]
+
+
+def test_cron_fire_times_are_the_next_cron_times_in_turn() -> None:
+    tz, moment = "Europe/Berlin", iso("2026-10-24T12:00Z")
+    listed = cron_fire_times("*/20 1-3 * * *", tz, moment, 40)
+    for fire in listed:
+        moment = next_cron_time("*/20 1-3 * * *", tz, moment)
+        assert fire.at == moment and fire.at.tzinfo is UTC
+        assert (
+            fire.local == moment.astimezone(ZoneInfo(tz))
+            and fire.local.fold == moment.astimezone(ZoneInfo(tz)).fold
+        )
+    assert len(listed) == 40
+
+
+def test_fire_time_to_dict() -> None:
+    (fire,) = cron_fire_times("30 2 * * *", "America/New_York", iso("2026-03-08T00:00Z"), 1)
+    assert fire.to_dict() == {
+        "at": "2026-03-08T07:00:00+00:00",
+        "local": "2026-03-08T03:00:00-04:00",
+        "mark": "moved",
+        "scheduled": ["2026-03-08T02:30:00"],
+    }
+
+
+def test_interval_fire_times_are_fixed_rate() -> None:
+    listed = interval_fire_times(
+        iso("2026-03-08T06:00Z"), 3_600_000, iso("2026-03-08T05:30Z"), 3, "America/New_York"
+    )
+    assert [f.local.isoformat(timespec="minutes") for f in listed] == [
+        "2026-03-08T01:00-05:00",
+        "2026-03-08T03:00-04:00",  # real hours: the wall clock skips 02:00
+        "2026-03-08T04:00-04:00",
+    ]
+    assert [f.mark for f in listed] == [None, None, None]
+    # near the end of the calendar the list stops short instead of overflowing
+    assert len(interval_fire_times(iso("9999-12-30T00:00Z"), 86_400_000, iso("9999-12-30T00:00Z"), 5)) == 1
+
+
+@pytest.mark.parametrize("n", [0, -1, 1001, True, 2.0, "3", None])
+def test_fire_time_counts_are_checked(n: object) -> None:
+    with pytest.raises(ScheduleValidationError, match="n must be"):
+        cron_fire_times("* * * * *", "UTC", iso("2026-01-01T00:00Z"), n)  # type: ignore[arg-type]
+    with pytest.raises(ScheduleValidationError, match="n must be"):
+        interval_fire_times(iso("2026-01-01T00:00Z"), 1000, iso("2026-01-01T00:00Z"), n)  # type: ignore[arg-type]
+
+
+def test_repeats_preview_their_fire_times() -> None:
+    after = iso("2026-03-07T12:00Z")
+    cron = CronRepeat(expression="30 2 * * *")
+    assert [f.at for f in cron.next_fire_times(after, 2, timezone="America/New_York")] == [
+        iso("2026-03-08T07:00Z"),
+        iso("2026-03-09T06:30Z"),
+    ]
+    zoned = CronRepeat(expression="30 2 * * *", timezone="Europe/Berlin")
+    assert zoned.next_fire_times(after, 1, timezone="America/New_York")[0].at == iso("2026-03-08T01:30Z")
+    with pytest.raises(InvalidTimezone):
+        cron.next_fire_times(after)
+    every = IntervalRepeat(every_ms=60_000)
+    assert [f.at for f in every.next_fire_times(after, 2)] == [
+        iso("2026-03-07T12:01Z"),
+        iso("2026-03-07T12:02Z"),
+    ]
+    anchored = every.next_fire_times(after, 1, anchor=iso("2026-03-07T11:59:30Z"), timezone="Asia/Tokyo")
+    assert anchored[0].at == iso("2026-03-07T12:00:30Z") and anchored[0].local.utcoffset() == timedelta(
+        hours=9
+    )
 
 
 # --- property-style: 2 years of occurrences -----------------------------------------------------
