@@ -33,6 +33,7 @@ from .firing import Firing
 from .listeners import default_registry
 from .reconciler import Reconciler
 from .runtimes.dispatch import FireDispatcher
+from .runtimes.loop import ListenerLoop
 from .runtimes.poller import DuePoller
 from .runtimes.worker import ScheduleWorker
 from .service import ScheduleService
@@ -60,6 +61,12 @@ def _engine(settings: Settings) -> Iterator[Engine]:
     engine.dispose()
 
 
+def _listener_loop() -> Iterator[ListenerLoop]:
+    loop = ListenerLoop()
+    yield loop
+    loop.close()
+
+
 class ScheduleContainer(containers.DeclarativeContainer):
     config = providers.Configuration()
     settings = providers.ThreadSafeSingleton(Settings.load, config)
@@ -69,13 +76,17 @@ class ScheduleContainer(containers.DeclarativeContainer):
     store = providers.ThreadSafeSingleton(SQLAlchemyJobStore, engine=engine)
 
     listeners = providers.Object(default_registry)
+    #: Where ``async def`` listeners run: the app's loop while a worker started from async code
+    #: runs, else one long-lived loop of the container's own (closed at ``shutdown_resources``).
+    listener_loop = providers.Resource(_listener_loop)
     publisher = providers.Selector(
         settings.provided.events,
-        local=providers.ThreadSafeSingleton(BlinkerEventPublisher, registry=listeners),
+        local=providers.ThreadSafeSingleton(BlinkerEventPublisher, registry=listeners, loop=listener_loop),
         redis=providers.ThreadSafeSingleton(
             _lazy("schedule_sdk.adapters.publishers.redis", "RedisEventPublisher"),
             registry=listeners,
             redis_url=settings.provided.redis_url,
+            loop=listener_loop,
         ),
     )
 
@@ -139,4 +150,5 @@ class ScheduleContainer(containers.DeclarativeContainer):
         lease_seconds=settings.provided.lease_seconds,
         stop_timeout=settings.provided.stop_timeout,
         reconcile_interval=settings.provided.reconcile_interval,
+        listener_loop=listener_loop,
     )

@@ -8,10 +8,17 @@ signal handlers, so it is safe inside a threaded web app. Also a context manager
 
     with container.worker():
         ...  # jobs fire in this process
+
+From async code (a FastAPI lifespan), start it with ``async with container.worker():`` or
+``await worker.start_async()`` / ``await worker.stop_async()``: ``async def`` listeners then run on
+the app's own event loop, so the app's async clients, pools and locks work in them. Started from
+sync code, they run on one long-lived loop of the SDK's own (see
+:class:`~schedule_sdk.runtimes.loop.ListenerLoop`).
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import threading
 import time
@@ -22,6 +29,7 @@ from ..domain.errors import ScheduleError
 from ..ports import Clock, JobStore
 from ..reconciler import Reconciler
 from .dispatch import FireDispatcher
+from .loop import ListenerLoop
 
 logger = logging.getLogger(__name__)
 
@@ -46,6 +54,7 @@ class ScheduleWorker:
         lease_seconds: float = 30.0,
         stop_timeout: float = 5.0,
         reconcile_interval: float = 0.0,
+        listener_loop: ListenerLoop | None = None,
     ) -> None:
         self._store = store
         self._clock = clock
@@ -58,6 +67,10 @@ class ScheduleWorker:
         self._stop = threading.Event()
         self._heartbeat: threading.Thread | None = None
         self._lock = threading.Lock()
+        #: Where ``async def`` listeners run; the publisher must use the same one.
+        self.listener_loop = listener_loop
+        if listener_loop is not None:
+            dispatcher.on_overdue = listener_loop.abandon
 
     @property
     def running(self) -> bool:
@@ -96,6 +109,34 @@ class ScheduleWorker:
 
     def __exit__(self, *exc_info: object) -> None:
         self.stop()
+
+    async def start_async(self) -> ScheduleWorker:
+        """:meth:`start` from async code: ``async def`` listeners run on the running (the app's)
+        event loop. The blocking start-up (reconcile) runs in a thread, so the loop keeps serving."""
+        loop = asyncio.get_running_loop()
+        if self.listener_loop is not None:
+            self.listener_loop.attach(loop)
+        try:
+            await asyncio.to_thread(self.start)
+        except BaseException:
+            if self.listener_loop is not None:
+                self.listener_loop.detach(loop)
+            raise
+        return self
+
+    async def stop_async(self, timeout: float | None = None) -> None:  # noqa: ASYNC109 (stop's own)
+        """:meth:`stop` from async code. The loop keeps running meanwhile, so in-flight async
+        listeners can finish within the timeout; those still running then are cancelled (their
+        fires were released for another worker)."""
+        await asyncio.to_thread(self.stop, timeout)
+        if self.listener_loop is not None:
+            self.listener_loop.detach(asyncio.get_running_loop())
+
+    async def __aenter__(self) -> ScheduleWorker:
+        return await self.start_async()
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.stop_async()
 
     def _beat(self) -> None:
         interval = max(0.05, min(self._lease / 3, 1.0))
