@@ -33,6 +33,7 @@ from .domain.errors import (
     ScheduleUnavailable,
     ScheduleValidationError,
     StoreUnavailable,
+    TransactionNotJoinable,
 )
 from .domain.events import SCHEDULE_ARRIVED_EVENT, ScheduleArrivedEvent, schedule_arrived_event_name
 from .domain.jobs import (
@@ -96,6 +97,7 @@ __all__ = [
     "ScheduledJob",
     "Settings",
     "StoreUnavailable",
+    "TransactionNotJoinable",
     "on_event",
     "schedule_arrived_event_name",
 ]

@@ -12,6 +12,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import datetime
 
+from .domain.errors import TransactionNotJoinable
 from .domain.events import ScheduleArrivedEvent
 from .domain.jobs import JobQuery, ScheduledJob
 from .domain.status import JobStatus
@@ -90,6 +91,16 @@ class JobTransaction(ABC):
         """``update`` for many rows at once (rows failing their guard are left alone)."""
 
 
+class JoinedTransaction(JobTransaction):
+    """Writes inside the *caller's* transaction (see :meth:`JobStore.join`): the store neither
+    commits nor rolls back; whoever owns the transaction does."""
+
+    @abstractmethod
+    def when_done(self, committed: Callable[[], None], rolled_back: Callable[[], None]) -> None:
+        """Call ``committed`` once the caller's transaction has committed, or ``rolled_back`` once
+        it rolled back (on the thread that ends it; each at most once)."""
+
+
 class JobStore(ABC):
     """The source of truth for jobs (and, for the ``sql`` substrate, the delay index).
 
@@ -99,6 +110,13 @@ class JobStore(ABC):
     @abstractmethod
     def transaction(self) -> AbstractContextManager[JobTransaction]:
         """A write transaction: commits when the block ends normally, rolls back on an exception."""
+
+    def join(self, connection: object) -> JoinedTransaction:
+        """Write in the caller's open transaction on ``connection`` (a store that has none refuses).
+
+        :raises TransactionNotJoinable: this store cannot write through ``connection``.
+        """
+        raise TransactionNotJoinable(f"{type(self).__name__} cannot join a caller's transaction")
 
     @abstractmethod
     def get(self, job_id: str) -> ScheduledJob | None:

@@ -17,6 +17,7 @@ Catch :class:`ScheduleError` for "anything from the scheduler", a builtin for a 
     │   ├── InvalidRepeat               SCHEDULE_INVALID_REPEAT
     │   ├── InvalidCursor               SCHEDULE_INVALID_CURSOR
     │   ├── InvalidSetting              SCHEDULE_INVALID_SETTING
+    │   ├── TransactionNotJoinable      SCHEDULE_TRANSACTION_NOT_JOINABLE
     │   └── InvalidTimerCommand         TIMER_INVALID_COMMAND
     ├── ClientRequestIdInUse            SCHEDULE_CLIENT_REQUEST_ID_IN_USE
     ├── JobNotFound (LookupError)       SCHEDULE_NOT_FOUND
@@ -135,6 +136,13 @@ class InvalidSetting(ScheduleValidationError):
     """A configuration value is invalid."""
 
     code = "SCHEDULE_INVALID_SETTING"
+
+
+class TransactionNotJoinable(ScheduleValidationError):
+    """The ``connection=`` given cannot carry the job's write (not a SQLAlchemy Connection or
+    Session, a different database than the SDK's tables, or a store without SQL transactions)."""
+
+    code = "SCHEDULE_TRANSACTION_NOT_JOINABLE"
 
 
 class InvalidTimerCommand(ScheduleValidationError):

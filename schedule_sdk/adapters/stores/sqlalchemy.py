@@ -24,8 +24,8 @@ from ...domain.jobs import (
     repeat_from_dict,
 )
 from ...domain.status import JobStatus
-from ...ports import Guard, JobStore, JobTransaction, OccurrenceRef
-from . import pg_claims, watch
+from ...ports import Guard, JobStore, JobTransaction, JoinedTransaction, OccurrenceRef
+from . import joined, pg_claims, watch
 from .engine import WRITE, translate_errors
 from .tables import UTCDateTime
 from .tables import schedule_jobs as t
@@ -186,6 +186,17 @@ class _Transaction(JobTransaction):
                 self._conn.execute(_update_statement(statuses, checks_claim), params)
 
 
+class _JoinedTransaction(_Transaction, JoinedTransaction):
+    """Writes on the caller's connection, in the caller's transaction (see :mod:`.joined`)."""
+
+    def __init__(self, conn: Connection, owner: object) -> None:
+        super().__init__(conn)
+        self._owner = owner
+
+    def when_done(self, committed: Callable[[], None], rolled_back: Callable[[], None]) -> None:
+        joined.after_transaction(self._owner, committed, rolled_back)
+
+
 _NOW = sa.bindparam("c_now", type_=UTCDateTime)
 
 
@@ -275,6 +286,12 @@ class SQLAlchemyJobStore(JobStore):
     def transaction(self) -> Iterator[JobTransaction]:
         with self._write() as conn:
             yield _Transaction(conn)
+
+    def join(self, connection: object) -> JoinedTransaction:
+        """Write through the caller's ``Connection`` or ``Session`` (on this store's database), in
+        its transaction: this store's write lock is not taken, the caller commits or rolls back."""
+        with translate_errors():
+            return _JoinedTransaction(joined.connection_of(connection, self.engine.url), connection)
 
     @contextlib.contextmanager
     def _write(self) -> Iterator[Connection]:
