@@ -111,8 +111,9 @@ class JobStore(ABC):
     def transaction(self) -> AbstractContextManager[JobTransaction]:
         """A write transaction: commits when the block ends normally, rolls back on an exception."""
 
-    def join(self, connection: object) -> JoinedTransaction:
-        """Write in the caller's open transaction on ``connection`` (a store that has none refuses).
+    def join(self, connection: object) -> AbstractContextManager[JoinedTransaction]:
+        """Write in the caller's open transaction on ``connection`` (a store that has none refuses);
+        leaving the block neither commits nor rolls back.
 
         :raises TransactionNotJoinable: this store cannot write through ``connection``.
         """

@@ -81,11 +81,11 @@ class ScheduleService:
         """
         now = self._clock.now()
         if connection is not None:
-            joined = self._store.join(connection)
-            open_job = _cancel_in(joined, job_id, now)
-            if open_job is not None:
-                withdrawn = [Occurrence.of(open_job)]
-                joined.when_done(lambda: self._queue.withdraw(withdrawn), lambda: None)
+            with self._store.join(connection) as joined:
+                open_job = _cancel_in(joined, job_id, now)
+                if open_job is not None:
+                    withdrawn = [Occurrence.of(open_job)]
+                    joined.when_done(lambda: self._queue.withdraw(withdrawn), lambda: None)
             return
         with self._store.transaction() as tx:
             open_job = _cancel_in(tx, job_id, now)
@@ -203,26 +203,26 @@ class ScheduleService:
         """``_write`` in the caller's transaction. The occurrence is handed over first (staged:
         it cannot fire before ``committed``), so a queue error leaves nothing in that transaction;
         ``committed`` runs after the caller commits, ``withdraw`` if it rolls back."""
-        joined = self._store.join(connection)
         occurrence = [Occurrence.of(job)]
         self._queue.enqueue(occurrence)
         replaced: ScheduledJob | None = None
         try:
-            if replace is not None:
-                replaced = self._cancel_for_replacement(joined, replace, job)
-                job = job.evolve(rescheduled_from=replace)
-            joined.insert(job)
+            with self._store.join(connection) as joined:
+                if replace is not None:
+                    replaced = self._cancel_for_replacement(joined, replace, job)
+                    job = job.evolve(rescheduled_from=replace)
+                joined.insert(job)
+                superseded = [] if replaced is None else [Occurrence.of(replaced)]
+
+                def committed() -> None:
+                    self._queue.committed(occurrence)
+                    if superseded:
+                        self._queue.withdraw(superseded)
+
+                joined.when_done(committed, lambda: self._queue.withdraw(occurrence))
         except BaseException:
             self._queue.withdraw(occurrence)
             raise
-        superseded = [] if replaced is None else [Occurrence.of(replaced)]
-
-        def committed() -> None:
-            self._queue.committed(occurrence)
-            if superseded:
-                self._queue.withdraw(superseded)
-
-        joined.when_done(committed, lambda: self._queue.withdraw(occurrence))
         return replaced
 
     # -- end of the caller's-transaction section ------------------------------------------------

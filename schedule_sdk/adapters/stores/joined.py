@@ -48,12 +48,17 @@ def connection_of(connection: object, home: sa.URL) -> Connection:
         raise TransactionNotJoinable(
             f"connection= takes a SQLAlchemy Connection or Session, not {type(connection).__name__}"
         )
-    if _database(conn.engine.url) != _database(home):
+    check_database(conn.engine.url, home)
+    return conn
+
+
+def check_database(url: sa.URL, home: sa.URL) -> None:
+    """:raises TransactionNotJoinable: ``url`` is not the database ``home`` (the job tables')."""
+    if _database(url) != _database(home):
         raise TransactionNotJoinable(
-            f"connection= is on {conn.engine.url.render_as_string()}, but the job tables are on "
+            f"connection= is on {url.render_as_string()}, but the job tables are on "
             f"{home.render_as_string()}: the job cannot be written in that transaction"
         )
-    return conn
 
 
 def _database(url: sa.URL) -> tuple[Any, ...]:

@@ -25,7 +25,7 @@ from ...domain.jobs import (
 )
 from ...domain.status import JobStatus
 from ...ports import Guard, JobStore, JobTransaction, JoinedTransaction, OccurrenceRef
-from . import joined, pg_claims, watch
+from . import django, joined, pg_claims, watch
 from .engine import WRITE, translate_errors
 from .tables import UTCDateTime
 from .tables import schedule_jobs as t
@@ -186,15 +186,20 @@ class _Transaction(JobTransaction):
                 self._conn.execute(_update_statement(statuses, checks_claim), params)
 
 
+_Step = Callable[[], None]
+
+
 class _JoinedTransaction(_Transaction, JoinedTransaction):
     """Writes on the caller's connection, in the caller's transaction (see :mod:`.joined`)."""
 
-    def __init__(self, conn: Connection, owner: object) -> None:
+    def __init__(
+        self, conn: Connection, hook: Callable[[Callable[[], None], Callable[[], None]], None]
+    ) -> None:
         super().__init__(conn)
-        self._owner = owner
+        self._hook = hook
 
     def when_done(self, committed: Callable[[], None], rolled_back: Callable[[], None]) -> None:
-        joined.after_transaction(self._owner, committed, rolled_back)
+        self._hook(committed, rolled_back)
 
 
 _NOW = sa.bindparam("c_now", type_=UTCDateTime)
@@ -287,11 +292,21 @@ class SQLAlchemyJobStore(JobStore):
         with self._write() as conn:
             yield _Transaction(conn)
 
-    def join(self, connection: object) -> JoinedTransaction:
-        """Write through the caller's ``Connection`` or ``Session`` (on this store's database), in
-        its transaction: this store's write lock is not taken, the caller commits or rolls back."""
+    @contextlib.contextmanager
+    def join(self, connection: object) -> Iterator[JoinedTransaction]:
+        """Write through the caller's SQLAlchemy ``Connection`` or ``Session``, or Django's
+        connection inside ``transaction.atomic()`` (on this store's database), in its transaction:
+        this store's write lock is not taken, the caller commits or rolls back."""
+        if django.is_django_connection(connection):
+            joined.check_database(django.url_of(connection), self.engine.url)
+            with translate_errors(), django.borrow(connection) as conn:
+                yield _JoinedTransaction(conn, lambda done, _: django.on_commit(connection, done))
+            return
         with translate_errors():
-            return _JoinedTransaction(joined.connection_of(connection, self.engine.url), connection)
+            conn = joined.connection_of(connection, self.engine.url)
+        yield _JoinedTransaction(
+            conn, lambda done, undone: joined.after_transaction(connection, done, undone)
+        )
 
     @contextlib.contextmanager
     def _write(self) -> Iterator[Connection]:
