@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dependency_injector import containers, providers
 from sqlalchemy.engine import Engine
@@ -27,7 +27,7 @@ from .adapters.clock import SystemClock
 from .adapters.publishers.blinker import BlinkerEventPublisher
 from .adapters.queues.sql import SQLExecutionQueue
 from .adapters.stores import schema
-from .adapters.stores.engine import make_engine
+from .adapters.stores.engine import make_async_engine, make_engine
 from .adapters.stores.sqlalchemy import SQLAlchemyJobStore
 from .firing import Firing
 from .listeners import default_registry
@@ -38,6 +38,9 @@ from .runtimes.poller import DuePoller
 from .runtimes.worker import ScheduleWorker
 from .service import ScheduleService
 from .settings import Settings
+
+if TYPE_CHECKING:
+    from sqlalchemy.ext.asyncio import AsyncEngine
 
 
 def _lazy(module: str, attribute: str) -> Callable[..., Any]:
@@ -59,6 +62,17 @@ def _engine(settings: Settings) -> Iterator[Engine]:
         schema.upgrade(engine)
     yield engine
     engine.dispose()
+
+
+def _async_engine(settings: Settings, migrated: Engine) -> Iterator[AsyncEngine]:
+    """The asyncio engine on the same database (``migrated``: the sync engine ran the migrations).
+    ``shutdown_resources`` drops its pool; close it cleanly with ``await engine.dispose()`` while
+    its loop still runs (e.g. at the end of a FastAPI lifespan)."""
+    engine = make_async_engine(
+        settings.database_url, pool_size=settings.pool_size, pre_ping=settings.pool_pre_ping
+    )
+    yield engine
+    engine.sync_engine.dispose(close=False)
 
 
 def _listener_loop() -> Iterator[ListenerLoop]:
@@ -104,6 +118,24 @@ class ScheduleContainer(containers.DeclarativeContainer):
         ScheduleService,
         store=store,
         queue=queue,
+        clock=clock,
+        max_payload_bytes=settings.provided.max_payload_bytes,
+    )
+
+    async_engine = providers.Resource(_async_engine, settings=settings, migrated=engine)
+    async_queue = providers.Selector(
+        settings.provided.execution_substrate,
+        sql=sql_queue,
+        rq=providers.ThreadSafeSingleton(
+            _lazy("schedule_sdk.adapters.queues.rq.async_handoff", "AsyncRQHandOff.from_settings"),
+            settings=settings,
+        ),
+    )
+    #: The awaitable service (same methods and guarantees) on SQLAlchemy's asyncio engine.
+    async_schedule_service = providers.ThreadSafeSingleton(
+        _lazy("schedule_sdk.async_service", "AsyncScheduleService"),
+        engine=async_engine,
+        queue=async_queue,
         clock=clock,
         max_payload_bytes=settings.provided.max_payload_bytes,
     )

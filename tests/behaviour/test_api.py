@@ -1,4 +1,5 @@
-"""ScheduleService's API on every backend: validation, idempotency, cancel, reschedule, list."""
+"""The API on every backend, through ScheduleService and AsyncScheduleService alike: validation,
+idempotency, cancel, reschedule, list."""
 
 from __future__ import annotations
 
@@ -34,6 +35,14 @@ from schedule_sdk import (
     ScheduleValidationError,
 )
 from schedule_sdk.domain import timing
+
+
+@pytest.fixture(autouse=True, params=["sync", "async"])
+def service_kind(request):
+    """Every test here runs against ScheduleService and AsyncScheduleService on every backend."""
+    if "backend" in request.fixturenames:
+        request.getfixturevalue("backend").service_kind = request.param
+    return request.param
 
 
 def soon(seconds: float = 3600) -> datetime:

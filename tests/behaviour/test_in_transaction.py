@@ -7,6 +7,7 @@ one written in a transaction that commits fires, never before the commit.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from datetime import UTC, datetime, timedelta
 
@@ -125,3 +126,40 @@ def test_a_connection_to_another_database_is_refused_and_writes_nothing(backend,
     with pytest.raises(TransactionNotJoinable):
         h.service.schedule_at(one_shot(), connection=object())
     assert h.service.list().items == []
+
+
+def test_the_async_service_joins_an_async_session_or_connection(backend, app_engine):
+    from sqlalchemy.ext.asyncio import AsyncSession
+
+    from schedule_sdk.adapters.stores.engine import make_async_engine
+
+    h = backend.harness().start()
+
+    async def app() -> tuple[str, str, str]:
+        service = h.container.async_schedule_service()
+        engine = make_async_engine(backend.database_url)  # the app's own async engine
+        try:
+            with pytest.raises(Boom):
+                async with AsyncSession(engine) as session, session.begin():
+                    lost = await service.schedule_at(one_shot(1.0), connection=session)
+                    await session.execute(orders.insert().values(id=1, job_id=lost.id))
+                    raise Boom
+            async with AsyncSession(engine) as session, session.begin():
+                kept = await service.schedule_at(one_shot(1.0), connection=session)
+                await session.execute(orders.insert().values(id=2, job_id=kept.id))
+            async with engine.begin() as conn:
+                by_conn = await service.schedule_at(one_shot(1.0), connection=conn)
+            return lost.id, kept.id, by_conn.id
+        finally:
+            await engine.dispose()
+            await h.container.async_engine().dispose()
+            queue = h.container.async_queue()
+            if hasattr(queue, "aclose"):
+                await queue.aclose()
+
+    lost, kept, by_conn = asyncio.run(app())
+    h.wait_events(kept, 1, timeout=5)
+    h.wait_events(by_conn, 1, timeout=5)
+    time.sleep(0.3)
+    assert h.service.get_by_id(lost) is None and h.events_for(lost) == []
+    assert count_orders(app_engine) == 1

@@ -446,3 +446,29 @@ class SQLAlchemyJobStore(JobStore):
         if self._claims is not None:
             self._claims.dispose()
         self.engine.dispose()
+
+
+class ConnectionJobStore(SQLAlchemyJobStore):
+    """The store's reads and writes, on one given connection (the asyncio service runs the sync
+    code in SQLAlchemy's greenlet bridge over an ``AsyncConnection``: the same statements, async
+    I/O). Only what :class:`~schedule_sdk.service.ScheduleService` calls is meant to be used."""
+
+    def __init__(self, conn: Connection, home: Engine) -> None:  # no super().__init__: no engines of its own
+        self.engine = home  # the SDK's database (a caller's connection= must reach it)
+        self._conn = conn
+        self._channel = NOTIFY_CHANNEL
+        self._is_pg = conn.dialect.name == "postgresql"
+        self._write_lock = contextlib.nullcontext()  # a thread lock would block the event loop
+        self._claims = None
+
+    @contextlib.contextmanager
+    def _write(self) -> Iterator[Connection]:
+        with translate_errors():
+            self._conn.execution_options(**{WRITE: True})
+            with self._conn.begin():
+                yield self._conn
+
+    @contextlib.contextmanager
+    def _read(self) -> Iterator[Connection]:
+        with translate_errors(), self._conn.begin():
+            yield self._conn
