@@ -7,6 +7,7 @@ listeners — at least once, across crashes and restarts.
 
 from __future__ import annotations
 
+from .async_service import AsyncScheduleService
 from .container import ScheduleContainer
 from .domain.errors import (
     BrokerUnavailable,
@@ -56,6 +57,7 @@ from .settings import Settings
 
 __all__ = [
     "SCHEDULE_ARRIVED_EVENT",
+    "AsyncScheduleService",
     "Backoff",
     "BrokerUnavailable",
     "ClientRequestIdInUse",

@@ -18,10 +18,9 @@ Use it from one event loop (the engine's pooled connections belong to the loop t
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from sqlalchemy.engine import Connection
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, AsyncSession
 
 from .adapters.stores.sqlalchemy import ConnectionJobStore
 from .domain.errors import TransactionNotJoinable
@@ -29,6 +28,9 @@ from .domain.jobs import JobPage, JobSpec, OneShotSpec, RepeatSpec, ScheduledJob
 from .domain.status import JobStatus
 from .ports import Clock, ExecutionQueue
 from .service import ScheduleService
+
+if TYPE_CHECKING:  # sqlalchemy.ext.asyncio needs greenlet (the async extra): imported when used
+    from sqlalchemy.ext.asyncio import AsyncEngine
 
 T = TypeVar("T")
 
@@ -95,6 +97,8 @@ class AsyncScheduleService:
     async def _call(
         self, call: Callable[[ScheduleService, object | None], T], connection: object | None
     ) -> T:
+        from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
+
         if connection is None:
             async with self.engine.connect() as conn:
                 return await conn.run_sync(lambda sync: call(self._service(sync), None))

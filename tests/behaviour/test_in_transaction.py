@@ -163,3 +163,15 @@ def test_the_async_service_joins_an_async_session_or_connection(backend, app_eng
     time.sleep(0.3)
     assert h.service.get_by_id(lost) is None and h.events_for(lost) == []
     assert count_orders(app_engine) == 1
+
+
+def test_each_transaction_on_a_pooled_connection_hands_its_job_off(backend, app_engine):
+    """The pool hands the same DB-API connection to each ``begin()``: every commit must still run
+    its own after-commit hand-off (on rq, without it the job would wait for the reconciler)."""
+    h = backend.harness().start()
+    jobs = []
+    for _ in range(3):
+        with app_engine.begin() as conn:
+            jobs.append(h.service.schedule_at(one_shot(0.3), connection=conn))
+    for job in jobs:
+        h.wait_events(job.id, 1, timeout=5)

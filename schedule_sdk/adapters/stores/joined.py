@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import os
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -82,18 +83,27 @@ class _Hooks:
                 logger.exception("an after-transaction step of schedule_sdk failed")
 
 
+_connection_hooks: weakref.WeakKeyDictionary[Connection, _Hooks] = weakref.WeakKeyDictionary()
+
+
 def after_transaction(
     connection: object, committed: Callable[[], None], rolled_back: Callable[[], None]
 ) -> None:
     """Run ``committed`` after the caller's transaction commits, ``rolled_back`` if it does not."""
-    owner: Session | Connection = connection if isinstance(connection, Session) else _connection(connection)
-    hooks: _Hooks | None = owner.info.get(_HOOKS)
-    if hooks is None:
-        hooks = owner.info[_HOOKS] = _Hooks()
-        if isinstance(owner, Session):
-            _listen_session(owner, hooks)
-        else:
-            _listen_connection(owner, hooks)
+    hooks: _Hooks | None
+    if isinstance(connection, Session):
+        hooks = connection.info.get(_HOOKS)
+        if hooks is None:
+            hooks = connection.info[_HOOKS] = _Hooks()
+            _listen_session(connection, hooks)
+    else:
+        # Per Connection object: Connection.info belongs to the pooled DB-API connection and
+        # outlives this checkout, while the event listeners are on this object only.
+        conn = _connection(connection)
+        hooks = _connection_hooks.get(conn)
+        if hooks is None:
+            hooks = _connection_hooks[conn] = _Hooks()
+            _listen_connection(conn, hooks)
     hooks.committed.append(committed)
     hooks.rolled_back.append(rolled_back)
 
