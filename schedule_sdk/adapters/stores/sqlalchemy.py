@@ -472,3 +472,6 @@ class ConnectionJobStore(SQLAlchemyJobStore):
     def _read(self) -> Iterator[Connection]:
         with translate_errors(), self._conn.begin():
             yield self._conn
+
+    def close(self) -> None:
+        return None  # the connection and the engine belong to the caller
