@@ -3,6 +3,7 @@
 Run:  .venv/bin/python bench/core.py [--store sqlite|postgres|all] [--only W1,W2,W3,W4] [--runs N]
 
 W1  schedule_at: 20,000 one-shots due in an hour, one caller  -> jobs/s
+W1A W1 through AsyncScheduleService (awaited one after another on one loop)
 W2  10,000 jobs due at the same instant, worker running        -> drain fires/s, lateness p50/p99
 W3  6,000 jobs due at 200/s                                    -> lateness p50/p99/max, early count
 W4  resident memory of a worker with 100,000 pending jobs      -> RSS MB at 0 / 10k / 100k pending
@@ -16,6 +17,7 @@ database ``schedule_sdk_bench`` on 127.0.0.1:5432 (dropped and re-created per wo
 from __future__ import annotations
 
 import argparse
+import asyncio
 import os
 import tempfile
 import threading
@@ -90,6 +92,26 @@ def w1(store: str) -> str:
     elapsed = time.perf_counter() - started
     bench.close()
     return f"W1 {store:8} schedule_at: {n / elapsed:,.0f} jobs/s ({n} in {elapsed:.2f} s)"
+
+
+def w1a(store: str) -> str:
+    bench = Bench(store)
+    run_at = datetime.now(UTC) + timedelta(hours=1)
+    n = 20_000
+
+    async def run() -> float:
+        service = bench.container.async_schedule_service()
+        await service.schedule_at(spec(run_at))  # warm up (schema, pool)
+        started = time.perf_counter()
+        for _ in range(n):
+            await service.schedule_at(spec(run_at))
+        elapsed = time.perf_counter() - started
+        await bench.container.async_engine().dispose()
+        return elapsed
+
+    elapsed = asyncio.run(run())
+    bench.close()
+    return f"W1A {store:8} async schedule_at: {n / elapsed:,.0f} jobs/s ({n} in {elapsed:.2f} s)"
 
 
 def w2(store: str) -> str:
@@ -213,7 +235,7 @@ def w4(store: str) -> str:
     return f"W4 {store:8} worker process RSS with N pending: " + ", ".join(readings)
 
 
-WORKLOADS: dict[str, Callable[[str], str]] = {"W1": w1, "W2": w2, "W3": w3, "W4": w4, "R1": r1}
+WORKLOADS: dict[str, Callable[[str], str]] = {"W1": w1, "W1A": w1a, "W2": w2, "W3": w3, "W4": w4, "R1": r1}
 
 
 def main() -> None:

@@ -7,6 +7,7 @@ listeners — at least once, across crashes and restarts.
 
 from __future__ import annotations
 
+from .async_service import AsyncScheduleService
 from .container import ScheduleContainer
 from .domain.errors import (
     BrokerUnavailable,
@@ -37,6 +38,7 @@ from .domain.errors import (
     ScheduleUnavailable,
     ScheduleValidationError,
     StoreUnavailable,
+    TransactionNotJoinable,
 )
 from .domain.events import (
     SCHEDULE_ARRIVED_EVENT,
@@ -68,6 +70,7 @@ from .settings import Settings
 
 __all__ = [
     "SCHEDULE_ARRIVED_EVENT",
+    "AsyncScheduleService",
     "SCHEDULE_MISSED_EVENT",
     "Backoff",
     "BrokerUnavailable",
@@ -117,6 +120,7 @@ __all__ = [
     "ScheduledJob",
     "Settings",
     "StoreUnavailable",
+    "TransactionNotJoinable",
     "on_event",
     "schedule_arrived_event_name",
     "schedule_missed_event_name",

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dependency_injector import containers, providers
 from sqlalchemy.engine import Engine
@@ -29,17 +29,21 @@ from .adapters.metrics import InMemoryMetrics, NoMetrics
 from .adapters.publishers.blinker import BlinkerEventPublisher
 from .adapters.queues.sql import SQLExecutionQueue
 from .adapters.stores import schema
-from .adapters.stores.engine import make_engine
+from .adapters.stores.engine import make_async_engine, make_engine
 from .adapters.stores.sqlalchemy import SQLAlchemyJobStore
 from .firing import Firing
 from .listeners import ListenerRegistry
 from .reconciler import Reconciler
 from .retention import Purger
 from .runtimes.dispatch import FireDispatcher
+from .runtimes.loop import ListenerLoop
 from .runtimes.poller import DuePoller
 from .runtimes.worker import ScheduleWorker
 from .service import ScheduleService
 from .settings import Settings
+
+if TYPE_CHECKING:
+    from sqlalchemy.ext.asyncio import AsyncEngine
 
 
 def _lazy(module: str, attribute: str) -> Callable[..., Any]:
@@ -72,6 +76,23 @@ def _prometheus(store: Any, clock: Any) -> Any:
     return metrics
 
 
+def _async_engine(settings: Settings, migrated: Engine) -> Iterator[AsyncEngine]:
+    """The asyncio engine on the same database (``migrated``: the sync engine ran the migrations).
+    ``shutdown_resources`` drops its pool; close it cleanly with ``await engine.dispose()`` while
+    its loop still runs (e.g. at the end of a FastAPI lifespan)."""
+    engine = make_async_engine(
+        settings.database_url, pool_size=settings.pool_size, pre_ping=settings.pool_pre_ping
+    )
+    yield engine
+    engine.sync_engine.dispose(close=False)
+
+
+def _listener_loop() -> Iterator[ListenerLoop]:
+    loop = ListenerLoop()
+    yield loop
+    loop.close()
+
+
 class ScheduleContainer(containers.DeclarativeContainer):
     config = providers.Configuration()
     settings = providers.ThreadSafeSingleton(Settings.load, config)
@@ -91,13 +112,17 @@ class ScheduleContainer(containers.DeclarativeContainer):
     #: This container's listeners (never shared with another container): the ``@on_event``
     #: functions of ``listener_modules``, plus whatever is registered on it.
     listeners = providers.ThreadSafeSingleton(ListenerRegistry.of_modules, settings.provided.listener_modules)
+    #: Where ``async def`` listeners run: the app's loop while a worker started from async code
+    #: runs, else one long-lived loop of the container's own (closed at ``shutdown_resources``).
+    listener_loop = providers.Resource(_listener_loop)
     publisher = providers.Selector(
         settings.provided.events,
-        local=providers.ThreadSafeSingleton(BlinkerEventPublisher, registry=listeners),
+        local=providers.ThreadSafeSingleton(BlinkerEventPublisher, registry=listeners, loop=listener_loop),
         redis=providers.ThreadSafeSingleton(
             _lazy("schedule_sdk.adapters.publishers.redis", "RedisEventPublisher"),
             registry=listeners,
             redis_url=settings.provided.redis_url,
+            loop=listener_loop,
         ),
     )
 
@@ -115,6 +140,25 @@ class ScheduleContainer(containers.DeclarativeContainer):
         ScheduleService,
         store=store,
         queue=queue,
+        clock=clock,
+        max_payload_bytes=settings.provided.max_payload_bytes,
+        metrics=metrics,
+    )
+
+    async_engine = providers.Resource(_async_engine, settings=settings, migrated=engine)
+    async_queue = providers.Selector(
+        settings.provided.execution_substrate,
+        sql=sql_queue,
+        rq=providers.ThreadSafeSingleton(
+            _lazy("schedule_sdk.adapters.queues.rq.async_handoff", "AsyncRQHandOff.from_settings"),
+            settings=settings,
+        ),
+    )
+    #: The awaitable service (same methods and guarantees) on SQLAlchemy's asyncio engine.
+    async_schedule_service = providers.ThreadSafeSingleton(
+        _lazy("schedule_sdk.async_service", "AsyncScheduleService"),
+        engine=async_engine,
+        queue=async_queue,
         clock=clock,
         max_payload_bytes=settings.provided.max_payload_bytes,
         metrics=metrics,
@@ -181,4 +225,5 @@ class ScheduleContainer(containers.DeclarativeContainer):
         purger=purger,
         dead_after=settings.provided.dead_after,
         substrate=settings.provided.execution_substrate,
+        listener_loop=listener_loop,
     )

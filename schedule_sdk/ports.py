@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
 
+from .domain.errors import TransactionNotJoinable
 from .domain.events import ScheduleArrivedEvent, ScheduleMissedEvent
 from .domain.jobs import JobQuery, ScheduledJob
 from .domain.status import JobStatus
@@ -154,6 +155,16 @@ class JobTransaction(ABC):
         """``update`` for many rows at once (rows failing their guard are left alone)."""
 
 
+class JoinedTransaction(JobTransaction):
+    """Writes inside the *caller's* transaction (see :meth:`JobStore.join`): the store neither
+    commits nor rolls back; whoever owns the transaction does."""
+
+    @abstractmethod
+    def when_done(self, committed: Callable[[], None], rolled_back: Callable[[], None]) -> None:
+        """Call ``committed`` once the caller's transaction has committed, or ``rolled_back`` once
+        it rolled back (on the thread that ends it; each at most once)."""
+
+
 class JobStore(ABC):
     """The source of truth for jobs (and, for the ``sql`` substrate, the delay index).
 
@@ -163,6 +174,14 @@ class JobStore(ABC):
     @abstractmethod
     def transaction(self) -> AbstractContextManager[JobTransaction]:
         """A write transaction: commits when the block ends normally, rolls back on an exception."""
+
+    def join(self, connection: object) -> AbstractContextManager[JoinedTransaction]:
+        """Write in the caller's open transaction on ``connection`` (a store that has none refuses);
+        leaving the block neither commits nor rolls back.
+
+        :raises TransactionNotJoinable: this store cannot write through ``connection``.
+        """
+        raise TransactionNotJoinable(f"{type(self).__name__} cannot join a caller's transaction")
 
     @abstractmethod
     def get(self, job_id: str) -> ScheduledJob | None:

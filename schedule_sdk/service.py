@@ -51,6 +51,11 @@ class ScheduleService:
     writes the row and, inside it, hands the occurrence to the execution queue; a queue error
     rolls the row back, and a failed commit is followed by withdrawing the queue entry. Invalid input raises a
     :class:`~schedule_sdk.ScheduleValidationError` subclass before anything is written.
+
+    The writes also take ``connection=``: the caller's SQLAlchemy ``Connection`` or ``Session`` on
+    the database that holds the SDK's tables. The row is then written in the caller's open
+    transaction and the hand-off to the execution queue happens after the caller commits; if the
+    caller rolls back, the job never existed. If such a call raises, roll the transaction back.
     """
 
     def __init__(
@@ -68,49 +73,49 @@ class ScheduleService:
         self._max_payload_bytes = max_payload_bytes
         self._metrics = metrics or NoMetrics()  # issue 12: schedule.jobs.scheduled / .cancelled
 
-    def schedule_at(self, spec: OneShotSpec) -> ScheduledJob:
-        """Schedule a one-shot job to fire once at ``spec.run_at``.
+    def schedule_at(self, spec: OneShotSpec, *, connection: object | None = None) -> ScheduledJob:
+        """Schedule a one-shot job to fire once at ``spec.run_at`` (in ``connection``'s transaction if given).
 
         :raises RunAtInPast: ``run_at`` is before now.
         :raises ClientRequestIdInUse: ``spec.metadata.client_request_id`` is already used.
         :raises StoreUnavailable, QueueUnavailable: nothing was written.
+        :raises TransactionNotJoinable: ``connection`` is not on the database of the job tables.
         """
         if not isinstance(spec, OneShotSpec):
             raise TypeError("schedule_at takes a OneShotSpec")
         job = self._new_job(spec)
-        self._write(job)
+        self._write(job, connection=connection)
         return job
 
-    def schedule_repeat(self, spec: RepeatSpec) -> ScheduledJob:
+    def schedule_repeat(self, spec: RepeatSpec, *, connection: object | None = None) -> ScheduledJob:
         """Schedule a cron or interval job; its first occurrence is the first one after now."""
         if not isinstance(spec, RepeatSpec):
             raise TypeError("schedule_repeat takes a RepeatSpec")
         job = self._new_job(spec)
-        self._write(job)
+        self._write(job, connection=connection)
         return job
 
-    def cancel(self, job_id: str) -> None:
+    def cancel(self, job_id: str, *, connection: object | None = None) -> None:
         """Cancel a job. Idempotent: no error if it is already cancelled, completed or failed.
         A cancelled job never fires afterwards, even if its fire was already taken by a worker.
 
         :raises JobNotFound: no job has this id.
         """
         now = self._clock.now()
+        if connection is not None:
+            with self._store.join(connection) as joined:
+                open_job = _cancel_in(joined, job_id, now)
+                if open_job is not None:
+                    withdrawn = [Occurrence.of(open_job)]
+                    joined.when_done(lambda: self._queue.withdraw(withdrawn), lambda: None)
+            return
         with self._store.transaction() as tx:
-            job = tx.get(job_id, for_update=True)
-            if job is None:
-                raise JobNotFound(job_id)
-            if job.status not in OPEN_STATUSES:
-                return
-            check_transition(job.status, JobStatus.CANCELLED)
-            cancelled = job.evolve(
-                status=JobStatus.CANCELLED, claimed_by=None, claimed_until=None, updated_at=now
-            )
-            tx.update(cancelled, Guard(OPEN_STATUSES))
-        self._queue.withdraw([Occurrence.of(job)])
-        self._metrics.increment("schedule.jobs.cancelled", topic=job.topic)
+            open_job = _cancel_in(tx, job_id, now)
+        if open_job is not None:
+            self._queue.withdraw([Occurrence.of(open_job)])
+            self._metrics.increment("schedule.jobs.cancelled", topic=open_job.topic)
 
-    def reschedule(self, job_id: str, spec: JobSpec) -> ScheduledJob:
+    def reschedule(self, job_id: str, spec: JobSpec, *, connection: object | None = None) -> ScheduledJob:
         """Replace a pending or active job: in one transaction the old job is cancelled and a new
         one (with a new id, linked both ways) is created from ``spec``.
 
@@ -118,9 +123,10 @@ class ScheduleService:
         :raises NotReschedulable: the job is completed, failed or cancelled.
         """
         new = self._new_job(spec)
-        old = self._write(new, replace=job_id)
+        old = self._write(new, replace=job_id, connection=connection)
         assert old is not None
-        self._queue.withdraw([Occurrence.of(old)])
+        if connection is None:  # in the caller's transaction, this happens after its commit
+            self._queue.withdraw([Occurrence.of(old)])
         return new.evolve(rescheduled_from=job_id)
 
     # -- steering: pause, resume, trigger ------------------------------------------------------
@@ -258,9 +264,13 @@ class ScheduleService:
             updated_at=now,
         )
 
-    def _write(self, job: ScheduledJob, replace: str | None = None) -> ScheduledJob | None:
+    def _write(
+        self, job: ScheduledJob, replace: str | None = None, connection: object | None = None
+    ) -> ScheduledJob | None:
         """Insert ``job`` (cancelling job ``replace`` in the same transaction) in the write order;
         return the replaced job as it was before."""
+        if connection is not None:
+            return self._write_joined(job, replace, connection)
         replaced: ScheduledJob | None = None
         with write_order(self._store, self._queue) as (tx, hand_off):
             if replace is not None:
@@ -296,6 +306,38 @@ class ScheduleService:
             self._queue.withdraw([Occurrence.of(job)])
         return changed
 
+    # -- in the caller's transaction (connection=) -----------------------------------------------
+
+    def _write_joined(
+        self, job: ScheduledJob, replace: str | None, connection: object
+    ) -> ScheduledJob | None:
+        """``_write`` in the caller's transaction. The occurrence is handed over first (staged:
+        it cannot fire before ``committed``), so a queue error leaves nothing in that transaction;
+        ``committed`` runs after the caller commits, ``withdraw`` if it rolls back."""
+        occurrence = [Occurrence.of(job)]
+        self._queue.enqueue(occurrence)
+        replaced: ScheduledJob | None = None
+        try:
+            with self._store.join(connection) as joined:
+                if replace is not None:
+                    replaced = self._cancel_for_replacement(joined, replace, job)
+                    job = job.evolve(rescheduled_from=replace)
+                joined.insert(job)
+                superseded = [] if replaced is None else [Occurrence.of(replaced)]
+
+                def committed() -> None:
+                    self._queue.committed(occurrence)
+                    if superseded:
+                        self._queue.withdraw(superseded)
+
+                joined.when_done(committed, lambda: self._queue.withdraw(occurrence))
+        except BaseException:
+            self._queue.withdraw(occurrence)
+            raise
+        return replaced
+
+    # -- end of the caller's-transaction section ------------------------------------------------
+
     def _cancel_for_replacement(self, tx: JobTransaction, job_id: str, new: ScheduledJob) -> ScheduledJob:
         old = tx.get(job_id, for_update=True)
         if old is None:
@@ -313,6 +355,22 @@ class ScheduleService:
         if not tx.update(cancelled, Guard(OPEN_STATUSES)):
             raise NotReschedulable(job_id, "changing")
         return old
+
+
+def _cancel_in(tx: JobTransaction, job_id: str, now: datetime) -> ScheduledJob | None:
+    """Cancel job ``job_id`` in ``tx``; return it as it was if it was open (None if finished).
+
+    :raises JobNotFound: no job has this id.
+    """
+    job = tx.get(job_id, for_update=True)
+    if job is None:
+        raise JobNotFound(job_id)
+    if job.status not in OPEN_STATUSES:
+        return None
+    check_transition(job.status, JobStatus.CANCELLED)
+    cancelled = job.evolve(status=JobStatus.CANCELLED, claimed_by=None, claimed_until=None, updated_at=now)
+    tx.update(cancelled, Guard(OPEN_STATUSES))
+    return job
 
 
 # -- steering decisions (pure: the locked row and now -> the row to write, or None for nothing;

@@ -30,6 +30,7 @@ class Backend:
     database_url: str
     redis_url: str | None = None
     harnesses: list[Harness] = field(default_factory=list)
+    service_kind: str = "sync"  # which service Harness.service is: "sync" or "async"
 
     def settings(self, **overrides: Any) -> dict[str, Any]:
         values: dict[str, Any] = {
@@ -54,7 +55,7 @@ class Backend:
         return env
 
     def harness(self, **overrides: Any) -> Harness:
-        harness = Harness(self.settings(**overrides))
+        harness = Harness(self.settings(**overrides), self.service_kind)
         self.harnesses.append(harness)
         return harness
 
@@ -147,3 +148,12 @@ def postgres_backend(
     yield backend
     for harness in backend.harnesses:
         harness.close()
+
+
+@pytest.fixture(params=["sync", "async"])
+def service_kind(request):
+    """Run the test against ScheduleService and AsyncScheduleService (``Harness.service`` is the
+    one named): a module opts in with ``pytestmark = pytest.mark.usefixtures("service_kind")``."""
+    if "backend" in request.fixturenames:
+        request.getfixturevalue("backend").service_kind = request.param
+    return request.param

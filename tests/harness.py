@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 from collections.abc import Callable
@@ -19,8 +20,42 @@ from schedule_sdk import (
 from schedule_sdk.ports import JobStore
 
 
+class AsyncServiceFromSync:
+    """The container's AsyncScheduleService, called from sync test code: every call is awaited on
+    one event loop of its own thread (the service's pooled connections belong to that loop)."""
+
+    def __init__(self, container: ScheduleContainer) -> None:
+        self._container = container
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="test-async-service", daemon=True)
+        self._thread.start()
+
+    def __getattr__(self, name: str) -> Callable[..., Any]:
+        method = getattr(self._container.async_schedule_service(), name)
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            return asyncio.run_coroutine_threadsafe(method(*args, **kwargs), self._loop).result()
+
+        return call
+
+    def close(self) -> None:
+        async def dispose() -> None:
+            await self._container.async_engine().dispose()
+            queue = self._container.async_queue()
+            if hasattr(queue, "aclose"):
+                await queue.aclose()
+
+        asyncio.run_coroutine_threadsafe(dispose(), self._loop).result()
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(timeout=5)
+        self._loop.close()
+
+
 class Harness:
-    def __init__(self, settings: dict[str, Any]) -> None:
+    def __init__(self, settings: dict[str, Any], service_kind: str = "sync") -> None:
+        #: "sync": ``service`` is the ScheduleService; "async": the AsyncScheduleService (awaited for you).
+        self.service_kind = service_kind
+        self._async: AsyncServiceFromSync | None = None
         self.container = ScheduleContainer()
         self.container.config.from_dict(settings)
         self.registry: ListenerRegistry = self.container.listeners()
@@ -35,6 +70,10 @@ class Harness:
 
     @property
     def service(self) -> ScheduleService:
+        if self.service_kind == "async":
+            if self._async is None:
+                self._async = AsyncServiceFromSync(self.container)
+            return self._async  # type: ignore[return-value]  # the same methods, awaited for you
         return self.container.schedule_service()
 
     @property
@@ -87,4 +126,6 @@ class Harness:
 
     def close(self) -> None:
         self.worker.stop()
+        if self._async is not None:
+            self._async.close()
         self.container.shutdown_resources()

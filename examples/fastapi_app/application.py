@@ -11,12 +11,12 @@ Try:      curl -X POST localhost:8000/reminders -H 'content-type: application/js
                  "timezone": "Europe/Paris"}'
           curl 'localhost:8000/reminders?owner=u-1&limit=10'
 Expected: 201 with the reminder as JSON; at its due time the log shows "reminder … sent" and
-          GET /sent lists it. Ctrl-C (or SIGTERM) stops the worker, then the server.
+          GET /sent lists it (and, with WEBHOOK_URL set, it was POSTed there as JSON).
+          Ctrl-C (or SIGTERM) stops the worker, then the server.
 """
 
 from __future__ import annotations
 
-import asyncio
 import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -42,11 +42,14 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     container: Container = app.state.container
     registry = container.schedule.listeners()
     registry.register(container.reminder_sender())
-    worker = container.schedule.worker()
-    await asyncio.to_thread(worker.start)  # reconciles, then fires due reminders in this process
-    yield
-    await asyncio.to_thread(worker.stop)  # in-flight fires finish or are released to other workers
+    container.engine.init()  # the app's tables (reminders, sent_reminders), before the first request
+    # Started from async code, the worker runs async listeners on this (the app's) event loop.
+    async with container.schedule.worker():  # reconciles, then fires due reminders in this process
+        yield
+    # On exit, in-flight fires finished or were released to other workers.
     registry.unregister(container.reminder_sender())
+    await container.http_client().aclose()
+    await container.schedule.async_engine().dispose()
     container.shutdown_resources()
 
 
@@ -76,6 +79,7 @@ def create_app(settings: dict[str, Any] | None = None) -> FastAPI:
     container = Container()
     defaults = {"database_url": os.environ.get("SCHEDULE_DATABASE_URL", DEFAULT_DATABASE_URL)}
     container.config.schedule.from_dict({**defaults, **(settings or {})})
+    container.config.webhook_url.from_value(os.environ.get("WEBHOOK_URL"))
 
     app = FastAPI(title="Task reminders", lifespan=lifespan)
     app.state.container = container

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import httpx
 from dependency_injector import containers, providers
 
 from schedule_sdk import ScheduleContainer
@@ -20,7 +21,11 @@ class Container(containers.DeclarativeContainer):
 
     engine = providers.Resource(create_engine, url=schedule.settings.provided.database_url)
     sent_reminders = providers.Singleton(SentReminders, engine=engine)
-    reminder_sender = providers.Singleton(ReminderSender, sent=sent_reminders)
+    # One async HTTP client for the whole app (closed by the lifespan); the listener uses it.
+    http_client = providers.Singleton(httpx.AsyncClient, timeout=10)
+    reminder_sender = providers.Singleton(
+        ReminderSender, sent=sent_reminders, http=http_client, webhook_url=config.webhook_url
+    )
 
 
 # --8<-- [end:container]

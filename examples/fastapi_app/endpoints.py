@@ -1,25 +1,29 @@
-"""HTTP endpoints: schedule, list, reschedule and cancel reminders through an injected ScheduleService."""
+"""Async HTTP endpoints: schedule, list, reschedule and cancel reminders through an injected
+AsyncScheduleService; a reminder's job and the app's own row are written in one transaction."""
 
 from __future__ import annotations
 
 from datetime import datetime
 from typing import Annotated, Any
 
+import sqlalchemy as sa
 from dependency_injector.wiring import Provide, inject
-from fastapi import APIRouter, Depends, Query, Response
+from fastapi import APIRouter, Depends, HTTPException, Query, Response
 from pydantic import BaseModel, Field
+from sqlalchemy.ext.asyncio import AsyncEngine
 
-from schedule_sdk import JobMetadata, JobNotFound, OneShotSpec, ScheduledJob, ScheduleService
+from schedule_sdk import AsyncScheduleService, JobMetadata, JobNotFound, OneShotSpec, ScheduledJob
 
 from .containers import Container
 from .listeners import REMINDER_TOPIC
-from .sent import SentReminders
+from .sent import SentReminders, reminders
 
 router = APIRouter()
 
 # `from __future__ import annotations` turns annotations into strings, so the markers go in defaults.
 # --8<-- [start:inject]
-SERVICE = Depends(Provide[Container.schedule.schedule_service])
+SERVICE = Depends(Provide[Container.schedule.async_schedule_service])
+ENGINE = Depends(Provide[Container.schedule.async_engine])  # the same database as the SDK's tables
 # --8<-- [end:inject]
 SENT = Depends(Provide[Container.sent_reminders])
 
@@ -68,16 +72,25 @@ class ReminderPage(BaseModel):
 # --8<-- [start:create]
 @router.post("/reminders", status_code=201)
 @inject
-def create_reminder(body: NewReminder, service: ScheduleService = SERVICE) -> Reminder:
-    job = service.schedule_at(
-        OneShotSpec(
-            topic=REMINDER_TOPIC,
-            run_at=body.due_at,
-            timezone=body.timezone,
-            payload={"user_id": body.user_id, "message": body.message},
-            metadata=JobMetadata(owner_id=body.user_id, client_request_id=body.client_request_id),
-        )
+async def create_reminder(
+    body: NewReminder, service: AsyncScheduleService = SERVICE, engine: AsyncEngine = ENGINE
+) -> Reminder:
+    spec = OneShotSpec(
+        topic=REMINDER_TOPIC,
+        run_at=body.due_at,
+        timezone=body.timezone,
+        payload={"user_id": body.user_id, "message": body.message},
+        metadata=JobMetadata(owner_id=body.user_id, client_request_id=body.client_request_id),
     )
+    try:
+        async with engine.begin() as conn:  # one transaction: the job and the app's row, or neither
+            job = await service.schedule_at(spec, connection=conn)
+            row = {"job_id": job.id, "user_id": body.user_id, "message": body.message}
+            row["due_at"] = job.run_at.isoformat()
+            await conn.execute(reminders.insert().values(**row))
+    except sa.exc.IntegrityError as error:  # rolled back: the job above never existed
+        detail = {"code": "REMINDER_EXISTS", "message": "this user already has this reminder at this time"}
+        raise HTTPException(status_code=409, detail=detail) from error
     return Reminder.of(job)
 
 
@@ -86,21 +99,21 @@ def create_reminder(body: NewReminder, service: ScheduleService = SERVICE) -> Re
 
 @router.get("/reminders")
 @inject
-def list_reminders(
+async def list_reminders(
     owner: str | None = None,
     status: Annotated[list[str] | None, Query()] = None,
     limit: int = 20,
     cursor: str | None = None,
-    service: ScheduleService = SERVICE,
+    service: AsyncScheduleService = SERVICE,
 ) -> ReminderPage:
-    page = service.list(owner_id=owner, topic=REMINDER_TOPIC, status=status, limit=limit, cursor=cursor)
+    page = await service.list(owner_id=owner, topic=REMINDER_TOPIC, status=status, limit=limit, cursor=cursor)
     return ReminderPage(items=[Reminder.of(job) for job in page.items], next_cursor=page.next_cursor)
 
 
 @router.get("/reminders/{reminder_id}")
 @inject
-def get_reminder(reminder_id: str, service: ScheduleService = SERVICE) -> Reminder:
-    job = service.get_by_id(reminder_id)
+async def get_reminder(reminder_id: str, service: AsyncScheduleService = SERVICE) -> Reminder:
+    job = await service.get_by_id(reminder_id)
     if job is None or job.topic != REMINDER_TOPIC:
         raise JobNotFound(reminder_id)
     return Reminder.of(job)
@@ -108,9 +121,11 @@ def get_reminder(reminder_id: str, service: ScheduleService = SERVICE) -> Remind
 
 @router.post("/reminders/{reminder_id}/reschedule")
 @inject
-def reschedule_reminder(reminder_id: str, body: NewTime, service: ScheduleService = SERVICE) -> Reminder:
+async def reschedule_reminder(
+    reminder_id: str, body: NewTime, service: AsyncScheduleService = SERVICE
+) -> Reminder:
     """Replaces the reminder: the answer has a new id (``rescheduled_from`` is the old one)."""
-    old = service.get_by_id(reminder_id)
+    old = await service.get_by_id(reminder_id)
     if old is None or old.topic != REMINDER_TOPIC:
         raise JobNotFound(reminder_id)
     spec = OneShotSpec(
@@ -120,13 +135,13 @@ def reschedule_reminder(reminder_id: str, body: NewTime, service: ScheduleServic
         payload=old.payload,
         metadata=JobMetadata(owner_id=old.metadata.owner_id),
     )
-    return Reminder.of(service.reschedule(reminder_id, spec))
+    return Reminder.of(await service.reschedule(reminder_id, spec))
 
 
 @router.delete("/reminders/{reminder_id}", status_code=204)
 @inject
-def cancel_reminder(reminder_id: str, service: ScheduleService = SERVICE) -> Response:
-    service.cancel(reminder_id)  # idempotent; JobNotFound becomes 404
+async def cancel_reminder(reminder_id: str, service: AsyncScheduleService = SERVICE) -> Response:
+    await service.cancel(reminder_id)  # idempotent; JobNotFound becomes 404
     return Response(status_code=204)
 
 

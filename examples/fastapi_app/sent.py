@@ -26,6 +26,20 @@ sent_reminders = sa.Table(
 )
 
 
+#: The app's own record of a reminder, written in the same transaction as its job. A user cannot
+#: have two identical reminders (same message, same time): the second insert fails, the
+#: transaction rolls back, and the job scheduled in it never exists.
+reminders = sa.Table(
+    "reminders",
+    metadata,
+    sa.Column("job_id", sa.String(36), primary_key=True),
+    sa.Column("user_id", sa.String(255), nullable=False),
+    sa.Column("message", sa.Text, nullable=False),
+    sa.Column("due_at", sa.String(40), nullable=False),
+    sa.UniqueConstraint("user_id", "message", "due_at", name="uq_reminders_identical"),
+)
+
+
 def create_engine(url: str) -> Iterator[Engine]:
     """A ``providers.Resource``: the app's own engine, with its table created; disposed at shutdown."""
     engine = sa.create_engine(url)

@@ -19,6 +19,7 @@ Catch :class:`ScheduleError` for "anything from the scheduler", a builtin for a 
     │   ├── InvalidStatus               SCHEDULE_INVALID_STATUS
     │   ├── InvalidSetting              SCHEDULE_INVALID_SETTING
     │   ├── InvalidMisfire              SCHEDULE_INVALID_MISFIRE
+    │   ├── TransactionNotJoinable      SCHEDULE_TRANSACTION_NOT_JOINABLE
     │   └── InvalidTimerCommand         TIMER_INVALID_COMMAND
     ├── ClientRequestIdInUse            SCHEDULE_CLIENT_REQUEST_ID_IN_USE
     ├── JobNotFound (LookupError)       SCHEDULE_NOT_FOUND
@@ -152,6 +153,13 @@ class InvalidMisfire(ScheduleValidationError):
     max_catch_up 1-10000)."""
 
     code = "SCHEDULE_INVALID_MISFIRE"
+
+
+class TransactionNotJoinable(ScheduleValidationError):
+    """The ``connection=`` given cannot carry the job's write (not a SQLAlchemy Connection or
+    Session, a different database than the SDK's tables, or a store without SQL transactions)."""
+
+    code = "SCHEDULE_TRANSACTION_NOT_JOINABLE"
 
 
 class InvalidTimerCommand(ScheduleValidationError):

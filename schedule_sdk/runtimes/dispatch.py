@@ -52,6 +52,9 @@ class FireDispatcher:
         #: Called with the jobs ``stop`` returned to pending, so a substrate whose queue entry was
         #: consumed (``rq``) can hand them over again.
         self.on_release: Callable[[list[ScheduledJob]], None] = lambda jobs: None
+        #: Called by ``stop`` once the unfinished fires were released: abandon what still runs
+        #: (the worker cancels async listeners still awaited, so their threads return).
+        self.on_overdue: Callable[[], object] = lambda: None
 
     # -- pool --------------------------------------------------------------------------------
 
@@ -165,6 +168,8 @@ class FireDispatcher:
         with self._changed:
             unfinished = [j for j in self._held if j not in overdue] + sorted(overdue)
         self._release(unfinished)
+        if overdue:
+            self.on_overdue()
         for thread in self._threads:
             thread.join(timeout=0.2)
         alive = [t.name for t in self._threads if t.is_alive()]

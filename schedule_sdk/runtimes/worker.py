@@ -13,10 +13,17 @@ context manager::
 
     with container.worker():
         ...  # jobs fire in this process
+
+From async code (a FastAPI lifespan), start it with ``async with container.worker():`` or
+``await worker.start_async()`` / ``await worker.stop_async()``: ``async def`` listeners then run on
+the app's own event loop, so the app's async clients, pools and locks work in them. Started from
+sync code, they run on one long-lived loop of the SDK's own (see
+:class:`~schedule_sdk.runtimes.loop.ListenerLoop`).
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import threading
 import time
@@ -28,6 +35,7 @@ from ..reconciler import Reconciler
 from ..retention import Purger
 from .dispatch import FireDispatcher
 from .liveness import FORGET_AFTER, Liveness
+from .loop import ListenerLoop
 
 logger = logging.getLogger(__name__)
 
@@ -47,6 +55,7 @@ class ScheduleWorker:
         purger: Purger | None = None,
         dead_after: float = 10.0,
         substrate: str = "sql",
+        listener_loop: ListenerLoop | None = None,
     ) -> None:
         self._store = store
         self._clock = clock
@@ -63,6 +72,10 @@ class ScheduleWorker:
         self._dead_after = dead_after
         self._substrate = substrate
         self.liveness: Liveness | None = None
+        #: Where ``async def`` listeners run; the publisher must use the same one.
+        self.listener_loop = listener_loop
+        if listener_loop is not None:
+            dispatcher.on_overdue = listener_loop.abandon
 
     @property
     def running(self) -> bool:
@@ -131,6 +144,34 @@ class ScheduleWorker:
             logger.warning("workers declared dead: %s", ", ".join(x.id for x in dead))
         if any(x.last_beat < now - timedelta(seconds=FORGET_AFTER) for x in workers):
             self._store.forget_workers(now - timedelta(seconds=FORGET_AFTER))
+
+    async def start_async(self) -> ScheduleWorker:
+        """:meth:`start` from async code: ``async def`` listeners run on the running (the app's)
+        event loop. The blocking start-up (reconcile) runs in a thread, so the loop keeps serving."""
+        loop = asyncio.get_running_loop()
+        if self.listener_loop is not None:
+            self.listener_loop.attach(loop)
+        try:
+            await asyncio.to_thread(self.start)
+        except BaseException:
+            if self.listener_loop is not None:
+                self.listener_loop.detach(loop)
+            raise
+        return self
+
+    async def stop_async(self, timeout: float | None = None) -> None:  # noqa: ASYNC109 (stop's own)
+        """:meth:`stop` from async code. The loop keeps running meanwhile, so in-flight async
+        listeners can finish within the timeout; those still running then are cancelled (their
+        fires were released for another worker)."""
+        await asyncio.to_thread(self.stop, timeout)
+        if self.listener_loop is not None:
+            self.listener_loop.detach(asyncio.get_running_loop())
+
+    async def __aenter__(self) -> ScheduleWorker:
+        return await self.start_async()
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.stop_async()
 
     def _beat(self) -> None:
         assert self.liveness is not None

@@ -1,4 +1,5 @@
-"""ScheduleService's API on every backend: validation, idempotency, cancel, reschedule, list."""
+"""The API on every backend, through ScheduleService and AsyncScheduleService alike: validation,
+idempotency, cancel, reschedule, list."""
 
 from __future__ import annotations
 
@@ -35,6 +36,9 @@ from schedule_sdk import (
     ScheduleValidationError,
 )
 from schedule_sdk.domain import timing
+
+#: Every test here runs against ScheduleService and AsyncScheduleService on every backend.
+pytestmark = pytest.mark.usefixtures("service_kind")
 
 
 def soon(seconds: float = 3600) -> datetime:

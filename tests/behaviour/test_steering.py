@@ -7,6 +7,8 @@ import threading
 import time
 from datetime import UTC, datetime, timedelta
 
+import pytest
+
 from schedule_sdk import (
     SCHEDULE_ARRIVED_EVENT,
     SCHEDULE_MISSED_EVENT,
@@ -16,6 +18,9 @@ from schedule_sdk import (
     OneShotSpec,
     RepeatSpec,
 )
+
+#: Steering runs through ScheduleService and AsyncScheduleService alike.
+pytestmark = pytest.mark.usefixtures("service_kind")
 
 
 def at(seconds: float) -> datetime:

@@ -124,3 +124,77 @@ def test_the_opt_in_in_process_worker_fires_inside_any_django_process(django_app
     assert result.stdout.splitlines()[-1] == "sent"
     assert django_app.sent() == [reminder]
     assert re.search(r"worker \S+ stopped", result.stderr), result.stderr
+
+
+IN_ATOMIC = """
+import json, time
+from datetime import UTC, datetime, timedelta
+from django.apps import apps
+from django.db import connection, transaction
+from reminders.models import Reminder, SentReminder
+from schedule_sdk import OneShotSpec
+
+container = apps.get_app_config("reminders").container
+service = container.schedule_service()
+worker = container.worker().start()
+
+
+def spec():
+    due = datetime.now(UTC) + timedelta(seconds=0.2)
+    payload = {"user_id": "u", "message": "m"}
+    return OneShotSpec(topic="reminders.due", run_at=due, timezone="UTC", payload=payload)
+
+
+class Boom(Exception):
+    pass
+
+
+try:
+    with transaction.atomic():
+        lost = service.schedule_at(spec(), connection=connection)
+        Reminder.objects.create(job_id=lost.id, user_id="u", message="m")
+        time.sleep(0.6)  # due while the transaction is open
+        raise Boom
+except Boom:
+    pass
+with transaction.atomic():
+    kept = service.schedule_at(spec(), connection=connection)
+    Reminder.objects.create(job_id=kept.id, user_id="u", message="m")
+    time.sleep(0.6)
+    early = SentReminder.objects.exists()
+deadline = time.monotonic() + 15
+while not SentReminder.objects.filter(reminder_id=kept.id).exists() and time.monotonic() < deadline:
+    time.sleep(0.1)
+time.sleep(0.5)
+worker.stop()
+print(json.dumps({
+    "kept": kept.id,
+    "early": early,
+    "lost_job": service.get_by_id(lost.id) is not None,
+    "rows": sorted(r.job_id == kept.id for r in Reminder.objects.all()),
+    "sent": [r.reminder_id for r in SentReminder.objects.all()],
+}))
+"""
+
+
+def test_a_reminder_scheduled_in_transaction_atomic_commits_or_vanishes_with_the_model_row(
+    fresh_backend: AppBackend, tmp_path: Path
+) -> None:
+    """The SDK's tables in Django's own database (SQLite, or PostgreSQL with and without Redis)."""
+    import sqlalchemy as sa
+
+    if fresh_backend.database_url.startswith("sqlite"):
+        own = {"DJANGO_DB_PATH": str(tmp_path / "shared.sqlite3")}
+    else:
+        own = {"DJANGO_PG_NAME": str(sa.make_url(fresh_backend.database_url).database)}
+    settings = {k: v for k, v in fresh_backend.env().items() if k != "SCHEDULE_DATABASE_URL"}
+    env = example_env(**own, **settings)
+    migrated = manage("migrate", "--noinput", env=env)
+    assert migrated.returncode == 0, migrated.stdout + migrated.stderr
+    result = manage("shell", "-c", IN_ATOMIC, env=env)
+    assert result.returncode == 0, result.stdout + result.stderr
+    outcome = json.loads(result.stdout.splitlines()[-1])
+    assert outcome["lost_job"] is False  # rolled back with the model row: never existed
+    assert outcome["rows"] == [True]  # only the committed Reminder row
+    assert outcome["early"] is False  # nothing fired before the commit
+    assert outcome["sent"] == [outcome["kept"]]  # the committed one fired, once

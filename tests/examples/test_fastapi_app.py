@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 import signal
+import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -15,6 +16,8 @@ from typing import Any
 
 import httpx
 import pytest
+
+from tests.support.webhook import Webhook
 
 from .conftest import AppBackend
 from .support import Process, example_env, free_port, wait_for
@@ -26,9 +29,11 @@ CLEAN_EXIT = (0, -signal.SIGTERM)
 class Server:
     """``python -m examples.fastapi_app`` on a free port, with an httpx client."""
 
-    def __init__(self, backend: AppBackend, log: Path) -> None:
+    def __init__(self, backend: AppBackend, log: Path, webhook_url: str | None = None) -> None:
         port = free_port()
-        env = example_env(PORT=str(port), SCHEDULE_POLL_INTERVAL="0.5", **backend.env())
+        env = example_env(
+            PORT=str(port), SCHEDULE_POLL_INTERVAL="0.5", WEBHOOK_URL=webhook_url, **backend.env()
+        )
         self.process = Process(["-m", "examples.fastapi_app"], env, log)
         self.http = httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=10)
         wait_for(self._ready, "the server to answer /health")
@@ -67,10 +72,53 @@ class Server:
 
 
 @pytest.fixture(scope="module")
-def server(app_backend: AppBackend, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    server = Server(app_backend, tmp_path_factory.mktemp("fastapi") / "server.log")
+def webhook() -> Iterator[Webhook]:
+    hook = Webhook()
+    yield hook
+    hook.close()
+
+
+@pytest.fixture(scope="module")
+def server(
+    app_backend: AppBackend, tmp_path_factory: pytest.TempPathFactory, webhook: Webhook
+) -> Iterator[Server]:
+    server = Server(app_backend, tmp_path_factory.mktemp("fastapi") / "server.log", webhook.url + "/hook")
     yield server
     server.stop()
+
+
+def test_the_async_listener_calls_the_webhook_through_the_apps_one_client(
+    server: Server, webhook: Webhook
+) -> None:
+    """Three fires, one shared httpx.AsyncClient on the app's loop: every call succeeds and they
+    reuse its pooled keep-alive connection."""
+    ids = [server.create("ivy", due_in=1 + i * 0.3, client_request_id=f"ivy-{i}")["id"] for i in range(3)]
+    for reminder_id in ids:
+        server.wait_sent(reminder_id)
+    called = [body["reminder_id"] for body in webhook.received if body["reminder_id"] in ids]
+    assert sorted(called) == sorted(ids)  # each once (the webhook is shared by the backends' servers)
+    for reminder_id in ids:
+        reminder = server.http.get(f"/reminders/{reminder_id}").json()
+        assert reminder["status"] == "completed"
+
+
+def test_a_rolled_back_request_leaves_no_job_and_a_committed_one_fires(server: Server) -> None:
+    """The reminder's job and the app's row are one transaction: a request whose row is refused
+    (the same reminder twice) rolls back, and the job it had scheduled never exists."""
+    due = (datetime.now(UTC) + timedelta(seconds=1.5)).isoformat()
+    body = {"user_id": "hal", "message": "hello hal", "due_at": due}
+    created = server.http.post("/reminders", json=body)
+    assert created.status_code == 201, created.text
+    kept = created.json()
+    refused = server.http.post("/reminders", json=body)
+    assert refused.status_code == 409, refused.text
+    assert refused.json()["detail"]["code"] == "REMINDER_EXISTS"
+    listed = server.http.get("/reminders", params={"owner": "hal", "limit": 500}).json()["items"]
+    assert [item["id"] for item in listed] == [kept["id"]]  # the rolled-back job never existed
+    server.wait_sent(kept["id"])
+    time.sleep(1.5)  # past the refused one's due time
+    sent = [row for row in server.http.get("/sent").json() if row["user_id"] == "hal"]
+    assert [row["reminder_id"] for row in sent] == [kept["id"]]
 
 
 def test_a_reminder_fires_at_its_due_time(server: Server) -> None:

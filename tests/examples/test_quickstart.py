@@ -24,7 +24,7 @@ def test_the_quickstart_runs_to_the_end(fresh_backend: AppBackend) -> None:
 # `pip install -e .` (no extras): the embedded default must not need any of them.
 _WITHOUT_EXTRAS = """
 import importlib.abc, runpy, sys
-HIDDEN = {"psycopg", "rq", "redis", "nats", "prometheus_client"}
+HIDDEN = {"psycopg", "rq", "redis", "nats", "prometheus_client", "aiosqlite", "greenlet"}
 class Hide(importlib.abc.MetaPathFinder):
     def find_spec(self, name, path=None, target=None):
         if name.split(".")[0] in HIDDEN:

@@ -17,12 +17,27 @@ MIDDLEWARE = [
     "reminders.middleware.ScheduleErrorMiddleware",
 ]
 ROOT_URLCONF = "project.urls"
-DATABASES = {
-    "default": {
-        "ENGINE": "django.db.backends.sqlite3",
-        "NAME": os.environ.get("DJANGO_DB_PATH", BASE_DIR / "db.sqlite3"),
+# SQLite by default; DJANGO_PG_NAME (with PG_HOST/PG_PORT/PG_USER/PG_PASSWORD) selects PostgreSQL.
+if os.environ.get("DJANGO_PG_NAME"):
+    DATABASES = {
+        "default": {
+            "ENGINE": "django.db.backends.postgresql",
+            "NAME": os.environ["DJANGO_PG_NAME"],
+            "HOST": os.environ.get("PG_HOST", "127.0.0.1"),
+            "PORT": os.environ.get("PG_PORT", "5432"),
+            "USER": os.environ.get("PG_USER", "postgres"),
+            "PASSWORD": os.environ.get("PG_PASSWORD", ""),
+        }
     }
-}
+    _DJANGO_DATABASE_URL = "postgresql+psycopg://{USER}@{HOST}:{PORT}/{NAME}".format(**DATABASES["default"])
+else:
+    DATABASES = {
+        "default": {
+            "ENGINE": "django.db.backends.sqlite3",
+            "NAME": os.environ.get("DJANGO_DB_PATH", BASE_DIR / "db.sqlite3"),
+        }
+    }
+    _DJANGO_DATABASE_URL = f"sqlite:///{DATABASES['default']['NAME']}"
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 USE_TZ = True
 TIME_ZONE = "UTC"
@@ -38,8 +53,10 @@ LOGGING = {
 # --8<-- [start:schedule_settings]
 # Every key is a schedule_sdk setting (docs/reference/settings.md); keys left out come from the
 # SCHEDULE_* environment variables, then the defaults. None values are ignored.
+# The SDK's tables live in Django's own database, so a view can schedule a job inside
+# transaction.atomic() together with its model writes (views.create_reminder).
 SCHEDULE_SDK = {
-    "database_url": os.environ.get("SCHEDULE_DATABASE_URL", f"sqlite:///{BASE_DIR / 'schedule.sqlite3'}"),
+    "database_url": os.environ.get("SCHEDULE_DATABASE_URL", _DJANGO_DATABASE_URL),
     "redis_url": os.environ.get("SCHEDULE_REDIS_URL"),
 }
 # Development only: fire jobs inside the web process (runserver) instead of `manage.py schedule_worker`.

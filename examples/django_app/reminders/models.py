@@ -5,6 +5,15 @@ from __future__ import annotations
 from django.db import models
 
 
+class Reminder(models.Model):
+    """The app's own row for a reminder, written in the same transaction as its job."""
+
+    job_id = models.CharField(max_length=36, unique=True)
+    user_id = models.CharField(max_length=255)
+    message = models.TextField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+
 class SentReminder(models.Model):
     """One sent reminder. Events arrive at least once; ``dedup_key`` makes a replay a no-op."""
 

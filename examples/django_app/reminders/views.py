@@ -7,6 +7,8 @@ from datetime import datetime
 from typing import Any
 
 from dependency_injector.wiring import Provide, inject
+from django import db
+from django.db import transaction
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.http import require_http_methods, require_POST
 
@@ -20,7 +22,7 @@ from schedule_sdk import (
 )
 
 from .listeners import REMINDER_TOPIC
-from .models import SentReminder
+from .models import Reminder, SentReminder
 
 
 class BadRequest(Exception):
@@ -84,15 +86,18 @@ def create_reminder(
         body = parse_body(request, required=("user_id", "message", "due_at"))
     except BadRequest as error:
         return invalid(str(error))
-    job = service.schedule_at(  # a ScheduleError becomes JSON in ScheduleErrorMiddleware
-        OneShotSpec(
-            topic=REMINDER_TOPIC,
-            run_at=body["due_at"],
-            timezone=body.get("timezone") or "UTC",
-            payload={"user_id": body["user_id"], "message": body["message"]},
-            metadata=JobMetadata(owner_id=body["user_id"], client_request_id=body.get("client_request_id")),
-        )
+    spec = OneShotSpec(
+        topic=REMINDER_TOPIC,
+        run_at=body["due_at"],
+        timezone=body.get("timezone") or "UTC",
+        payload={"user_id": body["user_id"], "message": body["message"]},
+        metadata=JobMetadata(owner_id=body["user_id"], client_request_id=body.get("client_request_id")),
     )
+    # The job and the app's row commit together or not at all: if anything in the block raises,
+    # neither exists and the reminder never fires. (A ScheduleError becomes JSON in the middleware.)
+    with transaction.atomic():
+        job = service.schedule_at(spec, connection=db.connection)
+        Reminder.objects.create(job_id=job.id, user_id=body["user_id"], message=body["message"])
     return JsonResponse(reminder_json(job), status=201)
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import inspect
 import logging
 from collections.abc import Callable
@@ -16,23 +15,28 @@ from ...domain.events import (
 )
 from ...listeners import ListenerRegistry
 from ...ports import EventPublisher
+from ...runtimes.loop import ListenerLoop, shared_loop
 
 logger = logging.getLogger(__name__)
 
 
-def call_listener(listener: Callable[..., Any], event: ScheduleEvent) -> None:
-    """Call one listener; an ``async def`` listener runs to completion on a fresh event loop."""
+def call_listener(
+    listener: Callable[..., Any], event: ScheduleEvent, loop: ListenerLoop | None = None
+) -> None:
+    """Call one listener; an ``async def`` listener runs to completion on ``loop`` (the app's loop
+    or one long-lived loop, see :class:`~schedule_sdk.runtimes.loop.ListenerLoop`) while this
+    thread waits."""
     result = listener(event)
     if inspect.isawaitable(result):
-        asyncio.run(_await(result))
+        (loop or shared_loop).run(_await(result))
 
 
 async def _await(awaitable: Any) -> None:
     await awaitable
 
 
-def deliver(registry: ListenerRegistry, event: ScheduleEvent) -> None:
-    """Run every listener of both of the event's names, each isolated from the others.
+def deliver(registry: ListenerRegistry, event: ScheduleEvent, loop: ListenerLoop | None = None) -> None:
+    """Run every listener of both event names, each isolated from the others (async ones on ``loop``).
 
     :raises ListenerFailed: after all listeners ran, if any of them raised.
     """
@@ -40,7 +44,7 @@ def deliver(registry: ListenerRegistry, event: ScheduleEvent) -> None:
     for name in event.names:
         for listener in registry.listeners(name):
             try:
-                call_listener(listener, event)
+                call_listener(listener, event, loop)
             except Exception as error:
                 logger.exception(
                     "listener %s failed for job %s",
@@ -62,11 +66,13 @@ def deliver(registry: ListenerRegistry, event: ScheduleEvent) -> None:
 class BlinkerEventPublisher(EventPublisher):
     """In-process delivery (the default). Listeners run on the worker's listener threads."""
 
-    def __init__(self, registry: ListenerRegistry | None = None) -> None:
+    def __init__(self, registry: ListenerRegistry | None = None, loop: ListenerLoop | None = None) -> None:
         self.registry = registry if registry is not None else ListenerRegistry()
+        #: Where ``async def`` listeners run (a worker started from async code attaches the app's loop).
+        self.loop = loop if loop is not None else shared_loop
 
     def publish(self, event: ScheduleArrivedEvent) -> None:
-        deliver(self.registry, event)
+        deliver(self.registry, event, self.loop)
 
     def publish_missed(self, event: ScheduleMissedEvent) -> None:
-        deliver(self.registry, event)
+        deliver(self.registry, event, self.loop)

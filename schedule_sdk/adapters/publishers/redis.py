@@ -27,6 +27,7 @@ from ...domain.errors import BrokerUnavailable, ListenerFailed
 from ...domain.events import ScheduleArrivedEvent, ScheduleEvent, ScheduleMissedEvent
 from ...listeners import ListenerRegistry
 from ...ports import EventPublisher
+from ...runtimes.loop import ListenerLoop, shared_loop
 from .blinker import deliver
 
 logger = logging.getLogger(__name__)
@@ -36,11 +37,17 @@ DEFAULT_CHANNEL = "schedule_sdk:events"
 
 class RedisEventPublisher(EventPublisher):
     def __init__(
-        self, *, registry: ListenerRegistry, redis_url: str | None, channel: str = DEFAULT_CHANNEL
+        self,
+        *,
+        registry: ListenerRegistry,
+        redis_url: str | None,
+        channel: str = DEFAULT_CHANNEL,
+        loop: ListenerLoop | None = None,
     ) -> None:
         if not redis_url:
             raise ValueError("the redis event publisher needs redis_url (SCHEDULE_REDIS_URL)")
         self.registry = registry
+        self.loop = loop if loop is not None else shared_loop
         self.channel = channel
         self.origin = uuid.uuid4().hex
         self._redis = redis.Redis.from_url(redis_url, socket_connect_timeout=5, socket_timeout=5)
@@ -60,7 +67,7 @@ class RedisEventPublisher(EventPublisher):
     def _broadcast(self, event: ScheduleEvent) -> None:
         failure: ListenerFailed | None = None
         try:
-            deliver(self.registry, event)
+            deliver(self.registry, event, self.loop)
         except ListenerFailed as failed:
             failure = failed
         body = {"origin": self.origin, "event": event.to_dict()}
@@ -116,6 +123,6 @@ class RedisEventPublisher(EventPublisher):
             logger.error("ignoring a malformed event message: %s", error)
             return
         try:
-            deliver(self.registry, event)
+            deliver(self.registry, event, self.loop)
         except ListenerFailed:
             pass  # deliver() logged each failure; a remote instance cannot fail the fire

@@ -10,11 +10,14 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 from sqlalchemy import event, exc
 from sqlalchemy.engine import Connection, Engine
+
+if TYPE_CHECKING:
+    from sqlalchemy.ext.asyncio import AsyncEngine
 
 from ...domain.errors import ClientRequestIdInUse, InvalidSetting, StoreUnavailable
 
@@ -55,7 +58,34 @@ def _sqlite_engine(url: sa.URL, busy_timeout_ms: int, echo: bool) -> Engine:
     if url.database in (None, "", ":memory:"):
         raise InvalidSetting("in-memory SQLite is not supported: use a file (sqlite:///jobs.db)")
     engine = sa.create_engine(url, echo=echo, connect_args={"check_same_thread": False})
+    _configure_sqlite(engine, busy_timeout_ms)
+    return engine
 
+
+def make_async_engine(url: str, *, pool_size: int = 10, pre_ping: bool = False) -> AsyncEngine:
+    """The asyncio twin of :func:`make_engine` for the same database: ``sqlite+aiosqlite`` or
+    ``postgresql+psycopg_async``, with the same SQLite set-up (WAL, ``BEGIN IMMEDIATE`` writes)."""
+    from sqlalchemy.ext.asyncio import create_async_engine
+
+    parsed = sa.make_url(url)
+    try:
+        if parsed.get_backend_name() == "sqlite":
+            if parsed.database in (None, "", ":memory:"):
+                raise InvalidSetting("in-memory SQLite is not supported: use a file (sqlite:///jobs.db)")
+            engine = create_async_engine(parsed.set(drivername="sqlite+aiosqlite"))
+            _configure_sqlite(engine.sync_engine, 30_000)
+            return engine
+        return create_async_engine(
+            parsed.set(drivername="postgresql+psycopg_async"),
+            pool_size=pool_size,
+            max_overflow=pool_size,
+            pool_pre_ping=pre_ping,
+        )
+    except (exc.ArgumentError, exc.NoSuchModuleError, ImportError) as error:
+        raise InvalidSetting(f"cannot use database URL {parsed!r} with asyncio: {error}") from error
+
+
+def _configure_sqlite(engine: Engine, busy_timeout_ms: int) -> None:
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_connection: Any, _record: Any) -> None:
         dbapi_connection.isolation_level = None  # we emit BEGIN ourselves
@@ -69,8 +99,6 @@ def _sqlite_engine(url: sa.URL, busy_timeout_ms: int, echo: bool) -> Engine:
     def _on_begin(conn: Connection) -> None:
         immediate = conn.get_execution_options().get(WRITE, False)
         conn.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
-
-    return engine
 
 
 @contextlib.contextmanager

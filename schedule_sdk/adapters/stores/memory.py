@@ -20,7 +20,7 @@ from typing import Any
 from ...domain.errors import ClientRequestIdInUse, StoreUnavailable
 from ...domain.jobs import MUTABLE_FIELDS, JobQuery, ScheduledJob, encode_json
 from ...domain.status import FINISHED_STATUSES, JobStatus
-from ...ports import Guard, JobStore, JobTransaction, OccurrenceRef, WorkerInfo
+from ...ports import Guard, JobStore, JobTransaction, JoinedTransaction, OccurrenceRef, WorkerInfo
 
 _TIMES = (
     "run_at",
@@ -93,6 +93,27 @@ class _Transaction(JobTransaction):
             self.update(job, guard)
 
 
+class _Joined(JoinedTransaction):
+    def __init__(self, tx: _Transaction, steps: list[Callable[[], None]]) -> None:
+        self._tx = tx
+        self._steps = steps
+
+    def insert(self, job: ScheduledJob) -> None:
+        self._tx.insert(job)
+
+    def get(self, job_id: str, *, for_update: bool = False) -> ScheduledJob | None:
+        return self._tx.get(job_id, for_update=for_update)
+
+    def update(self, job: ScheduledJob, guard: Guard) -> bool:
+        return self._tx.update(job, guard)
+
+    def update_many(self, changes: Sequence[tuple[ScheduledJob, Guard]]) -> None:
+        self._tx.update_many(changes)
+
+    def when_done(self, committed: Callable[[], None], rolled_back: Callable[[], None]) -> None:
+        self._steps.append(committed)
+
+
 class MemoryJobStore(JobStore):
     """A faithful in-memory :class:`~schedule_sdk.ports.JobStore` (one process, no persistence)."""
 
@@ -134,6 +155,17 @@ class MemoryJobStore(JobStore):
 
     def transaction(self) -> contextlib.AbstractContextManager[JobTransaction]:
         return self._write()
+
+    @contextlib.contextmanager
+    def join(self, connection: object) -> Iterator[JoinedTransaction]:
+        """In memory there is no caller's transaction to join: the writes commit when the block
+        ends, and the after-commit steps run then (so app code that passes ``connection=`` runs
+        unchanged on the testing kit)."""
+        steps: list[Callable[[], None]] = []
+        with self._write() as tx:
+            yield _Joined(tx, steps)
+        for step in steps:
+            step()
 
     def get(self, job_id: str) -> ScheduledJob | None:
         return self._committed(job_id)

@@ -27,8 +27,16 @@ from ...domain.jobs import (
     repeat_from_dict,
 )
 from ...domain.status import JobStatus
-from ...ports import Guard, JobStore, JobTransaction, OccurrenceRef, TopicBacklog, WorkerInfo
-from . import pg_claims, watch
+from ...ports import (
+    Guard,
+    JobStore,
+    JobTransaction,
+    JoinedTransaction,
+    OccurrenceRef,
+    TopicBacklog,
+    WorkerInfo,
+)
+from . import django, joined, pg_claims, watch
 from .engine import WRITE, translate_errors
 from .tables import FINISHED_CONDITION, UTCDateTime
 from .tables import schedule_jobs as t
@@ -194,6 +202,22 @@ class _Transaction(JobTransaction):
                 self._conn.execute(_update_statement(statuses, checks_claim), params)
 
 
+_Step = Callable[[], None]
+
+
+class _JoinedTransaction(_Transaction, JoinedTransaction):
+    """Writes on the caller's connection, in the caller's transaction (see :mod:`.joined`)."""
+
+    def __init__(
+        self, conn: Connection, hook: Callable[[Callable[[], None], Callable[[], None]], None]
+    ) -> None:
+        super().__init__(conn)
+        self._hook = hook
+
+    def when_done(self, committed: Callable[[], None], rolled_back: Callable[[], None]) -> None:
+        self._hook(committed, rolled_back)
+
+
 _NOW = sa.bindparam("c_now", type_=UTCDateTime)
 
 
@@ -298,6 +322,22 @@ class SQLAlchemyJobStore(JobStore):
     def transaction(self) -> Iterator[JobTransaction]:
         with self._write() as conn:
             yield _Transaction(conn)
+
+    @contextlib.contextmanager
+    def join(self, connection: object) -> Iterator[JoinedTransaction]:
+        """Write through the caller's SQLAlchemy ``Connection`` or ``Session``, or Django's
+        connection inside ``transaction.atomic()`` (on this store's database), in its transaction:
+        this store's write lock is not taken, the caller commits or rolls back."""
+        if django.is_django_connection(connection):
+            joined.check_database(django.url_of(connection), self.engine.url)
+            with translate_errors(), django.borrow(connection) as conn:
+                yield _JoinedTransaction(conn, lambda done, _: django.on_commit(connection, done))
+            return
+        with translate_errors():
+            conn = joined.connection_of(connection, self.engine.url)
+        yield _JoinedTransaction(
+            conn, lambda done, undone: joined.after_transaction(connection, done, undone)
+        )
 
     @contextlib.contextmanager
     def _write(self) -> Iterator[Connection]:
@@ -514,3 +554,32 @@ class SQLAlchemyJobStore(JobStore):
         if self._claims is not None:
             self._claims.dispose()
         self.engine.dispose()
+
+
+class ConnectionJobStore(SQLAlchemyJobStore):
+    """The store's reads and writes, on one given connection (the asyncio service runs the sync
+    code in SQLAlchemy's greenlet bridge over an ``AsyncConnection``: the same statements, async
+    I/O). Only what :class:`~schedule_sdk.service.ScheduleService` calls is meant to be used."""
+
+    def __init__(self, conn: Connection, home: Engine) -> None:  # no super().__init__: no engines of its own
+        self.engine = home  # the SDK's database (a caller's connection= must reach it)
+        self._conn = conn
+        self._channel = NOTIFY_CHANNEL
+        self._is_pg = conn.dialect.name == "postgresql"
+        self._write_lock = contextlib.nullcontext()  # a thread lock would block the event loop
+        self._claims = None
+
+    @contextlib.contextmanager
+    def _write(self) -> Iterator[Connection]:
+        with translate_errors():
+            self._conn.execution_options(**{WRITE: True})
+            with self._conn.begin():
+                yield self._conn
+
+    @contextlib.contextmanager
+    def _read(self) -> Iterator[Connection]:
+        with translate_errors(), self._conn.begin():
+            yield self._conn
+
+    def close(self) -> None:
+        return None  # the connection and the engine belong to the caller
