@@ -70,8 +70,8 @@ from .settings import Settings
 
 __all__ = [
     "SCHEDULE_ARRIVED_EVENT",
-    "AsyncScheduleService",
     "SCHEDULE_MISSED_EVENT",
+    "AsyncScheduleService",
     "Backoff",
     "BrokerUnavailable",
     "ClientRequestIdInUse",
