@@ -18,6 +18,7 @@ from datetime import datetime, timedelta
 from . import misfire
 from .domain.errors import ListenerFailed
 from .domain.events import ScheduleArrivedEvent, ScheduleMissedEvent
+from .domain.history import FireOutcome, FireRecord
 from .domain.jobs import ScheduledJob
 from .domain.status import JobStatus
 from .misfire import Missed
@@ -31,10 +32,12 @@ MAX_ERROR_LENGTH = 2000
 
 @dataclass(frozen=True, slots=True)
 class FireResult:
-    """A finished fire: the job as claimed, and the state to record."""
+    """A finished fire: the job as claimed, the state to record, and the fire history entry
+    written with it (None: nothing ran, e.g. a substrate that records no history)."""
 
     claimed: ScheduledJob
     outcome: ScheduledJob
+    fire: FireRecord | None = None
 
 
 def arrived_event(job: ScheduledJob, fired_at: datetime) -> ScheduleArrivedEvent:
@@ -134,6 +137,38 @@ def missed_event(job: ScheduledJob, missed: Missed, detected_at: datetime) -> Sc
     )
 
 
+# -- fire history (issue 13) ------------------------------------------------------------------
+
+
+def fire_record(
+    job: ScheduledJob, fired_at: datetime, ended: datetime, error: BaseException | None, *, fired: bool
+) -> FireRecord:
+    """The history entry of attempt ``job.attempt`` of occurrence ``job.occurrence`` (as claimed):
+    it ran from ``fired_at`` to ``ended`` (``fired`` False: the misfire policy skipped it)."""
+    if not fired:
+        outcome = FireOutcome.SKIPPED
+    else:
+        outcome = FireOutcome.SUCCEEDED if error is None else FireOutcome.FAILED
+    return FireRecord(
+        job_id=job.id,
+        topic=job.topic,
+        occurrence=job.occurrence,
+        attempt=job.attempt,
+        due_at=job.run_at,
+        fired_at=fired_at,
+        lateness_ms=(fired_at - job.run_at) // _MS,
+        duration_ms=(ended - fired_at) // _MS if fired else 0,
+        outcome=outcome,
+        error=None if error is None else _describe(error),
+        worker_id=job.claimed_by,
+    )
+
+
+_MS = timedelta(milliseconds=1)
+
+# ---------------------------------------------------------------------------------------------
+
+
 def _describe(error: BaseException) -> str:
     return f"{type(error).__name__}: {error}"[:MAX_ERROR_LENGTH]
 
@@ -166,11 +201,12 @@ class Firing:
             except Exception as unexpected:  # a publisher fault (e.g. a broker) also fails the attempt
                 logger.exception("publishing job %s failed", job.id, extra={"job_id": job.id})
                 error = unexpected
-        outcome, missed = settle(start.job, fired_at if start.fire else None, error, self._clock.now())
+        ended = self._clock.now()
+        outcome, missed = settle(start.job, fired_at if start.fire else None, error, ended)
         missed = start.missed + missed
         if missed.count:
             self._report_missed(start.job, missed)
-        return FireResult(job, outcome)
+        return FireResult(job, outcome, fire_record(job, fired_at, ended, error, fired=start.fire))
 
     def _report_missed(self, job: ScheduledJob, missed: Missed) -> None:
         """Log, count (:attr:`on_missed`) and emit the ``schedule.missed`` event; a failing
@@ -196,8 +232,9 @@ class Firing:
             logger.exception("reporting missed fires of %s failed", job.id, extra={"job_id": job.id})
 
     def record(self, results: Sequence[FireResult]) -> None:
-        """Write outcomes in one transaction, handing next occurrences and retries to the queue
-        inside it (the write order); rows no longer claimed by the firing worker are left alone.
+        """Write outcomes and their fire history in one transaction, handing next occurrences and
+        retries to the queue inside it (the write order); rows no longer claimed by the firing
+        worker are left alone (their fires still go to the history: the listeners did run).
 
         :raises StoreUnavailable, QueueUnavailable: nothing was recorded; the fires will repeat
             once their claims expire (at-least-once).
@@ -213,6 +250,7 @@ class Firing:
         try:
             with self._store.transaction() as tx:
                 tx.update_many(changes)
+                tx.record_fires([r.fire for r in results if r.fire is not None])
                 self._queue.enqueue(following)
                 enqueued = True
         except BaseException:

@@ -25,6 +25,7 @@ import sqlalchemy as sa
 
 from ..container import ScheduleContainer
 from ..domain.errors import JobNotFound, ScheduleUnavailable, ScheduleValidationError
+from ..domain.history import FireRecord
 from ..domain.jobs import ScheduledJob
 from ..reconciler import ReconcileReport
 from ..settings import Settings
@@ -224,11 +225,22 @@ def cmd_jobs_list(ctx: Context) -> int:
 
 
 def cmd_jobs_show(ctx: Context) -> int:
-    job = ctx.container.schedule_service().get_by_id(ctx.args.job_id)
+    service = ctx.container.schedule_service()
+    job = service.get_by_id(ctx.args.job_id)
     if job is None:
         raise JobNotFound(ctx.args.job_id)
-    _write_json(ctx, job_to_dict(job))
+    shown = job_to_dict(job)
+    shown["history"] = [fire_to_dict(f) for f in service.history(job.id, limit=ctx.args.history)]
+    _write_json(ctx, shown)
     return OK
+
+
+def fire_to_dict(fire: FireRecord) -> dict[str, Any]:
+    """A JSON-ready fire history entry (times as ISO 8601 UTC)."""
+    data = {name: getattr(fire, name) for name in FireRecord.__dataclass_fields__}
+    data.update(due_at=fire.due_at.isoformat(), fired_at=fire.fired_at.isoformat())
+    data["outcome"] = fire.outcome.value
+    return data
 
 
 def cmd_jobs_cancel(ctx: Context) -> int:
@@ -352,10 +364,13 @@ def build_parser() -> argparse.ArgumentParser:
     listing.add_argument("--cursor", help="the next-page cursor printed by the previous page")
     listing.add_argument("--json", action="store_true", help='print {"items": [...], "next_cursor": ...}')
     for name, handler, text in (
-        ("show", cmd_jobs_show, "print one job as JSON"),
+        ("show", cmd_jobs_show, 'print one job as JSON, with its latest fires under "history"'),
         ("cancel", cmd_jobs_cancel, "cancel a job (idempotent); prints its id and status"),
     ):
-        command(job_commands, name, handler, text).add_argument("job_id", metavar="ID")
+        sub = command(job_commands, name, handler, text)
+        sub.add_argument("job_id", metavar="ID")
+        if name == "show":
+            sub.add_argument("--history", type=int, default=20, help="fires to show, newest first (1-500)")
 
     db = command(commands, "db", None, "the SDK's database schema")
     db_commands = db.add_subparsers(dest="db_command", required=True, metavar="COMMAND")

@@ -14,6 +14,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
 from ...domain.errors import ClientRequestIdInUse
+from ...domain.history import FireOutcome, FireRecord
 from ...domain.jobs import (
     FIRE_ONCE,
     MUTABLE_FIELDS,
@@ -30,6 +31,7 @@ from ...ports import Guard, JobStore, JobTransaction, OccurrenceRef
 from . import pg_claims, watch
 from .engine import WRITE, translate_errors
 from .tables import FINISHED_CONDITION, UTCDateTime
+from .tables import schedule_fires as fires
 from .tables import schedule_jobs as t
 
 NOTIFY_CHANNEL = "schedule_sdk_jobs"
@@ -104,6 +106,27 @@ def from_row(row: Mapping[Any, Any]) -> ScheduledJob:
         misfire=FIRE_ONCE if row["misfire"] is None else MisfirePolicy.from_dict(json.loads(row["misfire"])),
         regular_due=row["regular_due"],
     )
+
+
+# -- fire history (issue 13) ------------------------------------------------------------------
+
+_FIRE_FIELDS = tuple(c.name for c in fires.c if c.name != "id")
+_INSERT_FIRES = sa.insert(fires)
+
+
+def fire_to_row(fire: FireRecord) -> dict[str, Any]:
+    """The column values of a fire history entry."""
+    return {name: getattr(fire, name) for name in _FIRE_FIELDS}
+
+
+def fire_from_row(row: Mapping[Any, Any]) -> FireRecord:
+    """The fire history entry stored in ``row``."""
+    values = {name: row[name] for name in _FIRE_FIELDS}
+    values["outcome"] = FireOutcome(values["outcome"])
+    return FireRecord(**values)
+
+
+# ---------------------------------------------------------------------------------------------
 
 
 def _guarded(statuses: frozenset[JobStatus], checks_claim: bool) -> list[sa.ColumnElement[bool]]:
@@ -190,6 +213,11 @@ class _Transaction(JobTransaction):
         with translate_errors():
             for (statuses, checks_claim), params in batches.items():
                 self._conn.execute(_update_statement(statuses, checks_claim), params)
+
+    def record_fires(self, records: Sequence[FireRecord]) -> None:
+        if records:
+            with translate_errors():  # one executemany, like the outcomes it goes with
+                self._conn.execute(_INSERT_FIRES, [fire_to_row(f) for f in records])
 
 
 _NOW = sa.bindparam("c_now", type_=UTCDateTime)
@@ -431,6 +459,29 @@ class SQLAlchemyJobStore(JobStore):
                 if not wait and not taken:
                     return None
             return int(conn.execute(statement, {"before": before}).rowcount)
+
+    # -- fire history (issue 13) --------------------------------------------------------------
+
+    def history(self, job_id: str, limit: int, before: datetime | None = None) -> list[FireRecord]:
+        statement = (
+            sa.select(fires)
+            .where(fires.c.job_id == job_id)
+            .order_by(fires.c.fired_at.desc(), fires.c.id.desc())
+            .limit(limit)
+        )
+        if before is not None:
+            statement = statement.where(fires.c.fired_at < before)
+        with self._read() as conn:
+            return [fire_from_row(r) for r in conn.execute(statement).mappings()]
+
+    def purge_history(self, before: datetime, limit: int) -> int:
+        old = fires.c.fired_at < before
+        chosen = sa.select(fires.c.id).where(old).order_by(fires.c.fired_at).limit(limit)
+        statement = sa.delete(fires).where(fires.c.id.in_(_once(chosen) if self._is_pg else chosen))
+        with self._write() as conn:
+            return int(conn.execute(statement).rowcount)
+
+    # -----------------------------------------------------------------------------------------
 
     def watch(self, on_change: Callable[[datetime | None], None]) -> Callable[[], None]:
         if self._is_pg:
