@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import base64
-import builtins
 import binascii
+import builtins
 import logging
 from collections.abc import Callable, Iterable
 from datetime import datetime

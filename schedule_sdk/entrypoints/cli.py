@@ -13,6 +13,7 @@ import gc
 import importlib
 import json
 import logging
+import os
 import signal
 import sys
 import threading
@@ -151,6 +152,30 @@ def cmd_worker(ctx: Context) -> int:
         ctx.err.flush()
         worker.stop()
     return OK
+
+
+# -- dashboard (issue 13) ----------------------------------------------------------------------
+
+DASHBOARD_TOKEN_ENV = "SCHEDULE_DASHBOARD_TOKEN"
+
+
+def cmd_dashboard(ctx: Context) -> int:
+    try:
+        import uvicorn
+
+        from ..dashboard import create_dashboard
+    except ImportError as error:
+        raise UsageError(f"the dashboard needs: pip install 'schedule-sdk[dashboard]' ({error})") from error
+    token = os.environ.get(DASHBOARD_TOKEN_ENV) or None
+    app = create_dashboard(ctx.container, token=token)
+    mode = "actions need the token" if token else f"read-only (set ${DASHBOARD_TOKEN_ENV} to allow actions)"
+    ctx.err.write(f"schedule-sdk: dashboard on http://{ctx.args.host}:{ctx.args.port}/ ({mode})\n")
+    ctx.err.flush()
+    uvicorn.run(app, host=ctx.args.host, port=ctx.args.port, log_level="warning")
+    return OK
+
+
+# -----------------------------------------------------------------------------------------------
 
 
 @contextlib.contextmanager
@@ -371,6 +396,15 @@ def build_parser() -> argparse.ArgumentParser:
         sub.add_argument("job_id", metavar="ID")
         if name == "show":
             sub.add_argument("--history", type=int, default=20, help="fires to show, newest first (1-500)")
+
+    dashboard = command(
+        commands,
+        "dashboard",
+        cmd_dashboard,
+        f"serve the web dashboard (read-only unless ${DASHBOARD_TOKEN_ENV} holds an access token)",
+    )
+    dashboard.add_argument("--host", default="127.0.0.1", help="address to bind (default: 127.0.0.1)")
+    dashboard.add_argument("--port", type=int, default=8765, help="port (default 8765)")
 
     db = command(commands, "db", None, "the SDK's database schema")
     db_commands = db.add_subparsers(dest="db_command", required=True, metavar="COMMAND")

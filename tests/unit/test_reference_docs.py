@@ -46,6 +46,7 @@ def test_public_api_is_sorted_and_complete():
     public = {n for n in dir(schedule_sdk) if not n.startswith("_")} - {
         "adapters",
         "container",
+        "dashboard",
         "domain",
         "entrypoints",
         "firing",

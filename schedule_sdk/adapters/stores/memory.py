@@ -98,8 +98,8 @@ class _Transaction(JobTransaction):
         for fire in fires:
             if fire.fired_at.tzinfo is None or fire.due_at.tzinfo is None:
                 raise StoreUnavailable("the job store rejected a write: naive datetime in a fire")
-            utc = {"due_at": fire.due_at.astimezone(UTC), "fired_at": fire.fired_at.astimezone(UTC)}
-            self.fires.append(dataclasses.replace(fire, **utc))
+            due_at, fired_at = fire.due_at.astimezone(UTC), fire.fired_at.astimezone(UTC)
+            self.fires.append(dataclasses.replace(fire, due_at=due_at, fired_at=fired_at))
 
 
 class MemoryJobStore(JobStore):
