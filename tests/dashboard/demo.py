@@ -43,27 +43,6 @@ def populate(url: str, *, seed: int = 13) -> Demo:
     container.config.from_dict({"database_url": url})
     service, store = container.schedule_service(), container.store()
     now = datetime.now(UTC)
-    billing = []
-    for i in range(60):
-        spec = OneShotSpec(
-            topic="billing.invoice-due",
-            run_at=now + timedelta(hours=1, minutes=i),
-            timezone="Europe/Berlin",
-            payload={"invoice": f"INV-{1000 + i}", "amount_cents": 1250 + i},
-            metadata=JobMetadata(owner_id=f"user-{i % 4}", tenant_id="acme"),
-            retry=RetryPolicy(attempts=3, backoff=Backoff(type="exponential", delay_ms=500)),
-        )
-        billing.append(service.schedule_at(spec).id)
-    for i in range(8):
-        service.schedule_at(
-            OneShotSpec(
-                topic="mail.send",
-                run_at=now + timedelta(minutes=10 + i),
-                timezone="UTC",
-                payload={"to": f"user{i}@example.org", "note": "<script>alert('hi')</script>"},
-                metadata=JobMetadata(tenant_id="globex"),
-            )
-        )
     service.schedule_repeat(
         RepeatSpec(
             topic="reports.nightly",
@@ -75,6 +54,27 @@ def populate(url: str, *, seed: int = 13) -> Demo:
     service.schedule_repeat(
         RepeatSpec(topic="sync.crm", timezone="UTC", repeat=IntervalRepeat(every_ms=300_000))
     )
+    for i in range(8):
+        service.schedule_at(
+            OneShotSpec(
+                topic="mail.send",
+                run_at=now + timedelta(minutes=10 + i),
+                timezone="UTC",
+                payload={"to": f"user{i}@example.org", "note": "<script>alert('hi')</script>"},
+                metadata=JobMetadata(tenant_id="globex"),
+            )
+        )
+    billing = []
+    for i in range(60):
+        spec = OneShotSpec(
+            topic="billing.invoice-due",
+            run_at=now + timedelta(hours=1, minutes=i),
+            timezone="Europe/Berlin",
+            payload={"invoice": f"INV-{1000 + i}", "amount_cents": 1250 + i},
+            metadata=JobMetadata(owner_id=f"user-{i % 4}", tenant_id="acme"),
+            retry=RetryPolicy(attempts=3, backoff=Backoff(type="exponential", delay_ms=500)),
+        )
+        billing.append(service.schedule_at(spec).id)
     fires = []
     for minute in range(60):
         slow = minute in (17, 18, 44)
