@@ -20,6 +20,7 @@ from sqlalchemy.engine import Engine
 from ..adapters.stores.engine import translate_errors
 from ..adapters.stores.sqlalchemy_timers import entry_from_row
 from ..adapters.stores.sqlalchemy_timers import timer_schedules as timers
+from ..adapters.stores.tables import NOT_PENDING_CONDITION
 from ..adapters.stores.tables import schedule_fires as fires
 from ..adapters.stores.tables import schedule_jobs as jobs
 from ..domain.status import JobStatus
@@ -107,6 +108,8 @@ class DashboardReads:
         inner = sa.select(sa.literal(1)).select_from(jobs)
         if status is not None:
             inner = inner.where(jobs.c.status == status.value)
+            if status is not JobStatus.PENDING:  # the partial status index's condition, verbatim
+                inner = inner.where(sa.text(NOT_PENDING_CONDITION))
         for column, value in equal.items():
             if value is not None:
                 inner = inner.where(jobs.c[column] == value)

@@ -30,7 +30,7 @@ from ...domain.status import JobStatus
 from ...ports import Guard, JobStore, JobTransaction, OccurrenceRef
 from . import pg_claims, watch
 from .engine import WRITE, translate_errors
-from .tables import FINISHED_CONDITION, UTCDateTime
+from .tables import FINISHED_CONDITION, NOT_PENDING_CONDITION, UTCDateTime
 from .tables import schedule_fires as fires
 from .tables import schedule_jobs as t
 
@@ -244,6 +244,7 @@ def _claiming(where: list[sa.ColumnElement[bool]]) -> sa.Update:
 _PENDING = t.c.status == sa.literal_column("'pending'")
 _ACTIVE = t.c.status == sa.literal_column("'active'")
 _FINISHED = sa.text(FINISHED_CONDITION)
+_NOT_PENDING = sa.text(NOT_PENDING_CONDITION)
 #: The PostgreSQL advisory lock key held by the transaction of each purge batch.
 PURGE_LOCK_KEY = 0x5C4ED_9C6
 
@@ -351,6 +352,8 @@ class SQLAlchemyJobStore(JobStore):
                 statement = statement.where(t.c[column] == value)
         if query.statuses:
             statement = statement.where(t.c.status.in_(sorted(s.value for s in query.statuses)))
+            if JobStatus.PENDING not in query.statuses:  # lets the planner use ix_schedule_jobs_status
+                statement = statement.where(_NOT_PENDING)
         if query.after_id is not None:
             statement = statement.where(t.c.id > query.after_id)
         with self._read() as conn:

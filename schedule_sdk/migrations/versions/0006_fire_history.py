@@ -8,7 +8,8 @@ Revises: 0004
   the transaction that records the fire's outcome;
 - ``ix_schedule_fires_job (job_id, fired_at)``: one job's history, newest first;
 - ``ix_schedule_fires_fired (fired_at)``: time windows (the dashboard's plots) and retention;
-- ``ix_schedule_jobs_status (status, id)``: keyset pages of jobs filtered by status alone.
+- ``ix_schedule_jobs_status (status, id) WHERE status <> 'pending'``: keyset pages of jobs filtered
+  by a status other than pending (pending rows stay out, so claims keep their own index).
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ revision = "0006"
 down_revision = "0004"
 branch_labels = None
 depends_on = None
+
+_NOT_PENDING = sa.text("status <> 'pending'")
 
 
 def upgrade() -> None:
@@ -45,7 +48,13 @@ def upgrade() -> None:
     )
     op.create_index("ix_schedule_fires_job", "schedule_fires", ["job_id", "fired_at"])
     op.create_index("ix_schedule_fires_fired", "schedule_fires", ["fired_at"])
-    op.create_index("ix_schedule_jobs_status", "schedule_jobs", ["status", "id"])
+    op.create_index(
+        "ix_schedule_jobs_status",
+        "schedule_jobs",
+        ["status", "id"],
+        postgresql_where=_NOT_PENDING,
+        sqlite_where=_NOT_PENDING,
+    )
 
 
 def downgrade() -> None:
