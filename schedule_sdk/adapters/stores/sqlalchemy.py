@@ -11,7 +11,7 @@ from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.engine import Connection, Dialect, Engine
 
 from ...domain.errors import ClientRequestIdInUse
 from ...domain.history import FireOutcome, FireRecord
@@ -111,12 +111,35 @@ def from_row(row: Mapping[Any, Any]) -> ScheduledJob:
 # -- fire history (issue 13) ------------------------------------------------------------------
 
 _FIRE_FIELDS = tuple(c.name for c in fires.c if c.name != "id")
-_INSERT_FIRES = sa.insert(fires)
+_FIRE_TIME = UTCDateTime()
 
 
-def fire_to_row(fire: FireRecord) -> dict[str, Any]:
-    """The column values of a fire history entry."""
-    return {name: getattr(fire, name) for name in _FIRE_FIELDS}
+@functools.cache
+def _insert_fires(paramstyle: str) -> str:
+    """The driver-level INSERT of one history entry: every fire writes one, and executemany of
+    plain tuples costs about a third less per row than a Core insert's per-row bind processing
+    (measured on SQLite: 14 vs 20 us)."""
+    mark = "?" if paramstyle == "qmark" else "%s"
+    columns = ", ".join(_FIRE_FIELDS)
+    return f"INSERT INTO {fires.name} ({columns}) VALUES ({', '.join(mark for _ in _FIRE_FIELDS)})"
+
+
+def fire_params(fire: FireRecord, dialect: Dialect) -> tuple[Any, ...]:
+    """The column values of a fire history entry, in ``_FIRE_FIELDS`` order, as the driver takes them."""
+    to_db = _FIRE_TIME.process_bind_param
+    return (
+        fire.job_id,
+        fire.topic,
+        fire.occurrence,
+        fire.attempt,
+        to_db(fire.due_at, dialect),
+        to_db(fire.fired_at, dialect),
+        fire.lateness_ms,
+        fire.duration_ms,
+        fire.outcome.value,
+        fire.error,
+        fire.worker_id,
+    )
 
 
 def fire_from_row(row: Mapping[Any, Any]) -> FireRecord:
@@ -217,7 +240,9 @@ class _Transaction(JobTransaction):
     def record_fires(self, records: Sequence[FireRecord]) -> None:
         if records:
             with translate_errors():  # one executemany, like the outcomes it goes with
-                self._conn.execute(_INSERT_FIRES, [fire_to_row(f) for f in records])
+                dialect = self._conn.dialect
+                rows = [fire_params(f, dialect) for f in records]
+                self._conn.exec_driver_sql(_insert_fires(str(dialect.paramstyle)), rows)
 
 
 _NOW = sa.bindparam("c_now", type_=UTCDateTime)
