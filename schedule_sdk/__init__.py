@@ -48,6 +48,7 @@ from .domain.events import (
     schedule_arrived_event_name,
     schedule_missed_event_name,
 )
+from .domain.history import FireOutcome, FireRecord
 from .domain.jobs import (
     Backoff,
     CronRepeat,
@@ -76,6 +77,8 @@ __all__ = [
     "BrokerUnavailable",
     "ClientRequestIdInUse",
     "CronRepeat",
+    "FireOutcome",
+    "FireRecord",
     "FireTime",
     "IntervalRepeat",
     "InvalidCron",

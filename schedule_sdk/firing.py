@@ -20,6 +20,7 @@ from . import misfire
 from .adapters.metrics import NoMetrics
 from .domain.errors import ListenerFailed
 from .domain.events import ScheduleArrivedEvent, ScheduleMissedEvent
+from .domain.history import FireOutcome, FireRecord
 from .domain.jobs import ScheduledJob
 from .domain.status import JobStatus, check_transition
 from .misfire import Missed
@@ -34,10 +35,12 @@ MAX_ERROR_LENGTH = 2000
 
 @dataclass(frozen=True, slots=True)
 class FireResult:
-    """A finished fire: the job as claimed, and the state to record."""
+    """A finished fire: the job as claimed, the state to record, and the fire history entry
+    written with it (None: nothing ran, e.g. a substrate that records no history)."""
 
     claimed: ScheduledJob
     outcome: ScheduledJob
+    fire: FireRecord | None = None
 
 
 def arrived_event(job: ScheduledJob, fired_at: datetime) -> ScheduleArrivedEvent:
@@ -160,6 +163,38 @@ def job_fields(job: ScheduledJob) -> dict[str, object]:
     return {"job_id": job.id, "occurrence": job.occurrence, "attempt": job.attempt, "topic": job.topic}
 
 
+# -- fire history (issue 13) ------------------------------------------------------------------
+
+
+def fire_record(
+    job: ScheduledJob, fired_at: datetime, ended: datetime, error: BaseException | None, *, fired: bool
+) -> FireRecord:
+    """The history entry of attempt ``job.attempt`` of occurrence ``job.occurrence`` (as claimed):
+    it ran from ``fired_at`` to ``ended`` (``fired`` False: the misfire policy skipped it)."""
+    if not fired:
+        outcome = FireOutcome.SKIPPED
+    else:
+        outcome = FireOutcome.SUCCEEDED if error is None else FireOutcome.FAILED
+    return FireRecord(
+        job_id=job.id,
+        topic=job.topic,
+        occurrence=job.occurrence,
+        attempt=job.attempt,
+        due_at=job.run_at,
+        fired_at=fired_at,
+        lateness_ms=(fired_at - job.run_at) // _MS,
+        duration_ms=(ended - fired_at) // _MS if fired else 0,
+        outcome=outcome,
+        error=None if error is None else _describe(error),
+        worker_id=job.claimed_by,
+    )
+
+
+_MS = timedelta(milliseconds=1)
+
+# ---------------------------------------------------------------------------------------------
+
+
 def _describe(error: BaseException) -> str:
     return f"{type(error).__name__}: {error}"[:MAX_ERROR_LENGTH]
 
@@ -202,7 +237,8 @@ class Firing:
                 logger.exception("publishing job %s failed", job.id, extra=job_fields(job))
                 error = unexpected
         duration = time.perf_counter() - started
-        outcome, missed = settle(start.job, fired_at if start.fire else None, error, self._clock.now())
+        ended = self._clock.now()
+        outcome, missed = settle(start.job, fired_at if start.fire else None, error, ended)
         if start.fire:
             late = (fired_at - job.run_at).total_seconds()
             self._count(start.job, outcome, error is not None, late, duration)
@@ -211,7 +247,7 @@ class Firing:
         missed = start.missed + missed
         if missed.count:
             self._report_missed(start.job, missed)
-        return FireResult(job, outcome)
+        return FireResult(job, outcome, fire_record(job, fired_at, ended, error, fired=start.fire))
 
     def _report_missed(self, job: ScheduledJob, missed: Missed) -> None:
         """Log, count (:attr:`on_missed`) and emit the ``schedule.missed`` event; a failing
@@ -252,8 +288,9 @@ class Firing:
         metrics.observe("schedule.listener.duration", took, topic=topic, outcome=kind)
 
     def record(self, results: Sequence[FireResult]) -> None:
-        """Write outcomes in one transaction, handing next occurrences and retries to the queue
-        inside it (the write order); rows no longer claimed by the firing worker are left alone.
+        """Write outcomes and their fire history in one transaction, handing next occurrences and
+        retries to the queue inside it (the write order); rows no longer claimed by the firing
+        worker are left alone (their fires still go to the history: the listeners did run).
 
         :raises StoreUnavailable, QueueUnavailable: nothing was recorded; the fires will repeat
             once their claims expire (at-least-once).
@@ -267,6 +304,7 @@ class Firing:
         ]
         with write_order(self._store, self._queue) as (tx, hand_off):
             tx.update_many(changes)
+            tx.record_fires([r.fire for r in results if r.fire is not None])
             hand_off.enqueue(following)
 
     def fire(self, job: ScheduledJob) -> FireResult:

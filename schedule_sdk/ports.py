@@ -15,6 +15,7 @@ from typing import Any, Protocol
 
 from .domain.errors import TransactionNotJoinable
 from .domain.events import ScheduleArrivedEvent, ScheduleMissedEvent
+from .domain.history import FireRecord
 from .domain.jobs import JobQuery, ScheduledJob
 from .domain.status import JobStatus
 
@@ -154,6 +155,11 @@ class JobTransaction(ABC):
     def update_many(self, changes: Sequence[tuple[ScheduledJob, Guard]]) -> None:
         """``update`` for many rows at once (rows failing their guard are left alone)."""
 
+    def record_fires(self, fires: Sequence[FireRecord]) -> None:
+        """Append ``fires`` to the fire history, in this transaction (so a fire's entry commits
+        or rolls back with its outcome). Optional: the default keeps no history."""
+        return None
+
 
 class JoinedTransaction(JobTransaction):
     """Writes inside the *caller's* transaction (see :meth:`JobStore.join`): the store neither
@@ -292,6 +298,18 @@ class JobStore(ABC):
         Open jobs (pending, active, paused) are never deleted. One purger runs at a time across
         processes: when another holds the purge lock, return None at once (or, with ``wait``,
         wait for it). Optional: the default deletes nothing (a store without retention)."""
+        return 0
+
+    def history(self, job_id: str, limit: int, before: datetime | None = None) -> list[FireRecord]:
+        """Up to ``limit`` fire history entries of job ``job_id``, newest first (by ``fired_at``),
+        only those fired before ``before`` when given (the next page). Entries outlive their job
+        until purged. Optional: the default has none."""
+        return []
+
+    def purge_history(self, before: datetime, limit: int) -> int:
+        """Delete up to ``limit`` fire history entries fired before ``before``, oldest first, in
+        one transaction; return how many (the retention purger calls it until it returns less
+        than ``limit``). Optional: the default deletes nothing."""
         return 0
 
     @abstractmethod

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import builtins
 import logging
 from collections.abc import Callable, Iterable
 from datetime import datetime, timedelta
@@ -20,6 +21,7 @@ from .domain.errors import (
     NotTriggerable,
     RunAtInPast,
 )
+from .domain.history import FireRecord
 from .domain.ids import new_id
 from .domain.jobs import (
     CronRepeat,
@@ -230,6 +232,23 @@ class ScheduleService:
         items = rows[:limit]
         more = len(rows) > limit
         return JobPage(items=items, next_cursor=_encode_cursor(items[-1].id) if more else None)
+
+    def history(
+        self, job_id: str, *, limit: int = 50, before: datetime | None = None
+    ) -> builtins.list[FireRecord]:
+        """What happened to a job: up to ``limit`` (1-500) of its fires, newest first, each with
+        its occurrence, attempt, due and fire instants, lateness, duration, outcome, error and
+        worker. Pass the last entry's ``fired_at`` as ``before`` for the next page. Entries are
+        kept until retention purges them, even after the job itself is gone; an unknown id has
+        none (an empty list, not an error).
+
+        :raises InvalidCursor: ``limit`` is out of range or ``before`` is naive.
+        """
+        if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= MAX_PAGE_SIZE:
+            raise InvalidCursor(f"limit must be an int between 1 and {MAX_PAGE_SIZE}")
+        if before is not None and before.tzinfo is None:
+            raise InvalidCursor("before must be an aware datetime")
+        return self._store.history(job_id, limit, before)
 
     # -- internals ---------------------------------------------------------------------------
 

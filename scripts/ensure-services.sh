@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Make sure PostgreSQL (127.0.0.1:5432), Redis (127.0.0.1:6379) and NATS JetStream (127.0.0.1:4222)
 # accept connections. A service that is down is started; its Debian package is installed first if it
-# is missing. Idempotent. Prints one line per service (already up / started / FAILED) and exits
+# is missing. Also installs Debian's chromium when missing (the dashboard's browser tests drive it
+# with Playwright; no browser is downloaded). Idempotent. Prints one line per service (already up / started / FAILED) and exits
 # non-zero if any service is unavailable: a missing service fails the run, it is never skipped.
 #
 # SERVICES_WAIT_SECONDS (default 30) bounds the wait for each service after starting it.
@@ -155,7 +156,23 @@ pg_ensure_test_database() {
     fi
 }
 
+# --- Chromium for the dashboard's browser tests (Playwright drives Debian's build; no download) ---
+
+CHROMIUM_NAME="Chromium (browser tests)"
+
+chromium_ensure() {
+    : >"$DETAIL_LOG"
+    if command -v chromium >/dev/null; then
+        echo "$CHROMIUM_NAME: already installed"
+    elif apt_install chromium >>"$DETAIL_LOG" 2>&1 && command -v chromium >/dev/null; then
+        echo "$CHROMIUM_NAME: installed chromium"
+    else
+        fail "$CHROMIUM_NAME" "Debian package chromium is missing and could not be installed"
+    fi
+}
+
 main() {
+    chromium_ensure
     ensure "$PG_NAME" pg postgresql
     if pg_ready; then
         : >"$DETAIL_LOG"

@@ -13,6 +13,7 @@ import gc
 import importlib
 import json
 import logging
+import os
 import signal
 import sys
 import threading
@@ -33,6 +34,7 @@ from ..domain.errors import (
     ScheduleUnavailable,
     ScheduleValidationError,
 )
+from ..domain.history import FireRecord
 from ..domain.jobs import CronRepeat, ScheduledJob
 from ..domain.timing import FireTime
 from ..reconciler import ReconcileReport
@@ -166,6 +168,30 @@ def cmd_worker(ctx: Context) -> int:
         ctx.err.flush()
         worker.stop()
     return OK
+
+
+# -- dashboard (issue 13) ----------------------------------------------------------------------
+
+DASHBOARD_TOKEN_ENV = "SCHEDULE_DASHBOARD_TOKEN"
+
+
+def cmd_dashboard(ctx: Context) -> int:
+    try:
+        import uvicorn
+
+        from ..dashboard import create_dashboard
+    except ImportError as error:
+        raise UsageError(f"the dashboard needs: pip install 'schedule-sdk[dashboard]' ({error})") from error
+    token = os.environ.get(DASHBOARD_TOKEN_ENV) or None
+    app = create_dashboard(ctx.container, token=token)
+    mode = "actions need the token" if token else f"read-only (set ${DASHBOARD_TOKEN_ENV} to allow actions)"
+    ctx.err.write(f"schedule-sdk: dashboard on http://{ctx.args.host}:{ctx.args.port}/ ({mode})\n")
+    ctx.err.flush()
+    uvicorn.run(app, host=ctx.args.host, port=ctx.args.port, log_level="warning")
+    return OK
+
+
+# -----------------------------------------------------------------------------------------------
 
 
 @contextlib.contextmanager
@@ -302,6 +328,7 @@ def cmd_jobs_show(ctx: Context) -> int:
     if job is None:
         raise JobNotFound(ctx.args.job_id)
     shown = job_to_dict(job)
+    shown["history"] = [fire_to_dict(f) for f in service.history(job.id, limit=ctx.args.history)]
     shown["next_fire_times"] = [fire.to_dict() for fire in service.preview(job.id, n=5)]
     _write_json(ctx, shown)
     return OK
@@ -340,6 +367,14 @@ def _fire_note(fire: FireTime) -> str:
     if fire.mark == "repeated":
         return "repeated: second pass (clock went back)"
     return ""
+
+
+def fire_to_dict(fire: FireRecord) -> dict[str, Any]:
+    """A JSON-ready fire history entry (times as ISO 8601 UTC)."""
+    data = {name: getattr(fire, name) for name in FireRecord.__dataclass_fields__}
+    data.update(due_at=fire.due_at.isoformat(), fired_at=fire.fired_at.isoformat())
+    data["outcome"] = fire.outcome.value
+    return data
 
 
 def cmd_jobs_cancel(ctx: Context) -> int:
@@ -522,10 +557,13 @@ def build_parser() -> argparse.ArgumentParser:
     listing.add_argument("--cursor", help="the next-page cursor printed by the previous page")
     listing.add_argument("--json", action="store_true", help='print {"items": [...], "next_cursor": ...}')
     for name, handler, text in (
-        ("show", cmd_jobs_show, "print one job as JSON"),
+        ("show", cmd_jobs_show, 'print one job as JSON, with its latest fires under "history"'),
         ("cancel", cmd_jobs_cancel, "cancel a job (idempotent); prints its id and status"),
     ):
-        command(job_commands, name, handler, text).add_argument("job_id", metavar="ID")
+        sub = command(job_commands, name, handler, text)
+        sub.add_argument("job_id", metavar="ID")
+        if name == "show":
+            sub.add_argument("--history", type=int, default=20, help="fires to show, newest first (1-500)")
     for name, text in (
         ("pause", "pause a job (idempotent): it never fires until resumed; prints its id and status"),
         ("resume", "resume a paused job (idempotent); its misfire policy applies to what it missed"),
@@ -551,6 +589,15 @@ def build_parser() -> argparse.ArgumentParser:
     cron.add_argument("-n", type=int, default=10, help="how many fire times, 1-1000 (default 10)")
     cron.add_argument("--after", help="start after this ISO 8601 time with an offset (default: now)")
     cron.add_argument("--json", action="store_true", help="print a JSON list of fire times")
+
+    dashboard = command(
+        commands,
+        "dashboard",
+        cmd_dashboard,
+        f"serve the web dashboard (read-only unless ${DASHBOARD_TOKEN_ENV} holds an access token)",
+    )
+    dashboard.add_argument("--host", default="127.0.0.1", help="address to bind (default: 127.0.0.1)")
+    dashboard.add_argument("--port", type=int, default=8765, help="port (default 8765)")
 
     db = command(commands, "db", None, "the SDK's database schema")
     db_commands = db.add_subparsers(dest="db_command", required=True, metavar="COMMAND")

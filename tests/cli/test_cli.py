@@ -17,6 +17,8 @@ import pytest
 
 from schedule_sdk import (
     CronRepeat,
+    FireOutcome,
+    FireRecord,
     JobMetadata,
     JobStatus,
     OneShotSpec,
@@ -234,6 +236,51 @@ def test_cron_needs_no_database(tmp_path: Path) -> None:
     result = run("cron", "0 9 * * *", "--tz", "UTC", "-n", "1", env={"SCHEDULE_DATABASE_URL": "nope://x"})
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines()[0].split() == ["LOCAL", "UTC", "NOTE"]
+
+
+def test_jobs_show_includes_the_jobs_fire_history_newest_first(
+    db_url: str, service: ScheduleService, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (job_id,) = schedule(service)
+    container = ScheduleContainer()
+    container.config.from_dict({"database_url": db_url})
+    due = datetime(2030, 1, 1, tzinfo=UTC)
+    fires = [
+        FireRecord(
+            job_id=job_id,
+            topic="cli.test",
+            occurrence=1,
+            attempt=attempt,
+            due_at=due,
+            fired_at=due + timedelta(seconds=attempt),
+            lateness_ms=1000 * attempt,
+            duration_ms=5,
+            outcome=FireOutcome.FAILED if attempt == 1 else FireOutcome.SUCCEEDED,
+            error="RuntimeError: x" if attempt == 1 else None,
+            worker_id="w1",
+        )
+        for attempt in (1, 2)
+    ]
+    with container.store().transaction() as tx:
+        tx.record_fires(fires)
+    container.shutdown_resources()
+    shown = json.loads(cli(db_url, "jobs", "show", job_id, "--history", "1", capsys=capsys)[1])
+    assert shown["history"] == [
+        {
+            "job_id": job_id,
+            "topic": "cli.test",
+            "occurrence": 1,
+            "attempt": 2,
+            "due_at": "2030-01-01T00:00:00+00:00",
+            "fired_at": "2030-01-01T00:00:02+00:00",
+            "lateness_ms": 2000,
+            "duration_ms": 5,
+            "outcome": "succeeded",
+            "error": None,
+            "worker_id": "w1",
+        }
+    ]
+    assert len(json.loads(cli(db_url, "jobs", "show", job_id, capsys=capsys)[1])["history"]) == 2
 
 
 def test_jobs_cancel_is_idempotent(

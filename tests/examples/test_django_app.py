@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from schedule_sdk import JobMetadata, OneShotSpec, ScheduleContainer, ScheduleService
+from schedule_sdk import JobMetadata, JobStatus, OneShotSpec, ScheduleContainer, ScheduleService
 
 from .conftest import AppBackend
-from .support import ROOT, Process, example_env, wait_for
+from .support import ROOT, Process, example_env, free_port, wait_for
 
 APP = ROOT / "examples/django_app"
 
@@ -198,3 +198,33 @@ def test_a_reminder_scheduled_in_transaction_atomic_commits_or_vanishes_with_the
     assert outcome["rows"] == [True]  # only the committed Reminder row
     assert outcome["early"] is False  # nothing fired before the commit
     assert outcome["sent"] == [outcome["kept"]]  # the committed one fired, once
+
+
+def test_the_dashboard_is_mounted_in_the_django_asgi_app(django_app: DjangoApp, tmp_path: Path) -> None:
+    import httpx
+
+    job_id = django_app.schedule("ana", due_in=3600)
+    port = free_port()
+    args = ["-m", "uvicorn", "project.asgi:application", "--host", "127.0.0.1", "--port", str(port)]
+    server = Process(args, django_app.env, tmp_path / "asgi.log", cwd=APP)
+    base = f"http://127.0.0.1:{port}"
+
+    def up() -> bool:
+        assert server.alive(), server.output()
+        try:
+            return httpx.get(f"{base}/sent", timeout=2).status_code == 200
+        except httpx.TransportError:
+            return False
+
+    try:
+        wait_for(up, "the Django ASGI app")
+        jobs = httpx.get(f"{base}/scheduler/jobs?owner_id=ana", timeout=10)
+        assert jobs.status_code == 200 and f'data-job-id="{job_id}"' in jobs.text
+        assert f'href="/scheduler/jobs/{job_id}"' in jobs.text  # links keep the mount prefix
+        assert httpx.get(f"{base}/scheduler/", timeout=10).status_code == 200
+        assert httpx.get(f"{base}/reminders/{job_id}", timeout=10).json()["id"] == job_id  # Django's view
+        refused = httpx.post(f"{base}/scheduler/jobs/{job_id}/cancel", data={"csrf": "x.y"}, timeout=10)
+        assert refused.status_code == 403  # no token configured: read-only
+    finally:
+        server.stop()
+    assert django_app.service.get_by_id(job_id).status is JobStatus.PENDING

@@ -48,6 +48,7 @@ def test_public_api_is_sorted_and_complete():
         "backoff",
         "async_service",
         "container",
+        "dashboard",
         "domain",
         "entrypoints",
         "firing",

@@ -43,3 +43,49 @@ def test_hot_statements_use_their_index(name: str, tmp_path: Path) -> None:
     assert not [step for step in plan if step.startswith("SCAN schedule_jobs")], plan
     for index in indexes:
         assert any(index in step for step in plan), plan
+
+
+def _plan(tmp_path: Path, sql: str) -> list[str]:
+    engine = make_engine(f"sqlite:///{tmp_path / 'jobs.db'}")
+    schema.upgrade(engine)
+    engine.dispose()
+    with sqlite3.connect(tmp_path / "jobs.db") as connection:
+        return [row[3] for row in connection.execute("EXPLAIN QUERY PLAN " + sql)]
+
+
+def _sql(statement: sa.ClauseElement) -> str:
+    from sqlalchemy.dialects import sqlite
+
+    dialect = sqlite.dialect()
+    return str(statement.compile(dialect=dialect, compile_kwargs={"literal_binds": True}))
+
+
+@pytest.mark.parametrize(
+    ("name", "index"),
+    [
+        ("a status other than pending", "ix_schedule_jobs_status"),
+        ("one job's history", "ix_schedule_fires_job"),
+        ("a window of fires", "ix_schedule_fires_fired"),
+    ],
+)
+def test_dashboard_reads_use_their_index(name: str, index: str, tmp_path: Path) -> None:
+    """The dashboard's reads (issue 13) at a million rows: by index, never a table scan."""
+    from schedule_sdk.adapters.stores.tables import NOT_PENDING_CONDITION
+    from schedule_sdk.adapters.stores.tables import schedule_fires as f
+
+    statements = {
+        "a status other than pending": sa.select(t.c.id)
+        .where(t.c.status.in_(["failed"]), sa.text(NOT_PENDING_CONDITION))
+        .order_by(t.c.id)
+        .limit(51),
+        "one job's history": sa.select(f.c.id)
+        .where(f.c.job_id == "a")
+        .order_by(f.c.fired_at.desc())
+        .limit(50),
+        "a window of fires": sa.select(sa.func.count()).where(
+            f.c.fired_at >= sa.literal_column("'2030'"), f.c.fired_at <= sa.literal_column("'2031'")
+        ),
+    }
+    plan = _plan(tmp_path, _sql(statements[name]))
+    assert not [step for step in plan if step.startswith("SCAN")], plan
+    assert any(index in step for step in plan), plan

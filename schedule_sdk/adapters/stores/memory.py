@@ -18,6 +18,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from ...domain.errors import ClientRequestIdInUse, StoreUnavailable
+from ...domain.history import FireRecord
 from ...domain.jobs import MUTABLE_FIELDS, JobQuery, ScheduledJob, encode_json
 from ...domain.status import FINISHED_STATUSES, JobStatus
 from ...ports import Guard, JobStore, JobTransaction, JoinedTransaction, OccurrenceRef, WorkerInfo
@@ -61,6 +62,7 @@ class _Transaction(JobTransaction):
     def __init__(self, store: MemoryJobStore) -> None:
         self._store = store
         self.changes: dict[str, ScheduledJob] = {}
+        self.fires: list[FireRecord] = []
 
     def _current(self, job_id: str) -> ScheduledJob | None:
         return self.changes.get(job_id) or self._store._committed(job_id)
@@ -92,6 +94,13 @@ class _Transaction(JobTransaction):
         for job, guard in changes:
             self.update(job, guard)
 
+    def record_fires(self, fires: Sequence[FireRecord]) -> None:
+        for fire in fires:
+            if fire.fired_at.tzinfo is None or fire.due_at.tzinfo is None:
+                raise StoreUnavailable("the job store rejected a write: naive datetime in a fire")
+            due_at, fired_at = fire.due_at.astimezone(UTC), fire.fired_at.astimezone(UTC)
+            self.fires.append(dataclasses.replace(fire, due_at=due_at, fired_at=fired_at))
+
 
 class _Joined(JoinedTransaction):
     def __init__(self, tx: _Transaction, steps: list[Callable[[], None]]) -> None:
@@ -119,6 +128,7 @@ class MemoryJobStore(JobStore):
 
     def __init__(self) -> None:
         self._rows: dict[str, ScheduledJob] = {}
+        self._fires: list[FireRecord] = []  # fire history, in commit order
         self._write_lock = threading.RLock()  # held by a write transaction from begin to commit
         self._data_lock = threading.Lock()  # held briefly to read or publish committed rows
         self._workers: dict[str, WorkerInfo] = {}  # the worker registry (under _write_lock)
@@ -144,6 +154,7 @@ class MemoryJobStore(JobStore):
             yield tx
             with self._data_lock:
                 self._rows.update(tx.changes)
+                self._fires.extend(tx.fires)
 
     def _change(self, rows: Sequence[ScheduledJob], **values: Any) -> list[ScheduledJob]:
         with self._write() as tx:
@@ -296,6 +307,22 @@ class MemoryJobStore(JobStore):
                 for row in doomed:
                     del self._rows[row.id]
         return len(doomed)
+
+    def history(self, job_id: str, limit: int, before: datetime | None = None) -> list[FireRecord]:
+        with self._data_lock:
+            mine = [
+                (f.fired_at, n, f)
+                for n, f in enumerate(self._fires)
+                if f.job_id == job_id and (before is None or f.fired_at < before)
+            ]
+        return [f for _, _, f in sorted(mine, key=lambda e: e[:2], reverse=True)[:limit]]
+
+    def purge_history(self, before: datetime, limit: int) -> int:
+        with self._write_lock, self._data_lock:
+            old = sorted((f for f in self._fires if f.fired_at < before), key=lambda f: f.fired_at)[:limit]
+            doomed = {id(f) for f in old}
+            self._fires = [f for f in self._fires if id(f) not in doomed]
+        return len(old)
 
     def watch(self, on_change: Callable[[datetime | None], None]) -> Callable[[], None]:
         """No other process can write to this store, so there is nothing to watch."""

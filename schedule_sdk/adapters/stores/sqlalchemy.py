@@ -12,9 +12,10 @@ from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.engine import Connection, Dialect, Engine
 
 from ...domain.errors import ClientRequestIdInUse
+from ...domain.history import FireOutcome, FireRecord
 from ...domain.jobs import (
     FIRE_ONCE,
     MUTABLE_FIELDS,
@@ -38,7 +39,8 @@ from ...ports import (
 )
 from . import django, joined, pg_claims, watch
 from .engine import WRITE, translate_errors
-from .tables import FINISHED_CONDITION, UTCDateTime
+from .tables import FINISHED_CONDITION, NOT_PENDING_CONDITION, UTCDateTime
+from .tables import schedule_fires as fires
 from .tables import schedule_jobs as t
 from .tables import schedule_workers as w
 
@@ -114,6 +116,50 @@ def from_row(row: Mapping[Any, Any]) -> ScheduledJob:
         misfire=FIRE_ONCE if row["misfire"] is None else MisfirePolicy.from_dict(json.loads(row["misfire"])),
         regular_due=row["regular_due"],
     )
+
+
+# -- fire history (issue 13) ------------------------------------------------------------------
+
+_FIRE_FIELDS = tuple(c.name for c in fires.c if c.name != "id")
+_FIRE_TIME = UTCDateTime()
+
+
+@functools.cache
+def _insert_fires(paramstyle: str) -> str:
+    """The driver-level INSERT of one history entry: every fire writes one, and executemany of
+    plain tuples costs about a third less per row than a Core insert's per-row bind processing
+    (measured on SQLite: 14 vs 20 us)."""
+    mark = "?" if paramstyle == "qmark" else "%s"
+    columns = ", ".join(_FIRE_FIELDS)
+    return f"INSERT INTO {fires.name} ({columns}) VALUES ({', '.join(mark for _ in _FIRE_FIELDS)})"
+
+
+def fire_params(fire: FireRecord, dialect: Dialect) -> tuple[Any, ...]:
+    """The column values of a fire history entry, in ``_FIRE_FIELDS`` order, as the driver takes them."""
+    to_db = _FIRE_TIME.process_bind_param
+    return (
+        fire.job_id,
+        fire.topic,
+        fire.occurrence,
+        fire.attempt,
+        to_db(fire.due_at, dialect),
+        to_db(fire.fired_at, dialect),
+        fire.lateness_ms,
+        fire.duration_ms,
+        fire.outcome.value,
+        fire.error,
+        fire.worker_id,
+    )
+
+
+def fire_from_row(row: Mapping[Any, Any]) -> FireRecord:
+    """The fire history entry stored in ``row``."""
+    values = {name: row[name] for name in _FIRE_FIELDS}
+    values["outcome"] = FireOutcome(values["outcome"])
+    return FireRecord(**values)
+
+
+# ---------------------------------------------------------------------------------------------
 
 
 def _guarded(statuses: frozenset[JobStatus], checks_claim: bool) -> list[sa.ColumnElement[bool]]:
@@ -201,6 +247,13 @@ class _Transaction(JobTransaction):
             for (statuses, checks_claim), params in batches.items():
                 self._conn.execute(_update_statement(statuses, checks_claim), params)
 
+    def record_fires(self, records: Sequence[FireRecord]) -> None:
+        if records:
+            with translate_errors():  # one executemany, like the outcomes it goes with
+                dialect = self._conn.dialect
+                rows = [fire_params(f, dialect) for f in records]
+                self._conn.exec_driver_sql(_insert_fires(str(dialect.paramstyle)), rows)
+
 
 _Step = Callable[[], None]
 
@@ -242,6 +295,7 @@ def _claiming(where: list[sa.ColumnElement[bool]]) -> sa.Update:
 _PENDING = t.c.status == sa.literal_column("'pending'")
 _ACTIVE = t.c.status == sa.literal_column("'active'")
 _FINISHED = sa.text(FINISHED_CONDITION)
+_NOT_PENDING = sa.text(NOT_PENDING_CONDITION)
 #: The PostgreSQL advisory lock key held by the transaction of each purge batch.
 PURGE_LOCK_KEY = 0x5C4ED_9C6
 
@@ -377,6 +431,8 @@ class SQLAlchemyJobStore(JobStore):
                 statement = statement.where(t.c[column] == value)
         if query.statuses:
             statement = statement.where(t.c.status.in_(sorted(s.value for s in query.statuses)))
+            if JobStatus.PENDING not in query.statuses:  # lets the planner use ix_schedule_jobs_status
+                statement = statement.where(_NOT_PENDING)
         if query.after_id is not None:
             statement = statement.where(t.c.id > query.after_id)
         with self._read() as conn:
@@ -544,6 +600,29 @@ class SQLAlchemyJobStore(JobStore):
                 if not wait and not taken:
                     return None
             return int(conn.execute(statement, {"p_before": before, "p_limit": limit}).rowcount)
+
+    # -- fire history (issue 13) --------------------------------------------------------------
+
+    def history(self, job_id: str, limit: int, before: datetime | None = None) -> list[FireRecord]:
+        statement = (
+            sa.select(fires)
+            .where(fires.c.job_id == job_id)
+            .order_by(fires.c.fired_at.desc(), fires.c.id.desc())
+            .limit(limit)
+        )
+        if before is not None:
+            statement = statement.where(fires.c.fired_at < before)
+        with self._read() as conn:
+            return [fire_from_row(r) for r in conn.execute(statement).mappings()]
+
+    def purge_history(self, before: datetime, limit: int) -> int:
+        old = fires.c.fired_at < before
+        chosen = sa.select(fires.c.id).where(old).order_by(fires.c.fired_at).limit(limit)
+        statement = sa.delete(fires).where(fires.c.id.in_(_once(chosen) if self._is_pg else chosen))
+        with self._write() as conn:
+            return int(conn.execute(statement).rowcount)
+
+    # -----------------------------------------------------------------------------------------
 
     def watch(self, on_change: Callable[[datetime | None], None]) -> Callable[[], None]:
         if self._is_pg:

@@ -49,7 +49,7 @@ t = timer_schedules
 _SCHEDULED = TimerState.SCHEDULED.value
 
 
-def _entry(row: Mapping[Any, Any]) -> TimerEntry:
+def entry_from_row(row: Mapping[Any, Any]) -> TimerEntry:
     return TimerEntry(
         tenant_id=row["tenant_id"],
         service_call_id=row["service_call_id"],
@@ -101,7 +101,7 @@ class SQLAlchemyTimerStore(TimerStore):
 
     def _rows(self, statement: sa.Select[Any]) -> list[TimerEntry]:
         with self._read() as conn:
-            return [_entry(r) for r in conn.execute(statement).mappings()]
+            return [entry_from_row(r) for r in conn.execute(statement).mappings()]
 
     def get(
         self, tenant_id: str, service_call_id: str, tx: JobTransaction | None = None
@@ -111,7 +111,10 @@ class SQLAlchemyTimerStore(TimerStore):
             rows = self._rows(statement)
         else:
             with translate_errors():
-                rows = [_entry(r) for r in connection_of(tx).execute(statement.with_for_update()).mappings()]
+                rows = [
+                    entry_from_row(r)
+                    for r in connection_of(tx).execute(statement.with_for_update()).mappings()
+                ]
         return rows[0] if rows else None
 
     def get_many(
@@ -123,7 +126,7 @@ class SQLAlchemyTimerStore(TimerStore):
         statement = sa.select(t).where(sa.tuple_(t.c.tenant_id, t.c.service_call_id).in_(list(keys)))
         with translate_errors():
             rows = connection_of(tx).execute(statement.with_for_update()).mappings()
-            return {(r["tenant_id"], r["service_call_id"]): _entry(r) for r in rows}
+            return {(r["tenant_id"], r["service_call_id"]): entry_from_row(r) for r in rows}
 
     def insert_many(self, tx: JobTransaction, entries: Sequence[TimerEntry]) -> set[tuple[str, str]]:
         if not entries:

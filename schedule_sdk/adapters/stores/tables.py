@@ -149,3 +149,39 @@ sa.Index(
     postgresql_where=_active,
     sqlite_where=_active,
 )
+
+#: The condition of the status index, verbatim (a statement must repeat it for the planner to use
+#: the partial index). Pending rows are left out: the claim path filters on status = 'pending' and
+#: must keep using ix_schedule_jobs_pending_due (a full (status, id) index lured SQLite away from it).
+NOT_PENDING_CONDITION = "status <> 'pending'"
+# Keyset pages of list() filtered by statuses other than pending (issue 13's dashboard).
+sa.Index(
+    "ix_schedule_jobs_status",
+    schedule_jobs.c.status,
+    schedule_jobs.c.id,
+    postgresql_where=sa.text(NOT_PENDING_CONDITION),
+    sqlite_where=sa.text(NOT_PENDING_CONDITION),
+)
+
+#: Fire history (issue 13): one row per attempt run or skipped, written with the fire's outcome.
+schedule_fires = sa.Table(
+    "schedule_fires",
+    metadata,
+    sa.Column("id", sa.BigInteger().with_variant(sa.Integer, "sqlite"), primary_key=True, autoincrement=True),
+    sa.Column("job_id", sa.String(36), nullable=False),
+    sa.Column("topic", sa.String(200), nullable=False),
+    sa.Column("occurrence", sa.Integer, nullable=False),
+    sa.Column("attempt", sa.Integer, nullable=False),
+    sa.Column("due_at", UTCDateTime, nullable=False),
+    sa.Column("fired_at", UTCDateTime, nullable=False),
+    sa.Column("lateness_ms", sa.BigInteger, nullable=False),
+    sa.Column("duration_ms", sa.BigInteger, nullable=False),
+    sa.Column("outcome", sa.String(16), nullable=False),
+    sa.Column("error", sa.Text, nullable=True),
+    sa.Column("worker_id", sa.String(64), nullable=True),
+    sa.CheckConstraint("outcome IN ('succeeded', 'failed', 'skipped')", name="ck_schedule_fires_outcome"),
+)
+# One job's history, newest first (ScheduleService.history, the job page).
+sa.Index("ix_schedule_fires_job", schedule_fires.c.job_id, schedule_fires.c.fired_at)
+# Everything in a time window (the dashboard's plots and workers) and retention (purge_history).
+sa.Index("ix_schedule_fires_fired", schedule_fires.c.fired_at)

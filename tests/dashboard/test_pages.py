@@ -1,0 +1,192 @@
+"""The dashboard's pages, actions and security through its ASGI app (Starlette's test client)."""
+
+from __future__ import annotations
+
+import re
+from datetime import timedelta
+
+import pytest
+
+from schedule_sdk import (
+    CronRepeat,
+    FireOutcome,
+    IntervalRepeat,
+    JobMetadata,
+    JobStatus,
+    RepeatSpec,
+)
+from schedule_sdk.dashboard import create_dashboard
+from schedule_sdk.dashboard.reads import DashboardReads
+
+from .conftest import T0, Client, Site, fire
+
+TOKEN = "correct-horse-battery-staple"
+
+
+def csrf_of(html: str) -> str:
+    found = re.search(r'name="csrf" value="([^"]+)"', html)
+    assert found, "no CSRF field on the page"
+    return found.group(1)
+
+
+def test_every_page_renders(site: Site):
+    job_id = site.one_shot()
+    site.fires(fire(job_id, T0 - timedelta(minutes=3)))
+    client = site.client()
+    for path in ("/", "/jobs", f"/jobs/{job_id}", "/workers", "/timers", "/login"):
+        response = client.get(path)
+        assert response.status_code == 200, path
+        assert response.headers["content-type"].startswith("text/html")
+    assert client.get("/jobs/01900000-0000-7000-8000-00000000dead").status_code == 404
+
+
+def test_a_payload_and_an_error_holding_markup_render_as_text(site: Site):
+    evil = "<script>alert('x')</script>"
+    job_id = site.one_shot(payload={"note": evil}, metadata=JobMetadata(owner_id=evil))
+    site.fires(
+        fire(job_id, T0 - timedelta(minutes=1), outcome=FireOutcome.FAILED, error=f"RuntimeError: {evil}")
+    )
+    client = site.client(token=TOKEN)
+    for path in (f"/jobs/{job_id}", "/jobs", f"/jobs?owner_id={evil}"):
+        html = client.get(path).text
+        assert "<script>" not in html, path
+        assert "&lt;script&gt;" in html, path
+    missing = client.get("/jobs/%3Cscript%3E")
+    assert missing.status_code == 404 and "<script>" not in missing.text and "&lt;script&gt;" in missing.text
+
+
+def test_without_auth_or_token_the_dashboard_is_read_only(site: Site):
+    job_id = site.one_shot()
+    client = site.client()
+    page = client.get(f"/jobs/{job_id}").text
+    assert 'data-action="' not in page and "read-only" in page
+    csrf = csrf_of(client.get("/login").text)  # a valid form token does not make a reader an actor
+    assert client.get(f"/jobs/{job_id}/cancel").status_code == 403
+    for action in ("cancel", "pause", "trigger", "resume", "reschedule"):
+        assert client.post(f"/jobs/{job_id}/{action}", data={"csrf": csrf}).status_code == 403
+    assert site.service.get_by_id(job_id).status is JobStatus.PENDING
+
+
+def csrf_page(client, path: str) -> str:
+    return csrf_of(client.get(path).text)
+
+
+def test_an_auth_hook_decides_per_request_and_actions_need_the_csrf_token(site: Site):
+    job_id = site.one_shot()
+    client = site.client(auth=lambda request: request.headers.get("x-admin") == "yes")
+    assert 'data-action="cancel"' not in client.get(f"/jobs/{job_id}").text
+    admin = {"x-admin": "yes"}
+    page = client.get(f"/jobs/{job_id}", headers=admin).text
+    assert {"cancel", "pause", "trigger", "reschedule"} <= set(re.findall(r'data-action="(\w+)"', page))
+    confirm = client.get(f"/jobs/{job_id}/cancel", headers=admin)
+    assert confirm.status_code == 200 and "Yes, cancel" in confirm.text
+    csrf = csrf_of(confirm.text)
+    assert client.post(f"/jobs/{job_id}/cancel", data={"csrf": csrf}).status_code == 403  # not admin
+    assert client.post(f"/jobs/{job_id}/cancel", data={}, headers=admin).status_code == 403  # no token
+    forged = csrf.split(".")[0] + "." + "0" * 64
+    assert client.post(f"/jobs/{job_id}/cancel", data={"csrf": forged}, headers=admin).status_code == 403
+    other = site.client(auth=lambda request: True)  # another dashboard: another secret
+    assert other.post(f"/jobs/{job_id}/cancel", data={"csrf": csrf}).status_code == 403
+    assert site.service.get_by_id(job_id).status is JobStatus.PENDING
+    done = client.post(f"/jobs/{job_id}/cancel", data={"csrf": csrf}, headers=admin, follow_redirects=False)
+    assert done.status_code == 303 and done.headers["location"] == f"/jobs/{job_id}?done=cancel"
+    assert site.service.get_by_id(job_id).status is JobStatus.CANCELLED
+
+
+def test_pause_resume_trigger_and_reschedule_through_the_forms(site: Site):
+    client = site.client(auth=lambda request: True)
+    job_id = site.one_shot(run_at=T0 + timedelta(hours=2))
+
+    def act(action: str, target: str = job_id, **form: str):
+        data = {"csrf": csrf_page(client, f"/jobs/{target}/{action}"), **form}
+        return client.post(f"/jobs/{target}/{action}", data=data, follow_redirects=False)
+
+    assert act("pause").status_code == 303 and site.service.get_by_id(job_id).status is JobStatus.PAUSED
+    refused = act("trigger")  # a paused job cannot be triggered: the form shows why, nothing changes
+    assert refused.status_code == 409 and "paused" in refused.text
+    assert act("resume").status_code == 303 and site.service.get_by_id(job_id).status is JobStatus.PENDING
+    assert act("trigger").status_code == 303 and site.service.get_by_id(job_id).run_at == T0
+    moved = act("reschedule", run_at="2030-03-05T08:30:00")
+    new_id = moved.headers["location"].split("/")[-1].split("?")[0]
+    new = site.service.get_by_id(new_id)
+    assert new.run_at == T0.replace(day=5, hour=8, minute=30) and new.rescheduled_from == job_id
+    assert site.service.get_by_id(job_id).status is JobStatus.CANCELLED
+    bad = act("reschedule", new_id, run_at="2020-01-01T00:00:00")
+    assert bad.status_code == 409 and "before now" in bad.text
+    repeating = site.service.schedule_repeat(
+        RepeatSpec(topic="dash.test", timezone="UTC", repeat=IntervalRepeat(every_ms=60_000))
+    )
+    every = act("reschedule", repeating.id, every_seconds="90")
+    again = site.service.get_by_id(every.headers["location"].split("/")[-1].split("?")[0])
+    assert again.repeat == IntervalRepeat(every_ms=90_000)
+
+
+def test_a_token_unlocks_actions_by_login_or_bearer_header(site: Site):
+    job_id = site.one_shot()
+    client = site.client(token=TOKEN)
+    assert 'data-action="' not in client.get(f"/jobs/{job_id}").text
+    wrong = client.post("/login", data={"csrf": csrf_page(client, "/login"), "token": "nope"})
+    assert wrong.status_code == 403
+    ok = client.post(
+        "/login", data={"csrf": csrf_page(client, "/login"), "token": TOKEN}, follow_redirects=False
+    )
+    assert ok.status_code == 303 and TOKEN not in ok.headers["set-cookie"]
+    assert 'data-action="pause"' in client.get(f"/jobs/{job_id}").text
+    bearer = site.client(token=TOKEN)
+    headers = {"authorization": f"Bearer {TOKEN}"}
+    csrf = csrf_of(bearer.get(f"/jobs/{job_id}/pause", headers=headers).text)
+    assert bearer.post(f"/jobs/{job_id}/pause", data={"csrf": csrf}, headers=headers).status_code == 200
+    assert site.service.get_by_id(job_id).status is JobStatus.PAUSED
+    with pytest.raises(ValueError):
+        site.client(token="short")
+
+
+def test_jobs_filters_and_keyset_pages(site: Site):
+    mine = [site.one_shot(topic="billing.due", metadata=JobMetadata(tenant_id="acme")) for _ in range(55)]
+    site.one_shot(topic="other.thing")
+    site.service.cancel(mine[3])
+    client = site.client()
+    first = client.get("/jobs?topic=billing.due&tenant_id=acme").text
+    assert re.findall(r'data-job-id="([^"]+)"', first) == mine[:50]
+    assert "55 matching" in first
+    next_url = re.search(r'id="next-page" href="([^"]+)"', first).group(1).replace("&amp;", "&")
+    assert re.findall(r'data-job-id="([^"]+)"', client.get(next_url).text) == mine[50:]
+    cancelled = client.get("/jobs?status=cancelled").text
+    assert re.findall(r'data-job-id="([^"]+)"', cancelled) == [mine[3]]
+    assert client.get("/jobs?status=bogus").status_code == 400
+    assert client.get("/jobs?cursor=!!").status_code == 400
+
+
+def test_the_preview_marks_a_fire_moved_by_a_dst_gap(site: Site):
+    site.clock.set(T0.replace(month=3, day=27))  # Berlin springs forward on 2030-03-31 at 02:00
+    job = site.service.schedule_repeat(
+        RepeatSpec(topic="dash.dst", timezone="Europe/Berlin", repeat=CronRepeat(expression="30 2 * * *"))
+    )
+    html = site.client().get(f"/jobs/{job.id}").text
+    fires = re.findall(r"<li>([^<]+)<span class=\"note\">\(([^)]+)\)</span>( <span class=\"dst\")?", html)
+    assert len(fires) == 5
+    assert [bool(marked) for *_, marked in fires] == [False, False, False, True, False]
+    assert "2030-03-31 03:00 CEST" in fires[3][1]  # fires at the end of the gap
+
+
+def test_the_overview_aggregates_fire_history_in_sql(any_site: Site):
+    job_id = any_site.one_shot()
+    lateness = [3, 7, 40, 900, 1500]  # classes <=5, <=10, <=50, <=1000, <=2000 ms
+    records = [fire(job_id, T0 - timedelta(minutes=2, seconds=i + 1), ms) for i, ms in enumerate(lateness)]
+    records += [fire(job_id, T0 - timedelta(minutes=5), 1, topic="mail.send", outcome=FireOutcome.FAILED)]
+    records += [fire(job_id, T0 - timedelta(minutes=5), 1, outcome=FireOutcome.SKIPPED)]  # not a fire
+    records += [fire(job_id, T0 - timedelta(minutes=90), 1)]  # outside the hour
+    any_site.fires(*records)
+    data = create_dashboard(any_site.service, store=any_site.store, clock=any_site.clock)
+    overview = DashboardReads(any_site.store.engine).overview(T0, 60)
+    assert overview.total_fires == 6 and overview.total_failures == 1
+    by_minute = {b.start: b for b in overview.buckets if b.fires}
+    two = by_minute[T0 - timedelta(minutes=3)]  # 11:57:59 - 11:57:55: the 11:57 bucket
+    assert (two.fires, two.p50_ms, two.p99_ms) == (5, 50, 2000)
+    assert overview.failures_by_topic == [("mail.send", 1)]
+    assert len(overview.buckets) == 61
+    html = Client(data).get("/").text
+    bars = re.findall(r'<rect class="bar" ', html)
+    assert len(bars) == 2 and 'id="total-fires">6<' in html
+    assert len(re.findall(r'<circle class="dot50"', html)) == 2
+    assert "mail.send" in html
