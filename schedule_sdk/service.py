@@ -97,16 +97,9 @@ class ScheduleService:
         """
         now = self._clock.now()
         with self._store.transaction() as tx:
-            job = tx.get(job_id, for_update=True)
+            job = cancel_row(tx, job_id, now)
             if job is None:
-                raise JobNotFound(job_id)
-            if job.status not in OPEN_STATUSES:
                 return
-            check_transition(job.status, JobStatus.CANCELLED)
-            cancelled = job.evolve(
-                status=JobStatus.CANCELLED, claimed_by=None, claimed_until=None, updated_at=now
-            )
-            tx.update(cancelled, Guard(OPEN_STATUSES))
         self._queue.withdraw([Occurrence.of(job)])
         self._metrics.increment("schedule.jobs.cancelled", topic=job.topic)
 
@@ -237,7 +230,7 @@ class ScheduleService:
             first, repeat, limit, ends_at = spec.run_at, None, None, None
         else:
             repeat, limit, ends_at = spec.repeat, spec.limit, spec.ends_at
-            first = _first_occurrence(spec, now)
+            first = spec.first_occurrence(now)
             if ends_at is not None and first > ends_at:
                 raise RunAtInPast(f"the first occurrence {first.isoformat()} is after ends_at")
         return ScheduledJob(
@@ -264,7 +257,7 @@ class ScheduleService:
         replaced: ScheduledJob | None = None
         with write_order(self._store, self._queue) as (tx, hand_off):
             if replace is not None:
-                replaced = self._cancel_for_replacement(tx, replace, job)
+                replaced = cancel_row(tx, replace, job.created_at, replaced_by=job.id)
                 job = job.evolve(rescheduled_from=replace)
             tx.insert(job)
             hand_off.enqueue([Occurrence.of(job)])
@@ -296,23 +289,36 @@ class ScheduleService:
             self._queue.withdraw([Occurrence.of(job)])
         return changed
 
-    def _cancel_for_replacement(self, tx: JobTransaction, job_id: str, new: ScheduledJob) -> ScheduledJob:
-        old = tx.get(job_id, for_update=True)
-        if old is None:
-            raise JobNotFound(job_id)
-        if old.status not in OPEN_STATUSES:
-            raise NotReschedulable(job_id, old.status.value)
-        check_transition(old.status, JobStatus.CANCELLED)
-        cancelled = old.evolve(
-            status=JobStatus.CANCELLED,
-            claimed_by=None,
-            claimed_until=None,
-            rescheduled_to=new.id,
-            updated_at=new.created_at,
-        )
-        if not tx.update(cancelled, Guard(OPEN_STATUSES)):
-            raise NotReschedulable(job_id, "changing")
-        return old
+
+# -- the one cancel path: ``cancel`` and the cancel half of ``reschedule`` ---------------------
+
+
+def cancel_row(
+    tx: JobTransaction, job_id: str, now: datetime, *, replaced_by: str | None = None
+) -> ScheduledJob | None:
+    """Cancel job ``job_id`` inside ``tx`` (its row locked, its claim dropped); return the row as
+    it was before, for the caller to withdraw its queue entry after the commit.
+
+    A finished job is left alone: None for a cancel (idempotent); with ``replaced_by`` (the id of
+    the job replacing it, linked from the cancelled row) it is refused instead.
+
+    :raises JobNotFound: no job has this id.
+    :raises NotReschedulable: ``replaced_by`` is given and the job is finished (or changed meanwhile).
+    """
+    job = tx.get(job_id, for_update=True)
+    if job is None:
+        raise JobNotFound(job_id)
+    if job.status not in OPEN_STATUSES:
+        if replaced_by is None:
+            return None
+        raise NotReschedulable(job_id, job.status.value)
+    check_transition(job.status, JobStatus.CANCELLED)
+    cancelled = job.evolve(status=JobStatus.CANCELLED, claimed_by=None, claimed_until=None, updated_at=now)
+    if replaced_by is not None:
+        cancelled = cancelled.evolve(rescheduled_to=replaced_by)
+    if not tx.update(cancelled, Guard(OPEN_STATUSES)) and replaced_by is not None:
+        raise NotReschedulable(job_id, "changing")
+    return job
 
 
 # -- steering decisions (pure: the locked row and now -> the row to write, or None for nothing;
@@ -355,13 +361,6 @@ def triggered(job: ScheduledJob, now: datetime) -> ScheduledJob | None:
 def _refuse_finished(job: ScheduledJob) -> None:
     if job.status in FINISHED_STATUSES:
         raise JobFinished(job.id, job.status.value)
-
-
-def _first_occurrence(spec: RepeatSpec, now: datetime) -> datetime:
-    repeat = spec.repeat
-    if isinstance(repeat, CronRepeat):
-        return timing.next_cron_time(repeat.expression, repeat.timezone or spec.timezone, now)
-    return timing.next_interval_time(now, repeat.every_ms, now)
 
 
 def _fire_at(instant: datetime, zone_name: str) -> FireTime:
