@@ -61,6 +61,10 @@ class _Transaction(JobTransaction):
     def __init__(self, store: MemoryJobStore) -> None:
         self._store = store
         self.changes: dict[str, ScheduledJob] = {}
+        #: Writes of other in-memory stores sharing this transaction (keyed by store), and what
+        #: applies them when it commits (e.g. :class:`~schedule_sdk.testing.MemoryTimerStore`).
+        self.staged: dict[object, Any] = {}
+        self.on_commit: list[Callable[[], None]] = []
 
     def _current(self, job_id: str) -> ScheduledJob | None:
         return self.changes.get(job_id) or self._store._committed(job_id)
@@ -123,6 +127,8 @@ class MemoryJobStore(JobStore):
             yield tx
             with self._data_lock:
                 self._rows.update(tx.changes)
+            for apply in tx.on_commit:
+                apply()
 
     def _change(self, rows: Sequence[ScheduledJob], **values: Any) -> list[ScheduledJob]:
         with self._write() as tx:
