@@ -1,7 +1,8 @@
 """The ports: what the core needs from the outside world, each with its contract.
 
-An adapter author reads this one file; ``tests/contracts`` checks these sentences against
-every adapter. All times are aware UTC datetimes. All methods are thread-safe.
+An adapter author reads this one file; the suites of :mod:`schedule_sdk.testing.contracts` check
+these sentences against every adapter (and against yours). All times are aware UTC datetimes.
+All methods are thread-safe.
 """
 
 from __future__ import annotations

@@ -22,7 +22,7 @@ fire path (:class:`~schedule_sdk.firing.Firing`): validation, retries with backo
 cancel and reschedule behave exactly as in production. Nothing runs in the background: a fire
 happens only inside ``kit.run_due()``, in the calling thread. The kit is a
 :class:`~schedule_sdk.ScheduleContainer` with its clock, store, queue, publisher and listeners
-overridden (:func:`test_container`; ``kit.container``), so every other part is the production one.
+overridden (:func:`kit_container`; ``kit.container``), so every other part is the production one.
 
 The port contract suites an adapter must pass are in :mod:`schedule_sdk.testing.contracts`;
 :class:`MemoryTimerStore` is an in-memory timer store for the timer's tests.
@@ -63,7 +63,7 @@ __all__ = [
     "RecordingPublisher",
     "ScheduleTestKit",
     "make_test_kit",
-    "test_container",
+    "kit_container",
 ]
 
 
@@ -168,7 +168,7 @@ class ScheduleTestKit:
     registry: ListenerRegistry
     #: ``run_due`` refuses to fire more than this many times in one call (a runaway repeat).
     max_fires: int = field(default=10_000)
-    #: The container the kit's parts come from (:func:`test_container`).
+    #: The container the kit's parts come from (:func:`kit_container`).
     container: ScheduleContainer | None = None
 
     @property
@@ -205,7 +205,7 @@ class ScheduleTestKit:
         return results
 
 
-def test_container(
+def kit_container(
     registry: ListenerRegistry | None = None,
     clock: Clock | None = None,
     *,
@@ -238,7 +238,7 @@ def make_test_kit(
     max_payload_bytes: int = 65_536,
 ) -> ScheduleTestKit:
     """A service on a fake clock, an in-memory store and the inline substrate (the providers of
-    :func:`test_container`).
+    :func:`kit_container`).
 
     ``registry``: whose listeners run on each fire (default: a new, empty one).
     ``listeners``: modules, objects or ``@on_event`` functions to register in it (see
@@ -249,7 +249,7 @@ def make_test_kit(
     for target in listeners:
         registry.register(target)
     clock = FakeClock(start)
-    container = test_container(registry, clock, max_payload_bytes=max_payload_bytes)
+    container = kit_container(registry, clock, max_payload_bytes=max_payload_bytes)
     store = cast(MemoryJobStore, container.store())
     queue = cast(InlineExecutionQueue, container.queue())
     firing: Firing = container.firing()

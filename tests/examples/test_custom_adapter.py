@@ -39,9 +39,9 @@ from .custom_adapter import (
 )
 from .support import wait_for
 
+
 # -- 1. the contract suite, run here against MeteredJobStore -----------------------------------
-
-
+# --8<-- [start:contract]
 class TestMeteredJobStoreInMemory(JobStoreContract):
     """The whole JobStore contract suite, on MeteredJobStore around the in-memory store."""
 
@@ -63,12 +63,15 @@ class TestMeteredJobStoreOnSQLite(JobStoreContract):
         self.opened.append(MeteredJobStore(SQLAlchemyJobStore(engine)))
         return self.opened[-1]
 
-    reopen = open_store
+    reopen = open_store  # another store on the same file: "another process"
 
     def close_stores(self) -> None:
         for store in self.opened:
             store.close()
         shutil.rmtree(self.path.parent, ignore_errors=True)
+
+
+# --8<-- [end:contract]
 
 
 def test_the_contract_suite_is_collected_here() -> None:
