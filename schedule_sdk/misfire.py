@@ -14,23 +14,12 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from .domain import timing
 from .domain.events import MAX_NAMED_MISSED
-from .domain.jobs import CronRepeat, IntervalRepeat, ScheduledJob
+from .domain.jobs import IntervalRepeat, ScheduledJob
 
 #: Most occurrences of a cron schedule counted for one missed event.
 MAX_COUNTED = 10_000
 _TICK = timedelta(microseconds=1)
-
-
-def next_occurrence_after(job: ScheduledJob, after: datetime) -> datetime:
-    """The repeating job's first occurrence strictly after ``after``."""
-    repeat = job.repeat
-    if isinstance(repeat, CronRepeat):
-        return timing.next_cron_time(repeat.expression, job.zone_for_repeat, after)
-    assert isinstance(repeat, IntervalRepeat)
-    # scheduled_for is always on the fixed-rate grid, so it serves as the anchor.
-    return timing.next_interval_time(job.scheduled_for, repeat.every_ms, after)
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,7 +42,7 @@ def _occurrences(job: ScheduledJob, first: datetime, end: datetime) -> Iterator[
     current = first
     while current < end and (job.ends_at is None or current <= job.ends_at):
         yield current
-        current = next_occurrence_after(job, current)
+        current = job.next_occurrence_after(current)
 
 
 def between(job: ScheduledJob, first: datetime, end: datetime) -> Missed:
@@ -108,7 +97,7 @@ def at_start(job: ScheduledJob, now: datetime) -> Start:
 def _backlog_start(job: ScheduledJob, now: datetime, cap: int) -> datetime:
     """The earliest overdue occurrence to keep so that at most ``cap`` are due at ``now``."""
     first = job.scheduled_for
-    if next_occurrence_after(job, first) > now:
+    if job.next_occurrence_after(first) > now:
         return first  # a backlog of one
     if isinstance(job.repeat, IntervalRepeat):
         step = timedelta(milliseconds=job.repeat.every_ms)
@@ -119,7 +108,7 @@ def _backlog_start(job: ScheduledJob, now: datetime, cap: int) -> datetime:
     window = timedelta(minutes=cap)
     while True:
         low = max(first, now - window)
-        start = first if low == first else next_occurrence_after(job, low - _TICK)
+        start = first if low == first else job.next_occurrence_after(low - _TICK)
         found = list(_occurrences(job, start, now + _TICK))
         if len(found) >= cap:
             return found[-cap]
@@ -135,11 +124,11 @@ def following(job: ScheduledJob, now: datetime) -> tuple[datetime, Missed]:
     ``fire_all``: the very next one (each overdue occurrence fires in turn). Otherwise the first
     that is not missed (at most ``grace_ms`` late): with ``grace_ms`` 0, the first from now on.
     """
-    first = next_occurrence_after(job, job.scheduled_for)
+    first = job.next_occurrence_after(job.scheduled_for)
     if job.misfire.mode == "fire_all":
         return first, NONE
     horizon = now - job.misfire.grace  # an occurrence at or after this is not missed yet
     if first >= horizon:
         return first, NONE
-    after = next_occurrence_after(job, horizon - _TICK)
+    after = job.next_occurrence_after(horizon - _TICK)
     return after, between(job, first, after)

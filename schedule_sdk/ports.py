@@ -1,7 +1,8 @@
 """The ports: what the core needs from the outside world, each with its contract.
 
-An adapter author reads this one file; ``tests/contracts`` checks these sentences against
-every adapter. All times are aware UTC datetimes. All methods are thread-safe.
+An adapter author reads this one file; the suites of :mod:`schedule_sdk.testing.contracts` check
+these sentences against every adapter (and against yours). All times are aware UTC datetimes.
+All methods are thread-safe.
 """
 
 from __future__ import annotations
@@ -365,6 +366,52 @@ class ExecutionQueue(ABC):
         """Drop the stranded entries of these occurrences whose rows moved on, keeping any that
         was handed over again in the last ``older_than`` seconds (best effort, never raises)."""
         return None
+
+
+class DelayIndex(ABC):
+    """The delay index of a substrate that releases due entries by itself (the ``rq`` substrate:
+    :class:`~schedule_sdk.adapters.queues.rq.queue.RQExecutionQueue`): what its pump and fire
+    runtimes (``schedule_sdk/runtimes/rq/``) call besides the :class:`ExecutionQueue` methods.
+
+    An entry is an occurrence key (:attr:`Occurrence.key`) with a due instant in epoch
+    milliseconds. An entry is *delayed* until released, then *released* (marked, handed to the
+    workers) until the fire path is ``done`` with it. Raises ``QueueUnavailable`` unless a method
+    says it never raises.
+    """
+
+    #: The name workers check a released batch against (a batch of another queue is refused).
+    queue_name: str
+
+    @abstractmethod
+    def activate(self, entries: Sequence[tuple[str, float]]) -> None:
+        """Put ``(key, due ms)`` entries in the delay index (a releaser sleeping past the earliest
+        is woken)."""
+
+    @abstractmethod
+    def release(self, now_ms: float, limit: int) -> tuple[list[str], float | None]:
+        """Release up to ``limit`` entries due at or before ``now_ms`` (never one due later) to the
+        workers, atomically; return them and the earliest due ms left (None: none left)."""
+
+    @abstractmethod
+    def plan(self) -> float | None:
+        """The earliest due ms in the index (None: empty)."""
+
+    @abstractmethod
+    def done(self, members: Sequence[str]) -> None:
+        """The fire path took these released entries (claimed them, or found them stale)."""
+
+    @abstractmethod
+    def touch(self, members: Sequence[str]) -> None:
+        """Renew the released marks of entries a live worker holds but has not claimed yet, so
+        they are not reported as stranded."""
+
+    @abstractmethod
+    def restore(self, members: Sequence[str]) -> None:
+        """Put released entries back in the delay index, due now (a stopping worker's leftovers)."""
+
+    @abstractmethod
+    def forget(self, members: Sequence[str]) -> None:
+        """Remove every trace of these entries (best effort, never raises)."""
 
 
 class EventPublisher(ABC):

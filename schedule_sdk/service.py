@@ -106,16 +106,17 @@ class ScheduleService:
         now = self._clock.now()
         if connection is not None:
             with self._store.join(connection) as joined:
-                open_job = _cancel_in(joined, job_id, now)
+                open_job = cancel_row(joined, job_id, now)
                 if open_job is not None:
                     withdrawn = [Occurrence.of(open_job)]
                     joined.when_done(lambda: self._queue.withdraw(withdrawn), lambda: None)
             return
         with self._store.transaction() as tx:
-            open_job = _cancel_in(tx, job_id, now)
-        if open_job is not None:
-            self._queue.withdraw([Occurrence.of(open_job)])
-            self._metrics.increment("schedule.jobs.cancelled", topic=open_job.topic)
+            job = cancel_row(tx, job_id, now)
+            if job is None:
+                return
+        self._queue.withdraw([Occurrence.of(job)])
+        self._metrics.increment("schedule.jobs.cancelled", topic=job.topic)
 
     def reschedule(self, job_id: str, spec: JobSpec, *, connection: object | None = None) -> ScheduledJob:
         """Replace a pending or active job: in one transaction the old job is cancelled and a new
@@ -262,7 +263,7 @@ class ScheduleService:
             first, repeat, limit, ends_at = spec.run_at, None, None, None
         else:
             repeat, limit, ends_at = spec.repeat, spec.limit, spec.ends_at
-            first = _first_occurrence(spec, now)
+            first = spec.first_occurrence(now)
             if ends_at is not None and first > ends_at:
                 raise RunAtInPast(f"the first occurrence {first.isoformat()} is after ends_at")
         return ScheduledJob(
@@ -293,7 +294,7 @@ class ScheduleService:
         replaced: ScheduledJob | None = None
         with write_order(self._store, self._queue) as (tx, hand_off):
             if replace is not None:
-                replaced = self._cancel_for_replacement(tx, replace, job)
+                replaced = cancel_row(tx, replace, job.created_at, replaced_by=job.id)
                 job = job.evolve(rescheduled_from=replace)
             tx.insert(job)
             hand_off.enqueue([Occurrence.of(job)])
@@ -339,7 +340,7 @@ class ScheduleService:
         try:
             with self._store.join(connection) as joined:
                 if replace is not None:
-                    replaced = self._cancel_for_replacement(joined, replace, job)
+                    replaced = cancel_row(joined, replace, job.created_at, replaced_by=job.id)
                     job = job.evolve(rescheduled_from=replace)
                 joined.insert(job)
                 superseded = [] if replaced is None else [Occurrence.of(replaced)]
@@ -357,38 +358,35 @@ class ScheduleService:
 
     # -- end of the caller's-transaction section ------------------------------------------------
 
-    def _cancel_for_replacement(self, tx: JobTransaction, job_id: str, new: ScheduledJob) -> ScheduledJob:
-        old = tx.get(job_id, for_update=True)
-        if old is None:
-            raise JobNotFound(job_id)
-        if old.status not in OPEN_STATUSES:
-            raise NotReschedulable(job_id, old.status.value)
-        check_transition(old.status, JobStatus.CANCELLED)
-        cancelled = old.evolve(
-            status=JobStatus.CANCELLED,
-            claimed_by=None,
-            claimed_until=None,
-            rescheduled_to=new.id,
-            updated_at=new.created_at,
-        )
-        if not tx.update(cancelled, Guard(OPEN_STATUSES)):
-            raise NotReschedulable(job_id, "changing")
-        return old
+
+# -- the one cancel path: ``cancel`` and the cancel half of ``reschedule`` ---------------------
 
 
-def _cancel_in(tx: JobTransaction, job_id: str, now: datetime) -> ScheduledJob | None:
-    """Cancel job ``job_id`` in ``tx``; return it as it was if it was open (None if finished).
+def cancel_row(
+    tx: JobTransaction, job_id: str, now: datetime, *, replaced_by: str | None = None
+) -> ScheduledJob | None:
+    """Cancel job ``job_id`` inside ``tx`` (its row locked, its claim dropped); return the row as
+    it was before, for the caller to withdraw its queue entry after the commit.
+
+    A finished job is left alone: None for a cancel (idempotent); with ``replaced_by`` (the id of
+    the job replacing it, linked from the cancelled row) it is refused instead.
 
     :raises JobNotFound: no job has this id.
+    :raises NotReschedulable: ``replaced_by`` is given and the job is finished (or changed meanwhile).
     """
     job = tx.get(job_id, for_update=True)
     if job is None:
         raise JobNotFound(job_id)
     if job.status not in OPEN_STATUSES:
-        return None
+        if replaced_by is None:
+            return None
+        raise NotReschedulable(job_id, job.status.value)
     check_transition(job.status, JobStatus.CANCELLED)
     cancelled = job.evolve(status=JobStatus.CANCELLED, claimed_by=None, claimed_until=None, updated_at=now)
-    tx.update(cancelled, Guard(OPEN_STATUSES))
+    if replaced_by is not None:
+        cancelled = cancelled.evolve(rescheduled_to=replaced_by)
+    if not tx.update(cancelled, Guard(OPEN_STATUSES)) and replaced_by is not None:
+        raise NotReschedulable(job_id, "changing")
     return job
 
 
@@ -432,13 +430,6 @@ def triggered(job: ScheduledJob, now: datetime) -> ScheduledJob | None:
 def _refuse_finished(job: ScheduledJob) -> None:
     if job.status in FINISHED_STATUSES:
         raise JobFinished(job.id, job.status.value)
-
-
-def _first_occurrence(spec: RepeatSpec, now: datetime) -> datetime:
-    repeat = spec.repeat
-    if isinstance(repeat, CronRepeat):
-        return timing.next_cron_time(repeat.expression, repeat.timezone or spec.timezone, now)
-    return timing.next_interval_time(now, repeat.every_ms, now)
 
 
 def _fire_at(instant: datetime, zone_name: str) -> FireTime:

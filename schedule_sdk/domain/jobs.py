@@ -213,10 +213,9 @@ class CronRepeat:
     ) -> list[timing.FireTime]:
         """The next ``n`` (1 to 1000) fires strictly after ``after`` (aware), in order, in this
         repeat's zone, else ``timezone`` (the spec's); :class:`InvalidTimezone` if neither is set."""
-        zone_name = self.timezone or timezone
-        if zone_name is None:
+        if self.timezone is None and timezone is None:
             raise InvalidTimezone("this CronRepeat has no timezone: pass timezone=")
-        return timing.cron_fire_times(self.expression, zone_name, after, n)
+        return timing.cron_fire_times(self.expression, repeat_zone(self, timezone or "UTC"), after, n)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -241,6 +240,25 @@ class IntervalRepeat:
 
 
 Repeat = CronRepeat | IntervalRepeat
+
+
+# -- occurrence arithmetic: the one home of "which zone a cron uses" and "when is the next one" --
+
+
+def repeat_zone(repeat: Repeat | None, timezone: str) -> str:
+    """The zone a repeat is evaluated (and a fire is shown) in: a cron's own ``timezone`` when it
+    has one, else ``timezone`` (the spec's, or the stored job's)."""
+    if isinstance(repeat, CronRepeat) and repeat.timezone:
+        return repeat.timezone
+    return timezone
+
+
+def next_occurrence(repeat: Repeat, timezone: str, anchor: datetime, after: datetime) -> datetime:
+    """The first occurrence of ``repeat`` strictly after ``after``: a cron in
+    :func:`repeat_zone`, an interval on the fixed-rate grid through ``anchor``."""
+    if isinstance(repeat, CronRepeat):
+        return timing.next_cron_time(repeat.expression, repeat_zone(repeat, timezone), after)
+    return timing.next_interval_time(anchor, repeat.every_ms, after)
 
 
 def repeat_from_dict(data: Mapping[str, Any]) -> Repeat:
@@ -313,6 +331,11 @@ class RepeatSpec:
             object.__setattr__(self, "ends_at", timing.ensure_aware(self.ends_at, "ends_at"))
         _common_checks(self)
 
+    def first_occurrence(self, now: datetime) -> datetime:
+        """The first due instant of this repeat if scheduled at ``now`` (strictly after ``now``;
+        an interval's grid starts at ``now``)."""
+        return next_occurrence(self.repeat, self.timezone, now, now)
+
 
 JobSpec = OneShotSpec | RepeatSpec
 
@@ -364,9 +387,14 @@ class ScheduledJob:
 
     @property
     def zone_for_repeat(self) -> str:
-        if isinstance(self.repeat, CronRepeat) and self.repeat.timezone:
-            return self.repeat.timezone
-        return self.timezone
+        """The zone this job's repeat is evaluated in (:func:`repeat_zone`)."""
+        return repeat_zone(self.repeat, self.timezone)
+
+    def next_occurrence_after(self, after: datetime) -> datetime:
+        """This repeating job's first occurrence strictly after ``after`` (``scheduled_for`` is
+        always on an interval's fixed-rate grid, so it anchors the grid)."""
+        assert self.repeat is not None, "a one-shot job has no next occurrence"
+        return next_occurrence(self.repeat, self.timezone, self.scheduled_for, after)
 
     def pending_at(self, occurrence: int, attempt: int) -> bool:
         """Whether this job waits to fire exactly this attempt of this occurrence (a queue entry

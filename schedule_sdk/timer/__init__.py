@@ -26,7 +26,7 @@ from .settings import TimerSettings
 if TYPE_CHECKING:
     from ..adapters.brokers.inprocess import InProcessBus, InProcessCommandSource
     from ..adapters.metrics import InMemoryMetrics, PrometheusMetrics
-    from .app import Timer
+    from .app import Timer, TimerContainer
 
 _LAZY = {
     "InMemoryMetrics": "schedule_sdk.adapters.metrics",
@@ -34,6 +34,7 @@ _LAZY = {
     "InProcessCommandSource": "schedule_sdk.adapters.brokers.inprocess",
     "PrometheusMetrics": "schedule_sdk.adapters.metrics",
     "Timer": "schedule_sdk.timer.app",
+    "TimerContainer": "schedule_sdk.timer.app",
 }
 
 
@@ -54,6 +55,7 @@ __all__ = [
     "PrometheusMetrics",
     "ScheduleTimer",
     "Timer",
+    "TimerContainer",
     "TimerEntry",
     "TimerOutcome",
     "TimerQueries",

@@ -18,7 +18,8 @@ import logging
 import threading
 from typing import Any
 
-from dependency_injector import providers
+from dependency_injector import containers, providers
+from sqlalchemy.engine import Engine
 
 from ..adapters.brokers.inprocess import InProcessBus, InProcessCommandSource
 from ..adapters.metrics import InMemoryMetrics
@@ -31,15 +32,112 @@ from ..domain.events import schedule_arrived_event_name
 from ..domain.jobs import Backoff, RetryPolicy
 from ..listeners import ListenerRegistry
 from ..runtimes.worker import ScheduleWorker
+from ..settings import Settings
 from .domain import TIMER_TOPIC, ScheduleTimer, TimerOutcome
-from .ports import CommandSource, MessageBus, Metrics
+from .ports import CommandSource, MessageBus, Metrics, TimerStore
 from .service import TimerQueries, TimerService
 from .settings import TimerSettings
 
 logger = logging.getLogger(__name__)
 
 
+def _engine(settings: TimerSettings) -> Engine:
+    engine = make_engine(settings.database_url)
+    schema.upgrade(engine, attributes={"timer_service_calls_fk": settings.service_calls_fk})
+    return engine
+
+
+def _core_settings(s: TimerSettings) -> Settings:
+    """The core's settings for the timer: its own job store, fired by its own sql worker."""
+    return Settings.load(
+        {
+            "database_url": s.database_url,
+            "substrate": "sql",
+            "events": "local",
+            "auto_migrate": False,
+            "claim_batch_size": s.batch_size,
+            "poll_interval": s.polling_interval_ms / 1000,
+            "lease_seconds": s.lease_seconds,
+            "worker_concurrency": s.concurrency,
+        }
+    )
+
+
+def _nats_loop(settings: TimerSettings) -> Any:
+    """The NATS connection loop (None for the in-process broker)."""
+    if settings.in_process:
+        return None
+    from ..adapters.brokers.nats import NatsLoop
+
+    return NatsLoop(settings.broker_url)
+
+
+def _bus(settings: TimerSettings, nats: Any) -> MessageBus:
+    if nats is None:
+        return InProcessBus()
+    from ..adapters.brokers.nats import JetStreamBus
+
+    s = settings
+    return JetStreamBus(nats, stream=s.event_stream, subject=s.event_subject, timeout=s.publish_timeout)
+
+
+def _source(settings: TimerSettings, nats: Any) -> CommandSource:
+    if nats is None:
+        return InProcessCommandSource()
+    from ..adapters.brokers.nats import JetStreamCommandSource
+
+    s = settings
+    return JetStreamCommandSource(
+        nats,
+        stream=s.command_stream,
+        subject=s.command_subject,
+        durable=s.consumer,
+        batch=s.intake_batch,
+        dead_letter_subject=s.dead_letter_subject,
+    )
+
+
+def _retry(settings: TimerSettings) -> RetryPolicy:
+    return RetryPolicy(attempts=settings.retry_attempts, backoff=Backoff(delay_ms=settings.retry_delay_ms))
+
+
+class TimerContainer(containers.DeclarativeContainer):
+    """The timer's composition root: the Schedule core (a nested :class:`ScheduleContainer`,
+    ``core``) on the timer's engine and metrics, plus the timer store, the broker adapters and the
+    :class:`TimerService`. Override ``settings`` (a :class:`TimerSettings`) before first use, and
+    any provider (``bus``, ``source``, ``timers``, ``metrics``, ``core.clock`` ...) as needed."""
+
+    settings = providers.ThreadSafeSingleton(TimerSettings.load)
+    engine = providers.ThreadSafeSingleton(_engine, settings)
+    #: One metrics port: the core counts fires in the timer's metrics.
+    metrics = providers.ThreadSafeSingleton(InMemoryMetrics)
+    core = providers.Container(
+        ScheduleContainer,
+        settings=providers.ThreadSafeSingleton(_core_settings, settings),
+        engine=engine,
+        metrics=metrics,
+    )
+
+    nats = providers.ThreadSafeSingleton(_nats_loop, settings)
+    bus = providers.ThreadSafeSingleton(_bus, settings, nats)
+    source = providers.ThreadSafeSingleton(_source, settings, nats)
+    timers = providers.ThreadSafeSingleton(SQLAlchemyTimerStore, engine)
+    service = providers.ThreadSafeSingleton(
+        TimerService,
+        jobs=core.store,
+        queue=core.queue,
+        timers=timers,
+        bus=bus,
+        clock=core.clock,
+        metrics=metrics,
+        retry=providers.Callable(_retry, settings),
+    )
+    queries = providers.ThreadSafeSingleton(TimerQueries, timers)
+
+
 class Timer:
+    """The timer, built from a :class:`TimerContainer` (``timer.container``)."""
+
     def __init__(
         self,
         settings: TimerSettings | None = None,
@@ -48,56 +146,28 @@ class Timer:
         bus: MessageBus | None = None,
         source: CommandSource | None = None,
     ) -> None:
-        self.settings = s = settings or TimerSettings.load()
-        self.metrics = metrics or InMemoryMetrics()
-        self.engine = make_engine(s.database_url)
-        schema.upgrade(self.engine, attributes={"timer_service_calls_fk": s.service_calls_fk})
-        self._nats: Any = None
-        if bus is None or source is None:
-            default_bus, default_source = self._adapters()
-            bus, source = bus or default_bus, source or default_source
-        self.bus, self.source = bus, source
-        self.container = _container(s, self.engine)
-        self.container.metrics.override(providers.Object(self.metrics))  # one port: the core counts fires
-        self.registry: ListenerRegistry = self.container.listeners()
-        self.timers = SQLAlchemyTimerStore(self.engine)
-        self.service = TimerService(
-            jobs=self.container.store(),
-            queue=self.container.queue(),
-            timers=self.timers,
-            bus=bus,
-            clock=self.container.clock(),
-            metrics=self.metrics,
-            retry=RetryPolicy(attempts=s.retry_attempts, backoff=Backoff(delay_ms=s.retry_delay_ms)),
-        )
-        self.queries = TimerQueries(self.timers)
+        self.container = c = TimerContainer()
+        c.settings.override(providers.Object(settings or TimerSettings.load()))
+        for provider, given in ((c.metrics, metrics), (c.bus, bus), (c.source, source)):
+            if given is not None:
+                provider.override(providers.Object(given))
+        self.settings: TimerSettings = c.settings()
+        self.metrics: Metrics = c.metrics()
+        self.engine: Engine = c.engine()
+        self.bus: MessageBus = c.bus()
+        self.source: CommandSource = c.source()
+        self._nats: Any = c.nats() if bus is None or source is None else None
+        self.registry: ListenerRegistry = c.core.listeners()
+        self.timers: TimerStore = c.timers()
+        self.service: TimerService = c.service()
+        self.queries: TimerQueries = c.queries()
         self.registry.connect(schedule_arrived_event_name(TIMER_TOPIC), self.service.on_due)
         self._stop = threading.Event()
         self._healer: threading.Thread | None = None
 
-    def _adapters(self) -> tuple[MessageBus, CommandSource]:
-        s = self.settings
-        if s.in_process:
-            return InProcessBus(), InProcessCommandSource()
-        from ..adapters.brokers.nats import JetStreamBus, JetStreamCommandSource, NatsLoop
-
-        self._nats = nats_loop = NatsLoop(s.broker_url)
-        bus = JetStreamBus(
-            nats_loop, stream=s.event_stream, subject=s.event_subject, timeout=s.publish_timeout
-        )
-        source = JetStreamCommandSource(
-            nats_loop,
-            stream=s.command_stream,
-            subject=s.command_subject,
-            durable=s.consumer,
-            batch=s.intake_batch,
-            dead_letter_subject=s.dead_letter_subject,
-        )
-        return bus, source
-
     @property
     def worker(self) -> ScheduleWorker:
-        worker: ScheduleWorker = self.container.worker()
+        worker: ScheduleWorker = self.container.core.worker()
         return worker
 
     def schedule(self, command: ScheduleTimer) -> TimerOutcome:
@@ -154,21 +224,3 @@ class Timer:
                 self.service.heal()
             except ScheduleError as error:
                 logger.warning("healing timers failed: %s", error)
-
-
-def _container(s: TimerSettings, engine: Any) -> ScheduleContainer:
-    container = ScheduleContainer()
-    container.config.from_dict(
-        {
-            "database_url": s.database_url,
-            "substrate": "sql",
-            "events": "local",
-            "auto_migrate": False,
-            "claim_batch_size": s.batch_size,
-            "poll_interval": s.polling_interval_ms / 1000,
-            "lease_seconds": s.lease_seconds,
-            "worker_concurrency": s.concurrency,
-        }
-    )
-    container.engine.override(providers.Object(engine))
-    return container

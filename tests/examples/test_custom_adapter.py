@@ -1,21 +1,19 @@
 """The adapters of tests/examples/custom_adapter.py pass the acceptance tests an adapter must pass.
 
-1. The JobStore contract suite (tests/contracts), collected here against ``MeteredJobStore``
-   wrapped around the in-memory and the SQLite store.
+1. The JobStore contract suite shipped in ``schedule_sdk.testing.contracts``, subclassed here for
+   ``MeteredJobStore`` wrapped around the in-memory and the SQLite store.
 2. A real worker with all three adapters plugged into the container fires, retries a failed
    listener as a whole, and records what it did.
 """
 
 from __future__ import annotations
 
-import inspect
 import json
+import shutil
+import tempfile
 import threading
-from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-
-import pytest
 
 from schedule_sdk import (
     SCHEDULE_ARRIVED_EVENT,
@@ -31,7 +29,7 @@ from schedule_sdk.adapters.stores.engine import make_engine
 from schedule_sdk.adapters.stores.memory import MemoryJobStore
 from schedule_sdk.adapters.stores.sqlalchemy import SQLAlchemyJobStore
 from schedule_sdk.ports import JobStore
-from tests.contracts import test_job_store, test_job_store_claims
+from schedule_sdk.testing.contracts.job_store import JobStoreContract
 
 from .custom_adapter import (
     JsonLinesEventPublisher,
@@ -41,50 +39,45 @@ from .custom_adapter import (
 )
 from .support import wait_for
 
-# -- 1. the contract suite, collected in this module against MeteredJobStore ---------------------
+
+# -- 1. the contract suite, run here against MeteredJobStore -----------------------------------
+# --8<-- [start:contract]
+class TestMeteredJobStoreInMemory(JobStoreContract):
+    """The whole JobStore contract suite, on MeteredJobStore around the in-memory store."""
+
+    def open_store(self) -> JobStore:
+        return MeteredJobStore(MemoryJobStore())
 
 
-def _contract_items() -> dict[str, object]:
-    """Every test and fixture of the contract modules, minus the SQL-only ones (store_factory)."""
-    items: dict[str, object] = {}
-    for module in (test_job_store, test_job_store_claims):
-        for name, value in vars(module).items():
-            if type(value).__name__ == "FixtureFunctionDefinition":
-                items[name] = value
-            elif name.startswith("test_") and "store_factory" not in inspect.signature(value).parameters:
-                items[name] = value
-    return items
+class TestMeteredJobStoreOnSQLite(JobStoreContract):
+    """The same suite on MeteredJobStore around SQLite; ``reopen`` is another process's view."""
 
+    def setup_method(self, method: object) -> None:
+        super().setup_method(method)
+        self.path = Path(tempfile.mkdtemp()) / "jobs.db"
+        self.opened: list[JobStore] = []
 
-globals().update(_contract_items())
-
-
-@pytest.fixture(params=["memory", "sqlite"])
-def reopen(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Callable[[], JobStore]]:
-    """Opens a MeteredJobStore on one shared backing store (a second one is "another process")."""
-    opened: list[SQLAlchemyJobStore] = []
-    memory = MemoryJobStore()
-
-    def open_store() -> JobStore:
-        if request.param == "memory":
-            return MeteredJobStore(memory)
-        engine = make_engine(f"sqlite:///{tmp_path / 'jobs.db'}", pool_size=5)
+    def open_store(self) -> JobStore:
+        engine = make_engine(f"sqlite:///{self.path}", pool_size=5)
         schema.upgrade(engine)
-        opened.append(SQLAlchemyJobStore(engine))
-        return MeteredJobStore(opened[-1])
+        self.opened.append(MeteredJobStore(SQLAlchemyJobStore(engine)))
+        return self.opened[-1]
 
-    yield open_store
-    for store in opened:
-        store.close()
+    reopen = open_store  # another store on the same file: "another process"
+
+    def close_stores(self) -> None:
+        for store in self.opened:
+            store.close()
+        shutil.rmtree(self.path.parent, ignore_errors=True)
 
 
-@pytest.fixture
-def job_store(reopen: Callable[[], JobStore]) -> JobStore:
-    return reopen()
+# --8<-- [end:contract]
 
 
 def test_the_contract_suite_is_collected_here() -> None:
-    assert len([name for name in _contract_items() if name.startswith("test_")]) >= 20
+    tests = [name for name in dir(JobStoreContract) if name.startswith("test_")]
+    assert len(tests) >= 30
+    assert all(callable(getattr(TestMeteredJobStoreOnSQLite, name)) for name in tests)
 
 
 # -- 2. a worker with all three adapters ---------------------------------------------------------

@@ -6,9 +6,9 @@
 - ``schedule``: after ``schedule_at`` committed its row, before the queue's ``committed``;
 - ``record``: after ``Firing.record`` committed an outcome (a next occurrence or a retry), before
   ``committed``;
-- ``release``: after the reconciler committed the release of claims (expired ones, or those of a
-  worker found dead: both go through ``Reconciler._hand_back``) and staged their entries, before
-  ``committed``.
+- ``release``: after the reconciler committed the release of a dead worker's claims (its lease
+  expired: ``release_expired``; or the registry shows it dead: ``release_dead``; both hand the
+  rows back through ``_hand_back``) and staged their entries, before ``committed``.
 """
 
 from __future__ import annotations

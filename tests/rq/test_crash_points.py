@@ -150,7 +150,7 @@ def test_worker_killed_after_releasing_expired_claims(settings, harnesses, tmp_p
         slow.kill()  # mid-fire: the claim is held until its lease ends
         slow.wait()
     releaser = launch(settings, events, SDK_TEST_CRASH_AT="release")
-    killed(releaser)  # its heartbeat released the expired claim, then died before committed()
+    killed(releaser)  # its heartbeat released the dead worker's claim, then died before committed()
     assert service.get_by_id(job.id).status is JobStatus.PENDING
     assert zset(settings, "staged") == [Occurrence.of(job).key]
     pid = fires_within_bound(settings, events, (job.id, 1, 1))

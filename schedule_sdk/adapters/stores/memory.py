@@ -63,6 +63,10 @@ class _Transaction(JobTransaction):
         self._store = store
         self.changes: dict[str, ScheduledJob] = {}
         self.fires: list[FireRecord] = []
+        #: Writes of other in-memory stores sharing this transaction (keyed by store), and what
+        #: applies them when it commits (e.g. :class:`~schedule_sdk.testing.MemoryTimerStore`).
+        self.staged: dict[object, Any] = {}
+        self.on_commit: list[Callable[[], None]] = []
 
     def _current(self, job_id: str) -> ScheduledJob | None:
         return self.changes.get(job_id) or self._store._committed(job_id)
@@ -155,6 +159,8 @@ class MemoryJobStore(JobStore):
             with self._data_lock:
                 self._rows.update(tx.changes)
                 self._fires.extend(tx.fires)
+            for apply in tx.on_commit:
+                apply()
 
     def _change(self, rows: Sequence[ScheduledJob], **values: Any) -> list[ScheduledJob]:
         with self._write() as tx:

@@ -36,10 +36,17 @@ logger = logging.getLogger(__name__)
 
 
 class WorkerThread:
-    """Consumes the RQ queue ``queue`` in a daemon thread, firing through ``runtime``."""
+    """Consumes the RQ queue ``queue`` in a daemon thread, firing through ``runtime``; the released
+    marks of fired entries (in the Redis sorted set ``released_key``) are cleared with the next pop."""
 
     def __init__(
-        self, *, queue: Queue, runtime: DispatchRuntime, batch: int = 50, poll_seconds: int = 1
+        self,
+        *,
+        queue: Queue,
+        runtime: DispatchRuntime,
+        released_key: str,
+        batch: int = 50,
+        poll_seconds: int = 1,
     ) -> None:
         self._queue = queue
         self._runtime = runtime
@@ -47,7 +54,8 @@ class WorkerThread:
         self._poll = poll_seconds
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._released_key = runtime.queue.keys.released
+        #: The delay index's set of released marks, cleared in the pop's own ``MULTI``.
+        self._released_key = released_key
         self._fired: list[str] = []  # entries whose released marks are still to clear
         self.executed = 0  #: RQ jobs this thread executed
 

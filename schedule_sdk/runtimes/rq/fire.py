@@ -21,11 +21,10 @@ from datetime import timedelta
 from typing import Any
 
 from ...adapters.queues.rq.plumbing import parse_key
-from ...adapters.queues.rq.queue import RQExecutionQueue
 from ...domain.errors import ScheduleError
 from ...domain.jobs import ScheduledJob
 from ...firing import Firing
-from ...ports import Clock, ExecutionQueue, JobStore
+from ...ports import Clock, DelayIndex, ExecutionQueue, JobStore
 from ...settings import Settings
 from ..dispatch import FireDispatcher
 
@@ -36,7 +35,7 @@ class FireRuntime:
     """Claims released occurrences (the part both runtimes share)."""
 
     def __init__(
-        self, *, store: JobStore, queue: RQExecutionQueue, clock: Clock, worker_id: str, lease_seconds: float
+        self, *, store: JobStore, queue: DelayIndex, clock: Clock, worker_id: str, lease_seconds: float
     ) -> None:
         self.store = store
         self.queue = queue
@@ -150,7 +149,7 @@ class SyncRuntime(FireRuntime):
     def from_settings(
         cls, *, settings: Settings, queue: ExecutionQueue, firing: Firing, store: JobStore, clock: Clock
     ) -> SyncRuntime:
-        if not isinstance(queue, RQExecutionQueue):
+        if not isinstance(queue, DelayIndex):
             raise RuntimeError("the rq fire function needs SCHEDULE_REDIS_URL (the rq substrate)")
         return cls(
             firing=firing,

@@ -1,6 +1,10 @@
 """``RQRunner``: what a ``schedule-sdk`` worker runs on the ``rq`` substrate: the due-time pump
 (active in one process at a time) and an in-process RQ worker thread whose fires go to the
-worker's ``FireDispatcher``."""
+worker's ``FireDispatcher``.
+
+This is where the rq runtimes meet the Redis adapter: the fire runtimes see the delay index
+only through the :class:`~schedule_sdk.ports.DelayIndex` port; the pump's leader lock and wake-up
+channel and the consumer's pops use the adapter's Redis connection and RQ queue."""
 
 from __future__ import annotations
 
@@ -39,7 +43,9 @@ class RQRunner:
         self.runtime = DispatchRuntime(
             dispatcher=dispatcher, store=store, queue=queue, clock=clock, lease_seconds=lease_seconds
         )
-        self.worker = WorkerThread(queue=queue.rq_queue, runtime=self.runtime)
+        self.worker = WorkerThread(
+            queue=queue.rq_queue, runtime=self.runtime, released_key=queue.keys.released
+        )
 
     @classmethod
     def from_settings(

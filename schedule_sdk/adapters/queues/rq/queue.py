@@ -34,7 +34,7 @@ from rq.job import Job
 from rq.serializers import JSONSerializer
 
 from ....domain.errors import ScheduleError
-from ....ports import ExecutionQueue, Occurrence, OccurrenceRef, key_of
+from ....ports import DelayIndex, ExecutionQueue, Occurrence, OccurrenceRef, key_of
 from . import plumbing
 from .plumbing import Keys, as_text, parse_key, unavailable_as
 
@@ -60,8 +60,9 @@ def _ms(occurrence: Occurrence) -> float:
     return occurrence.due_at.timestamp() * 1000.0
 
 
-class RQExecutionQueue(ExecutionQueue):
-    """The delay index and release path of the ``rq`` substrate (thread-safe)."""
+class RQExecutionQueue(ExecutionQueue, DelayIndex):
+    """The delay index and release path of the ``rq`` substrate (thread-safe): the
+    :class:`ExecutionQueue` and :class:`DelayIndex` ports over Redis and RQ."""
 
     name = "rq"
 
@@ -185,7 +186,7 @@ class RQExecutionQueue(ExecutionQueue):
         except Exception as error:
             logger.warning("could not drop %d stranded entries: %s", len(keys), error)
 
-    # -- used by the pump and the fire path ------------------------------------------------------
+    # -- the DelayIndex port (the pump and the fire runtimes) ------------------------------------
 
     def activate(self, entries: Sequence[tuple[str, float]]) -> None:
         """Put ``(key, due ms)`` entries in the delay index (waking the pump if earlier)."""

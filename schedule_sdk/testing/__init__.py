@@ -20,7 +20,12 @@ publisher that records every event.
 ``kit.service`` is the real :class:`~schedule_sdk.ScheduleService` and fires go through the real
 fire path (:class:`~schedule_sdk.firing.Firing`): validation, retries with backoff, repeats,
 cancel and reschedule behave exactly as in production. Nothing runs in the background: a fire
-happens only inside ``kit.run_due()``, in the calling thread.
+happens only inside ``kit.run_due()``, in the calling thread. The kit is a
+:class:`~schedule_sdk.ScheduleContainer` with its clock, store, queue, publisher and listeners
+overridden (:func:`kit_container`; ``kit.container``), so every other part is the production one.
+
+The port contract suites an adapter must pass are in :mod:`schedule_sdk.testing.contracts`;
+:class:`MemoryTimerStore` is an in-memory timer store for the timer's tests.
 """
 
 from __future__ import annotations
@@ -29,27 +34,36 @@ import threading
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from typing import cast
 
-from .adapters.publishers.blinker import deliver
-from .adapters.queues.inline import InlineExecutionQueue, InlineRunner
-from .adapters.stores.memory import MemoryJobStore
-from .domain.errors import ListenerFailed
-from .domain.events import ScheduleArrivedEvent, ScheduleMissedEvent
-from .domain.jobs import ScheduledJob
-from .domain.timing import ensure_aware
-from .firing import FireResult, Firing
-from .listeners import ListenerRegistry
-from .ports import Clock, EventPublisher
-from .service import ScheduleService
+from dependency_injector import providers
+
+from ..adapters.metrics import NoMetrics
+from ..adapters.publishers.blinker import deliver
+from ..adapters.queues.inline import InlineExecutionQueue, InlineRunner
+from ..adapters.stores.memory import MemoryJobStore
+from ..container import ScheduleContainer
+from ..domain.errors import ListenerFailed
+from ..domain.events import ScheduleArrivedEvent, ScheduleMissedEvent
+from ..domain.jobs import ScheduledJob
+from ..domain.timing import ensure_aware
+from ..firing import FireResult, Firing
+from ..listeners import ListenerRegistry
+from ..ports import Clock, EventPublisher
+from ..service import ScheduleService
+from ..settings import Settings
+from .timers import MemoryTimerStore
 
 __all__ = [
     "FakeClock",
     "InlineExecutionQueue",
     "InlineRunner",
     "MemoryJobStore",
+    "MemoryTimerStore",
     "RecordingPublisher",
     "ScheduleTestKit",
     "make_test_kit",
+    "kit_container",
 ]
 
 
@@ -154,6 +168,8 @@ class ScheduleTestKit:
     registry: ListenerRegistry
     #: ``run_due`` refuses to fire more than this many times in one call (a runaway repeat).
     max_fires: int = field(default=10_000)
+    #: The container the kit's parts come from (:func:`kit_container`).
+    container: ScheduleContainer | None = None
 
     @property
     def events(self) -> list[ScheduleArrivedEvent]:
@@ -189,6 +205,31 @@ class ScheduleTestKit:
         return results
 
 
+def kit_container(
+    registry: ListenerRegistry | None = None,
+    clock: Clock | None = None,
+    *,
+    max_payload_bytes: int = 65_536,
+) -> ScheduleContainer:
+    """A :class:`~schedule_sdk.ScheduleContainer` for tests: a fake clock (``clock``, default a
+    new :class:`FakeClock`), an in-memory store, the inline substrate, a
+    :class:`RecordingPublisher` running ``registry``'s listeners (default: a new, empty registry)
+    and no metrics; settings from the arguments only (the environment is not read). Nothing
+    connects; every provider not named here is the production one."""
+    container = ScheduleContainer()
+    settings = Settings.load({"max_payload_bytes": max_payload_bytes}, environ={})
+    container.settings.override(providers.Object(settings))
+    container.clock.override(providers.Object(clock if clock is not None else FakeClock()))
+    container.listeners.override(providers.Object(registry if registry is not None else ListenerRegistry()))
+    container.store.override(providers.ThreadSafeSingleton(MemoryJobStore))
+    container.queue.override(providers.ThreadSafeSingleton(InlineExecutionQueue))
+    container.publisher.override(
+        providers.ThreadSafeSingleton(RecordingPublisher, registry=container.listeners)
+    )
+    container.metrics.override(providers.ThreadSafeSingleton(NoMetrics))
+    return container
+
+
 def make_test_kit(
     registry: ListenerRegistry | None = None,
     start: datetime | None = None,
@@ -196,7 +237,8 @@ def make_test_kit(
     listeners: Iterable[object] = (),
     max_payload_bytes: int = 65_536,
 ) -> ScheduleTestKit:
-    """A service on a fake clock, an in-memory store and the inline substrate.
+    """A service on a fake clock, an in-memory store and the inline substrate (the providers of
+    :func:`kit_container`).
 
     ``registry``: whose listeners run on each fire (default: a new, empty one).
     ``listeners``: modules, objects or ``@on_event`` functions to register in it (see
@@ -207,19 +249,18 @@ def make_test_kit(
     for target in listeners:
         registry.register(target)
     clock = FakeClock(start)
-    store = MemoryJobStore()
-    queue = InlineExecutionQueue()
-    publisher = RecordingPublisher(registry)
-    firing = Firing(store=store, queue=queue, publisher=publisher, clock=clock)
-    service = ScheduleService(store=store, queue=queue, clock=clock, max_payload_bytes=max_payload_bytes)
-    runner = InlineRunner(store=store, queue=queue, firing=firing, clock=clock)
+    container = kit_container(registry, clock, max_payload_bytes=max_payload_bytes)
+    store = cast(MemoryJobStore, container.store())
+    queue = cast(InlineExecutionQueue, container.queue())
+    firing: Firing = container.firing()
     return ScheduleTestKit(
-        service=service,
+        service=container.schedule_service(),
         clock=clock,
         store=store,
         queue=queue,
-        publisher=publisher,
+        publisher=cast(RecordingPublisher, container.publisher()),
         firing=firing,
-        runner=runner,
+        runner=InlineRunner(store=store, queue=queue, firing=firing, clock=clock),
         registry=registry,
+        container=container,
     )

@@ -1,0 +1,15 @@
+"""The contract suite of every port, for adapter authors (they need pytest, nothing else).
+
+Each module holds plain test classes: subclass one in your test module (under a name starting with
+``Test``), implement its ``open_*`` hook, and pytest runs the whole suite against your adapter.
+
+- :mod:`.job_store`: ``JobStoreContract``, ``JobStoreRetentionContract``, ``WorkerRegistryContract``
+- :mod:`.execution_queue`: ``ExecutionQueueContract``
+- :mod:`.event_publisher`: ``EventPublisherContract``
+- :mod:`.timer_store`: ``TimerStoreContract``
+- :mod:`.brokers`: ``MessageBusContract``, ``CommandSourceContract``
+
+docs/howto/custom-adapter.md shows one in use.
+"""
+
+from __future__ import annotations

@@ -1,0 +1,728 @@
+"""The :class:`~schedule_sdk.ports.JobStore` contract: every sentence of the port's docstrings,
+as tests any store must pass.
+
+Subclass a contract class in your test module (a name starting with ``Test``) and say how to open
+your store; pytest collects every test of the suite there::
+
+    from schedule_sdk.testing.contracts.job_store import JobStoreContract
+
+    class TestMyJobStore(JobStoreContract):
+        def open_store(self):
+            return MyJobStore(...)          # a fresh, empty store, once per test
+
+        def reopen(self):                   # optional: another process's view of the same data
+            return MyJobStore(...)
+
+``self.job_store`` is the store of the current test (opened on first use); ``close_stores``
+(run in ``teardown_method``) closes it; override it to close what ``reopen`` opened too. The suite
+needs pytest and nothing else: no fixtures, no conftest. :class:`JobStoreRetentionContract` and
+:class:`WorkerRegistryContract` cover the optional parts of the port (``purge_finished``, the
+worker registry); a store that implements them subclasses those too.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta, timezone
+
+import pytest
+
+from ...domain.errors import ClientRequestIdInUse
+from ...domain.jobs import (
+    Backoff,
+    CronRepeat,
+    IntervalRepeat,
+    JobMetadata,
+    JobQuery,
+    MisfirePolicy,
+    RetryPolicy,
+    ScheduledJob,
+)
+from ...domain.status import OPEN_STATUSES, JobStatus
+from ...ports import Guard, JobStore, WorkerInfo
+from .rows import NOW, at, ids, insert, job
+
+PLUS_5 = timezone(timedelta(hours=5, minutes=30))
+
+TIME_FIELDS = (
+    "run_at",
+    "scheduled_for",
+    "ends_at",
+    "last_fired_at",
+    "claimed_until",
+    "created_at",
+    "updated_at",
+    "regular_due",
+)
+
+ACTIVE, PENDING = JobStatus.ACTIVE, JobStatus.PENDING
+
+CLOSED = (JobStatus.COMPLETED, JobStatus.CANCELLED, JobStatus.FAILED)
+
+FINISHED = (JobStatus.COMPLETED, JobStatus.CANCELLED, JobStatus.FAILED)
+
+OPEN = (JobStatus.PENDING, JobStatus.ACTIVE, JobStatus.PAUSED)
+
+
+def full_job() -> ScheduledJob:
+    """Every field set to a non-default value; times in a non-UTC offset."""
+    return job(
+        topic="billing.invoice-due_v2",
+        status=JobStatus.ACTIVE,
+        run_at=NOW.astimezone(PLUS_5),
+        scheduled_for=(NOW - timedelta(seconds=3)).astimezone(PLUS_5),
+        timezone="America/Argentina/Buenos_Aires",
+        payload={"n": 1, "f": 1.5, "s": "é ✓ 日本", "l": [1, None, True], "o": {"x": {"y": []}}},
+        metadata=JobMetadata(owner_id="u1", tenant_id="t1", correlation_id="c1", client_request_id="r1"),
+        repeat=CronRepeat(expression="*/5 * * * *", timezone="Europe/Paris"),
+        retry=RetryPolicy(attempts=5, backoff=Backoff(type="exponential", delay_ms=250)),
+        occurrence=7,
+        attempt=3,
+        occurrence_count=6,
+        limit=10,
+        ends_at=NOW + timedelta(days=30),
+        last_fired_at=NOW - timedelta(minutes=5),
+        last_error="ListenerFailed: boom",
+        claimed_by="host:1:abcdefgh",
+        claimed_until=NOW + timedelta(seconds=30),
+        created_at=NOW - timedelta(days=1, microseconds=1),
+        updated_at=NOW - timedelta(microseconds=7),
+        rescheduled_from="01900000-0000-7000-8000-000000000001",
+        rescheduled_to="01900000-0000-7000-8000-000000000002",
+        misfire=MisfirePolicy(mode="fire_all", grace_ms=1500, max_catch_up=7),
+        regular_due=(NOW + timedelta(minutes=5, microseconds=3)).astimezone(PLUS_5),
+    )
+
+
+def assert_utc(j: ScheduledJob) -> None:
+    for name in TIME_FIELDS:
+        value = getattr(j, name)
+        if value is not None:
+            assert value.utcoffset() == timedelta(0), (name, value)
+
+
+def moved_on(j: ScheduledJob) -> ScheduledJob:
+    """``j`` with every mutable field changed (and some immutable ones, which must not be written)."""
+    return j.evolve(
+        status=JobStatus.PENDING,
+        run_at=at(3600),
+        scheduled_for=at(3500),
+        occurrence=j.occurrence + 1,
+        attempt=2,
+        occurrence_count=j.occurrence_count + 1,
+        last_fired_at=at(1).astimezone(PLUS_5),
+        last_error="E: x",
+        claimed_by=None,
+        claimed_until=None,
+        updated_at=at(2),
+        rescheduled_to="01900000-0000-7000-8000-000000000003",
+        regular_due=at(4000),
+    )
+
+
+def expected(jobs: list[ScheduledJob], keep: Callable[[ScheduledJob], bool]) -> list[str]:
+    return sorted(j.id for j in jobs if keep(j))
+
+
+def held(by: str, until: datetime | None = None, **changes: object) -> ScheduledJob:
+    return job(status=ACTIVE, claimed_by=by, claimed_until=until or at(30), **changes)
+
+
+def worker(worker_id: str, beat: float = 0.0, **changes: object) -> WorkerInfo:
+    values: dict[str, object] = {
+        "id": worker_id,
+        "host": "host-1",
+        "pid": 4242,
+        "substrate": "sql",
+        "started_at": at(-3600),
+        "last_beat": at(beat),
+        "in_flight": 0,
+        "node": "boot/pid:[1]",
+    }
+    values.update(changes)
+    return WorkerInfo(**values)  # type: ignore[arg-type]
+
+
+def held_due(by: str, **changes: object) -> ScheduledJob:
+    return job(status=ACTIVE, claimed_by=by, claimed_until=at(30), run_at=at(-1), **changes)
+
+
+class _StoreContract:
+    """How a contract suite gets its stores (override :meth:`open_store`, optionally the rest)."""
+
+    _store: JobStore | None = None
+
+    @property
+    def job_store(self) -> JobStore:
+        """The current test's store, opened by :meth:`open_store` on first use."""
+        if self._store is None:
+            self._store = self.open_store()
+        return self._store
+
+    def open_store(self) -> JobStore:
+        """A fresh, empty store (once per test)."""
+        raise NotImplementedError("a contract subclass returns its store from open_store()")
+
+    def reopen(self) -> JobStore:
+        """Another store on the same data, standing in for another process (its own connections).
+        Default: the same store object (right for an in-memory store)."""
+        return self.job_store
+
+    def close_stores(self) -> None:
+        """Release what the test opened (after each test that opened a store)."""
+        self.job_store.close()
+
+    def setup_method(self, method: object) -> None:
+        self._store = None
+
+    def teardown_method(self, method: object) -> None:
+        if self._store is not None:
+            self.close_stores()
+        self._store = None
+
+
+class JobStoreContract(_StoreContract):
+    """Transactions, reads, guarded updates, listing, claims, leases, scans and watch."""
+
+    def test_insert_then_get_returns_every_field_with_times_as_aware_utc(self) -> None:
+        written = full_job()
+        insert(self.job_store, written)
+        read = self.job_store.get(written.id)
+        assert read == written
+        assert read is not None
+        assert_utc(read)
+        assert read.run_at.tzinfo is not None and read.run_at == NOW
+
+    def test_roundtrip_of_a_minimal_job_and_an_interval_job(self) -> None:
+        minimal = job()
+        interval = job(repeat=IntervalRepeat(every_ms=90_000), payload={})
+        insert(self.job_store, minimal, interval)
+        assert self.job_store.get(minimal.id) == minimal
+        assert self.job_store.get(interval.id) == interval
+
+    def test_get_of_an_unknown_id_is_none(self) -> None:
+        assert self.job_store.get("01900000-0000-7000-8000-00000000dead") is None
+        with self.job_store.transaction() as tx:
+            assert tx.get("01900000-0000-7000-8000-00000000dead") is None
+
+    def test_a_transaction_reads_its_own_writes(self) -> None:
+        j = job()
+        with self.job_store.transaction() as tx:
+            tx.insert(j)
+            assert tx.get(j.id) == j
+            assert tx.get(j.id, for_update=True) == j
+
+    def test_nothing_is_visible_to_others_until_commit(self) -> None:
+        j = job()
+        seen: list[ScheduledJob | None] = []
+        with self.job_store.transaction() as tx:
+            tx.insert(j)
+            reader = threading.Thread(target=lambda: seen.append(self.job_store.get(j.id)))
+            reader.start()
+            reader.join(timeout=10)
+            assert not reader.is_alive(), "a reader waited for a writer"
+        assert seen == [None]
+        assert self.job_store.get(j.id) == j
+
+    def test_leaving_the_block_with_an_exception_rolls_everything_back(self) -> None:
+        existing = insert(self.job_store, job())[0]
+        new = job()
+        with pytest.raises(RuntimeError, match="abort"), self.job_store.transaction() as tx:
+            tx.insert(new)
+            assert tx.update(existing.evolve(status=JobStatus.CANCELLED), Guard(OPEN_STATUSES))
+            raise RuntimeError("abort")
+        assert self.job_store.get(new.id) is None
+        assert self.job_store.get(existing.id) == existing
+        insert(self.job_store, new)  # the id is free again: nothing of the failed transaction remains
+        assert self.job_store.get(new.id) == new
+
+    def test_a_used_client_request_id_is_refused_and_nothing_is_written(self) -> None:
+        first = job(metadata=JobMetadata(client_request_id="req-1"), status=JobStatus.CANCELLED)
+        insert(self.job_store, first)
+        other, duplicate = job(), job(metadata=JobMetadata(client_request_id="req-1", owner_id="x"))
+        with pytest.raises(ClientRequestIdInUse) as caught, self.job_store.transaction() as tx:
+            tx.insert(other)
+            tx.insert(duplicate)
+        assert caught.value.code == "SCHEDULE_CLIENT_REQUEST_ID_IN_USE"
+        assert caught.value.client_request_id == "req-1"
+        assert self.job_store.get(other.id) is None and self.job_store.get(duplicate.id) is None
+        assert self.job_store.get(first.id) == first
+
+    def test_a_client_request_id_is_unique_within_one_transaction(self) -> None:
+        a, b = (job(metadata=JobMetadata(client_request_id="same")) for _ in range(2))
+        with pytest.raises(ClientRequestIdInUse), self.job_store.transaction() as tx:
+            tx.insert(a)
+            tx.insert(b)
+        assert self.job_store.get(a.id) is None
+
+    def test_jobs_without_client_request_id_never_clash(self) -> None:
+        jobs = insert(self.job_store, *(job() for _ in range(3)))
+        assert all(self.job_store.get(j.id) == j for j in jobs)
+
+    @pytest.mark.parametrize("round_", range(5))
+    def test_two_racing_transactions_with_one_client_request_id_exactly_one_wins(self, round_: int) -> None:
+        stores = [self.job_store, self.reopen()]
+        candidates = [job(metadata=JobMetadata(client_request_id=f"race-{round_}")) for _ in stores]
+        barrier = threading.Barrier(2)
+        outcomes: list[str] = []
+
+        def attempt(store: JobStore, j: ScheduledJob) -> None:
+            barrier.wait()
+            try:
+                insert(store, j)
+                outcomes.append("won")
+            except ClientRequestIdInUse:
+                outcomes.append("lost")
+
+        threads = [
+            threading.Thread(target=attempt, args=pair) for pair in zip(stores, candidates, strict=True)
+        ]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=30)
+        assert sorted(outcomes) == ["lost", "won"]
+        assert sum(self.job_store.get(j.id) is not None for j in candidates) == 1
+
+    def test_update_writes_every_mutable_field_when_the_guard_holds(self) -> None:
+        j = insert(self.job_store, job(status=JobStatus.ACTIVE, claimed_by="w1", claimed_until=at(30)))[0]
+        new = moved_on(j)
+        with self.job_store.transaction() as tx:
+            assert tx.update(new, Guard(frozenset({JobStatus.ACTIVE}), claimed_by="w1", occurrence=1))
+        assert self.job_store.get(j.id) == new
+
+    def test_update_leaves_immutable_fields_alone(self) -> None:
+        j = insert(self.job_store, job(payload={"a": 1}, metadata=JobMetadata(owner_id="o")))[0]
+        tampered = j.evolve(
+            topic="other",
+            payload={"b": 2},
+            metadata=JobMetadata(owner_id="p"),
+            timezone="Asia/Tokyo",
+            created_at=at(99),
+            retry=RetryPolicy(attempts=3),
+            rescheduled_from=j.id,
+            misfire=MisfirePolicy(mode="skip"),
+            status=JobStatus.CANCELLED,
+        )
+        with self.job_store.transaction() as tx:
+            assert tx.update(tampered, Guard(OPEN_STATUSES))
+        assert self.job_store.get(j.id) == j.evolve(status=JobStatus.CANCELLED)
+
+    @pytest.mark.parametrize(
+        "guard",
+        [
+            pytest.param(Guard(frozenset({JobStatus.PENDING})), id="status"),
+            pytest.param(Guard(frozenset({JobStatus.ACTIVE}), claimed_by="w2", occurrence=1), id="worker"),
+            pytest.param(
+                Guard(frozenset({JobStatus.ACTIVE}), claimed_by="w1", occurrence=2), id="occurrence"
+            ),
+        ],
+    )
+    def test_update_returns_false_and_writes_nothing_when_the_guard_fails(self, guard: Guard) -> None:
+        j = insert(self.job_store, job(status=JobStatus.ACTIVE, claimed_by="w1", claimed_until=at(30)))[0]
+        with self.job_store.transaction() as tx:
+            assert tx.update(moved_on(j), guard) is False
+        assert self.job_store.get(j.id) == j
+
+    def test_update_of_a_missing_row_returns_false(self) -> None:
+        with self.job_store.transaction() as tx:
+            assert tx.update(job(), Guard(OPEN_STATUSES)) is False
+
+    def test_update_many_writes_the_rows_whose_guard_holds_and_leaves_the_rest(self) -> None:
+        a, b, c, d = insert(
+            self.job_store,
+            job(status=JobStatus.ACTIVE, claimed_by="w1", claimed_until=at(30)),
+            job(status=JobStatus.ACTIVE, claimed_by="w1", claimed_until=at(30)),
+            job(status=JobStatus.ACTIVE, claimed_by="w2", claimed_until=at(30)),
+            job(),
+        )
+        held = frozenset({JobStatus.ACTIVE})
+        with self.job_store.transaction() as tx:
+            tx.update_many(
+                [
+                    (moved_on(a), Guard(held, claimed_by="w1", occurrence=1)),
+                    (moved_on(b), Guard(held, claimed_by="w1", occurrence=1)),
+                    (moved_on(c), Guard(held, claimed_by="w1", occurrence=1)),  # claimed by w2
+                    (d.evolve(status=JobStatus.CANCELLED), Guard(frozenset({JobStatus.PENDING}))),
+                ]
+            )
+            tx.update_many([])
+        assert self.job_store.get(a.id) == moved_on(a)
+        assert self.job_store.get(b.id) == moved_on(b)
+        assert self.job_store.get(c.id) == c
+        assert self.job_store.get(d.id) == d.evolve(status=JobStatus.CANCELLED)
+
+    def _listed(self) -> list[ScheduledJob]:
+        """12 jobs in creation order over 2 owners, 2 tenants, 2 topics, 3 statuses."""
+        statuses = [JobStatus.PENDING, JobStatus.COMPLETED, JobStatus.CANCELLED]
+        jobs = [
+            job(
+                topic=f"topic-{n % 2}",
+                status=statuses[n % 3],
+                metadata=JobMetadata(owner_id=f"o{n % 2}", tenant_id=f"t{n // 6}"),
+            )
+            for n in range(12)
+        ]
+        return insert(self.job_store, *reversed(jobs))  # insertion order must not matter
+
+    def test_list_jobs_is_in_ascending_id_order_up_to_limit(self) -> None:
+        listed = self._listed()
+        assert ids(self.job_store.list_jobs(JobQuery(limit=100))) == sorted(ids(listed))
+        assert ids(self.job_store.list_jobs(JobQuery(limit=5))) == sorted(ids(listed))[:5]
+
+    @pytest.mark.parametrize(
+        ("query", "keep"),
+        [
+            (JobQuery(owner_id="o1"), lambda j: j.metadata.owner_id == "o1"),
+            (JobQuery(tenant_id="t0"), lambda j: j.metadata.tenant_id == "t0"),
+            (JobQuery(topic="topic-0"), lambda j: j.topic == "topic-0"),
+            (JobQuery(statuses=frozenset({JobStatus.PENDING})), lambda j: j.status == "pending"),
+            (
+                JobQuery(
+                    statuses=frozenset({JobStatus.PENDING, JobStatus.CANCELLED}),
+                    tenant_id="t1",
+                    owner_id="o0",
+                ),
+                lambda j: (
+                    j.status != "completed" and j.metadata.tenant_id == "t1" and j.metadata.owner_id == "o0"
+                ),
+            ),
+            (JobQuery(owner_id="nobody"), lambda j: False),
+        ],
+    )
+    def test_list_jobs_applies_every_given_filter(
+        self, query: JobQuery, keep: Callable[[ScheduledJob], bool]
+    ) -> None:
+        listed = self._listed()
+        assert ids(self.job_store.list_jobs(query)) == expected(listed, keep)
+
+    def test_list_jobs_pages_by_keyset_after_id(self) -> None:
+        listed = self._listed()
+        pages: list[list[str]] = []
+        after = None
+        while page := self.job_store.list_jobs(JobQuery(owner_id="o0", limit=2, after_id=after)):
+            pages.append(ids(page))
+            after = page[-1].id
+        assert [i for p in pages for i in p] == expected(listed, lambda j: j.metadata.owner_id == "o0")
+        assert all(len(p) == 2 for p in pages)
+        # a row inserted after paging began, with a higher id, shows up on a later page
+        late = insert(self.job_store, job(metadata=JobMetadata(owner_id="o0")))[0]
+        assert ids(self.job_store.list_jobs(JobQuery(owner_id="o0", after_id=after))) == [late.id]
+
+    def test_every_read_returns_aware_utc(self) -> None:
+        self._listed()
+        for j in self.job_store.list_jobs(JobQuery(limit=100)):
+            assert_utc(j)
+            assert j.run_at.tzinfo is not None
+            assert j.run_at.astimezone(UTC) == NOW
+
+    def test_claim_due_claims_due_pending_rows_earliest_first_up_to_limit(self) -> None:
+        later, now_, earliest = insert(
+            self.job_store, job(run_at=at(-1)), job(run_at=NOW), job(run_at=at(-60))
+        )
+        claimed = self.job_store.claim_due(NOW, 2, "w1", at(30))
+        assert ids(claimed) == [earliest.id, later.id]
+        assert ids(self.job_store.claim_due(NOW, 10, "w1", at(30))) == [now_.id]  # run_at == now is due
+        assert self.job_store.claim_due(NOW, 10, "w1", at(30)) == []
+
+    def test_claim_due_moves_rows_to_active_and_returns_them_as_claimed(self) -> None:
+        j = insert(self.job_store, job(run_at=at(-5), occurrence=3, attempt=2))[0]
+        (claimed,) = self.job_store.claim_due(NOW, 10, "worker-1", at(30))
+        assert claimed == j.evolve(status=ACTIVE, claimed_by="worker-1", claimed_until=at(30), updated_at=NOW)
+        assert self.job_store.get(j.id) == claimed
+
+    def test_claim_due_never_claims_rows_that_are_not_due_or_not_pending(self) -> None:
+        insert(
+            self.job_store,
+            job(run_at=at(0.000001)),
+            held("w0", run_at=at(-10)),
+            *(job(status=s, run_at=at(-10)) for s in CLOSED),
+        )
+        assert self.job_store.claim_due(NOW, 100, "w1", at(30)) == []
+
+    @pytest.mark.parametrize("round_", range(4))
+    def test_concurrent_claimers_never_claim_a_row_twice(self, round_: int) -> None:
+        jobs = insert(self.job_store, *(job(run_at=at(-(n % 17))) for n in range(120)))
+        stores = [
+            self.job_store,
+            self.job_store,
+            self.reopen(),
+            self.reopen(),
+        ]  # 2 threads per store, 2 stores (connections)
+        barrier = threading.Barrier(len(stores))
+        claims: Counter[tuple[str, str | None]] = Counter()
+        lock = threading.Lock()
+        errors: list[BaseException] = []
+
+        def claimer(store: JobStore, worker: str) -> None:
+            try:
+                barrier.wait()
+                while batch := store.claim_due(NOW, 7, worker, at(30)):
+                    with lock:
+                        claims.update((j.id, j.claimed_by) for j in batch)
+            except BaseException as error:  # surfaced below
+                errors.append(error)
+
+        threads = [threading.Thread(target=claimer, args=(s, f"w{n}")) for n, s in enumerate(stores)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=60)
+        assert not errors
+        claimed_ids = Counter(job_id for job_id, _ in claims)
+        assert sorted(claimed_ids) == sorted(ids(jobs))
+        assert max(claimed_ids.values()) == 1, "a row was claimed twice"
+        for job_id, worker in claims:
+            row = self.job_store.get(job_id)
+            assert row is not None and row.status is ACTIVE and row.claimed_by == worker
+
+    def test_claim_takes_a_due_pending_row_at_its_occurrence_and_attempt(self) -> None:
+        j = insert(self.job_store, job(run_at=at(-1), occurrence=2, attempt=3))[0]
+        claimed = self.job_store.claim(j.id, 2, 3, NOW, "w1", at(30))
+        assert claimed == j.evolve(status=ACTIVE, claimed_by="w1", claimed_until=at(30), updated_at=NOW)
+        assert self.job_store.get(j.id) == claimed
+
+    @pytest.mark.parametrize(
+        ("occurrence", "attempt", "now"),
+        [(2, 2, NOW), (1, 3, NOW), (1, 1, NOW), (3, 1, NOW), (2, 3, at(-2))],
+        ids=["attempt", "occurrence", "both", "later-occurrence", "not-due"],
+    )
+    def test_claim_returns_none_for_another_occurrence_or_attempt_or_before_due(
+        self, occurrence: int, attempt: int, now: datetime
+    ) -> None:
+        j = insert(self.job_store, job(run_at=at(-1), occurrence=2, attempt=3))[0]
+        assert self.job_store.claim(j.id, occurrence, attempt, now, "w1", at(30)) is None
+        assert self.job_store.get(j.id) == j
+
+    @pytest.mark.parametrize("status", [ACTIVE, *CLOSED])
+    def test_claim_returns_none_unless_the_row_is_pending(self, status: JobStatus) -> None:
+        j = insert(self.job_store, job(run_at=at(-1), status=status))[0]
+        assert self.job_store.claim(j.id, 1, 1, NOW, "w1", at(30)) is None
+        assert self.job_store.get(j.id) == j
+
+    def test_claim_of_an_unknown_job_is_none_and_a_second_claim_loses(self) -> None:
+        assert self.job_store.claim("01900000-0000-7000-8000-00000000dead", 1, 1, NOW, "w1", at(30)) is None
+        j = insert(self.job_store, job())[0]
+        assert self.job_store.claim(j.id, 1, 1, NOW, "w1", at(30)) is not None
+        assert self.job_store.claim(j.id, 1, 1, NOW, "w2", at(30)) is None
+        assert self.job_store.get(j.id).claimed_by == "w1"  # type: ignore[union-attr]
+
+    def test_claim_many_claims_exactly_the_matching_due_pending_occurrences(self) -> None:
+        due, other_attempt, not_due, done, also_due = insert(
+            self.job_store,
+            job(run_at=at(-3)),
+            job(run_at=at(-2), attempt=2),
+            job(run_at=at(5)),
+            job(run_at=at(-1), status=JobStatus.COMPLETED),
+            job(run_at=at(-1), occurrence=4),
+        )
+        asked = [
+            (due.id, 1, 1),
+            (other_attempt.id, 1, 1),  # the row is at attempt 2
+            (not_due.id, 1, 1),
+            (done.id, 1, 1),
+            (also_due.id, 4, 1),
+            (due.id, 1, 1),  # asked twice: claimed once
+            ("01900000-0000-7000-8000-00000000dead", 1, 1),
+        ]
+        claimed = self.job_store.claim_many(asked, NOW, "w1", at(30))
+        assert sorted(j.id for j in claimed) == sorted([due.id, also_due.id])
+        assert all(j.status is ACTIVE and j.claimed_by == "w1" for j in claimed)
+        assert (
+            self.job_store.get(other_attempt.id) == other_attempt
+            and self.job_store.get(not_due.id) == not_due
+        )
+        assert self.job_store.claim_many(asked, NOW, "w2", at(30)) == []
+        assert self.job_store.claim_many([], NOW, "w2", at(30)) == []
+
+    def test_racing_claims_of_one_occurrence_have_exactly_one_winner(self) -> None:
+        jobs = insert(self.job_store, *(job() for _ in range(20)))
+        stores = [self.job_store, self.reopen()]
+        wins: list[str] = []
+        barrier = threading.Barrier(2)
+
+        def claimer(store: JobStore, worker: str) -> None:
+            barrier.wait()
+            wins.extend(j.id for j in jobs if store.claim(j.id, 1, 1, NOW, worker, at(30)) is not None)
+
+        threads = [threading.Thread(target=claimer, args=(s, f"w{n}")) for n, s in enumerate(stores)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=60)
+        assert sorted(wins) == sorted(ids(jobs))
+
+    def test_extend_claims_moves_only_this_workers_active_leases(self) -> None:
+        mine, other_worker, not_listed = insert(self.job_store, held("w1"), held("w2"), held("w1"))
+        closed = insert(
+            self.job_store, job(status=JobStatus.COMPLETED, claimed_by="w1", claimed_until=at(30))
+        )[0]
+        self.job_store.extend_claims("w1", [mine.id, other_worker.id, closed.id], at(90))
+        self.job_store.extend_claims("w1", [], at(999))
+        assert self.job_store.get(mine.id) == mine.evolve(claimed_until=at(90))
+        for unchanged in (other_worker, not_listed, closed):
+            assert self.job_store.get(unchanged.id) == unchanged
+
+    def test_release_claims_returns_this_workers_rows_to_pending_due_at_once(self) -> None:
+        a, b, other = insert(
+            self.job_store,
+            held("w1", run_at=at(-3), occurrence=4, attempt=2),
+            held("w1", run_at=at(-2)),
+            held("w2", run_at=at(-1)),
+        )
+        assert self.job_store.release_claims("w1", [a.id, b.id, other.id]) == 2
+        assert self.job_store.release_claims("w1", []) == 0
+        released = self.job_store.get(a.id)
+        assert released is not None
+        assert (released.status, released.occurrence, released.attempt) == (PENDING, 4, 2)
+        assert released.claimed_by is None and released.claimed_until is None
+        assert ids(self.job_store.claim_due(NOW, 10, "w3", at(30))) == [a.id, b.id]  # due at once
+        assert self.job_store.get(other.id) == other
+        assert self.job_store.release_claims("w1", [a.id]) == 0  # now claimed by w3
+
+    def test_release_expired_returns_rows_whose_lease_ended_before_now(self) -> None:
+        expired = insert(
+            self.job_store, *(held(f"w{n}", until=at(-n - 1), occurrence=2, attempt=3) for n in range(3))
+        )
+        boundary, live = insert(self.job_store, held("w9", until=NOW), held("w9", until=at(1)))
+        first = self.job_store.release_expired(NOW, 2)
+        rest = self.job_store.release_expired(NOW, 10)
+        assert len(first) == 2 and len(rest) == 1
+        assert sorted(ids(first + rest)) == sorted(ids(expired))
+        for j in first + rest:
+            assert (j.status, j.occurrence, j.attempt) == (PENDING, 2, 3)
+            assert j.claimed_by is None and j.claimed_until is None
+            assert j.updated_at == NOW
+            assert self.job_store.get(j.id) == j
+        assert self.job_store.release_expired(NOW, 10) == []
+        assert self.job_store.get(boundary.id) == boundary and self.job_store.get(live.id) == live
+
+    def test_next_due_at_is_the_earliest_pending_run_at(self) -> None:
+        assert self.job_store.next_due_at() is None
+        insert(self.job_store, held("w", run_at=at(-100)), job(status=JobStatus.CANCELLED, run_at=at(-50)))
+        assert self.job_store.next_due_at() is None
+        insert(self.job_store, job(run_at=at(20)), job(run_at=at(10)))
+        assert self.job_store.next_due_at() == at(10)
+        assert self.job_store.next_due_at().utcoffset().total_seconds() == 0  # type: ignore[union-attr]
+
+    def test_scan_open_pages_pending_and_active_rows_in_id_order(self) -> None:
+        rows = insert(self.job_store, *(job(status=[PENDING, ACTIVE, *CLOSED][n % 5]) for n in range(15)))
+        open_ids = sorted(j.id for j in rows if j.status in (PENDING, ACTIVE))
+        assert ids(self.job_store.scan_open(None, 100)) == open_ids
+        assert ids(self.job_store.scan_open(None, 4)) == open_ids[:4]
+        assert ids(self.job_store.scan_open(open_ids[3], 100)) == open_ids[4:]
+        assert self.job_store.scan_open(open_ids[-1], 100) == []
+
+    def test_watch_returns_a_function_that_stops_watching(self) -> None:
+        calls: list[datetime | None] = []
+        stop = self.job_store.watch(calls.append)
+        stop()
+        calls.clear()  # a watcher may report once as it starts ("anything sent while away")
+        insert(self.job_store, job())  # after stop: must not raise, whatever the backend
+        time.sleep(0.5)  # ten SQLite data_version polls, and PostgreSQL's notify round trip
+        assert calls == []  # stopped: the schedule above is not reported
+
+
+class JobStoreRetentionContract(_StoreContract):
+    """``purge_finished`` and the paused status."""
+
+    def test_purge_deletes_only_finished_rows_older_than_the_cutoff(self) -> None:
+        old_finished = [job(status=s, updated_at=at(-3600 - i)) for i, s in enumerate(FINISHED)]
+        old_open = [job(status=s, updated_at=at(-7200)) for s in OPEN]
+        recent_finished = [job(status=s, updated_at=at(-10)) for s in FINISHED]
+        insert(self.job_store, *old_finished, *old_open, *recent_finished)
+        assert self.job_store.purge_finished(at(-60), 100) == 3
+        for gone in old_finished:
+            assert self.job_store.get(gone.id) is None
+        for kept in old_open + recent_finished:
+            assert self.job_store.get(kept.id) == kept
+
+    def test_purge_deletes_at_most_limit_rows_oldest_first(self) -> None:
+        rows = insert(
+            self.job_store, *[job(status=JobStatus.COMPLETED, updated_at=at(-100 + i)) for i in range(7)]
+        )
+        assert self.job_store.purge_finished(NOW, 3) == 3
+        left = [r for r in rows if self.job_store.get(r.id) is not None]
+        assert ids(left) == ids(rows[3:])
+        assert self.job_store.purge_finished(NOW, 3) == 3
+        assert self.job_store.purge_finished(NOW, 3) == 1
+        assert self.job_store.purge_finished(NOW, 3) == 0
+
+    def test_the_cutoff_is_exclusive(self) -> None:
+        [row] = insert(self.job_store, job(status=JobStatus.FAILED, updated_at=at(-5)))
+        assert self.job_store.purge_finished(at(-5), 10) == 0
+        assert self.job_store.purge_finished(at(-5) + timedelta(microseconds=1), 10) == 1
+        assert self.job_store.get(row.id) is None
+
+    def test_a_paused_row_roundtrips_and_is_never_claimed(self) -> None:
+        [paused] = insert(self.job_store, job(status=JobStatus.PAUSED, run_at=at(-10)))
+        assert self.job_store.get(paused.id) == paused
+        assert self.job_store.claim_due(NOW, 10, "w", at(30)) == []
+        assert self.job_store.claim(paused.id, 1, 1, NOW, "w", at(30)) is None
+        assert self.job_store.next_due_at() is None
+
+
+class WorkerRegistryContract(_StoreContract):
+    """The worker registry and dead workers' claims (``beat``, ``release_dead`` ...)."""
+
+    def test_beat_registers_a_worker_then_updates_only_its_beat_and_in_flight(self) -> None:
+        assert self.job_store.workers() == []
+        first = worker("w1", node=None)
+        self.job_store.beat(first)
+        self.job_store.beat(worker("w0", beat=-5, in_flight=3))
+        assert self.job_store.workers() == [worker("w0", beat=-5, in_flight=3), first]
+        self.job_store.beat(
+            replace(first, last_beat=at(1), in_flight=7, host="other", pid=1, started_at=at(0))
+        )
+        assert self.reopen().workers()[1] == replace(first, last_beat=at(1), in_flight=7)
+
+    def test_remove_worker_deletes_its_row_and_ignores_unknown_ids(self) -> None:
+        self.job_store.beat(worker("w1"))
+        self.job_store.beat(worker("w2"))
+        self.job_store.remove_worker("w1")
+        self.job_store.remove_worker("nobody")
+        assert [x.id for x in self.job_store.workers()] == ["w2"]
+
+    def test_release_dead_releases_active_claims_of_workers_whose_beat_is_too_old(self) -> None:
+        self.job_store.beat(worker("dead", beat=-11))
+        self.job_store.beat(worker("live", beat=-1))
+        dead_claims = insert(self.job_store, *(held_due("dead", occurrence=2, attempt=3) for _ in range(3)))
+        live_claim, unregistered = insert(self.job_store, held_due("live"), held_due("stock-rq-worker"))
+        finished = insert(self.job_store, job(status=JobStatus.COMPLETED, claimed_by="dead"))[0]
+        first = self.job_store.release_dead(at(-10), [], NOW, 2)
+        rest = self.job_store.release_dead(at(-10), [], NOW, 10)
+        assert len(first) == 2 and len(rest) == 1
+        assert sorted(ids(first + rest)) == sorted(ids(dead_claims))
+        for j in first + rest:
+            assert (j.status, j.occurrence, j.attempt) == (PENDING, 2, 3)
+            assert j.claimed_by is None and j.claimed_until is None and j.updated_at == NOW
+            assert self.job_store.get(j.id) == j
+        assert self.job_store.release_dead(at(-10), [], NOW, 10) == []
+        for untouched in (live_claim, unregistered, finished):
+            assert self.job_store.get(untouched.id) == untouched
+        assert [x.id for x in self.job_store.workers()] == ["dead", "live"]  # rows stay until forgotten
+
+    def test_release_dead_also_releases_the_named_workers_but_only_registered_ones(self) -> None:
+        self.job_store.beat(worker("gone", beat=0))
+        gone, unregistered = insert(self.job_store, held_due("gone"), held_due("ghost"))
+        released = self.job_store.release_dead(at(-10), ["gone", "ghost"], NOW, 10)
+        assert ids(released) == [gone.id]
+        assert self.job_store.get(unregistered.id) == unregistered
+
+    def test_a_worker_that_beats_again_keeps_its_claims(self) -> None:
+        self.job_store.beat(worker("w1", beat=-20))
+        claim = insert(self.job_store, held_due("w1"))[0]
+        self.job_store.beat(worker("w1", beat=0))  # resumed before anyone released it
+        assert self.job_store.release_dead(at(-10), [], NOW, 10) == []
+        assert self.job_store.get(claim.id) == claim
+
+    def test_forget_workers_deletes_rows_whose_beat_is_older_than_the_cutoff(self) -> None:
+        for n, beat in enumerate((-7200, -3601, -3600, 0)):
+            self.job_store.beat(worker(f"w{n}", beat=beat))
+        assert self.job_store.forget_workers(at(-3600)) == 2
+        assert [x.id for x in self.job_store.workers()] == ["w2", "w3"]
+        assert self.job_store.forget_workers(at(-3600)) == 0
