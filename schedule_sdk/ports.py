@@ -395,3 +395,8 @@ class Runner(Protocol):
     def stop(self) -> None:
         """Stop driving fires; in-flight fires are the dispatcher's to finish or release."""
         ...
+
+    def peers_dead(self, worker_ids: Sequence[str]) -> None:
+        """These workers were just declared dead: take over what only they were doing (the rq
+        pump's lock). Must not raise for a backend error."""
+        ...

@@ -6,8 +6,9 @@
 - ``schedule``: after ``schedule_at`` committed its row, before the queue's ``committed``;
 - ``record``: after ``Firing.record`` committed an outcome (a next occurrence or a retry), before
   ``committed``;
-- ``release``: after ``Reconciler.release_expired`` committed the release of expired claims and
-  staged their entries, before ``committed``.
+- ``release``: after the reconciler committed a release of claims (expired ones, or a dead
+  worker's: a worker started after a ``kill -9`` on this host releases them through the registry
+  before any lease ends) and staged their entries, before ``committed``.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from typing import Any
 from schedule_sdk import ScheduleContainer
 
 #: The function under whose call ``ExecutionQueue.committed`` runs at each point (the frame that is killed).
-CALLERS = {"schedule": "_write", "record": "record", "release": "release_expired"}
+CALLERS = {"schedule": "_write", "record": "record", "release": "_hand_back"}
 POINTS = ("claim", *CALLERS)
 
 
