@@ -31,6 +31,7 @@ from .adapters.queues.sql import SQLExecutionQueue
 from .adapters.stores import schema
 from .adapters.stores.engine import make_async_engine, make_engine
 from .adapters.stores.sqlalchemy import SQLAlchemyJobStore
+from .adapters.tracing import tracing_for
 from .firing import Firing
 from .listeners import ListenerRegistry
 from .reconciler import Reconciler
@@ -109,6 +110,10 @@ class ScheduleContainer(containers.DeclarativeContainer):
         prometheus=providers.ThreadSafeSingleton(_prometheus, store=store, clock=clock),
     )
 
+    #: Issue 12: spans for fires in the trace that scheduled the job (override it to pass your
+    #: own ``OtelTracing(tracer_provider=...)``).
+    tracing = providers.ThreadSafeSingleton(tracing_for, settings.provided.tracing)
+
     #: This container's listeners (never shared with another container): the ``@on_event``
     #: functions of ``listener_modules``, plus whatever is registered on it.
     listeners = providers.ThreadSafeSingleton(ListenerRegistry.of_modules, settings.provided.listener_modules)
@@ -143,6 +148,7 @@ class ScheduleContainer(containers.DeclarativeContainer):
         clock=clock,
         max_payload_bytes=settings.provided.max_payload_bytes,
         metrics=metrics,
+        tracing=tracing,
     )
 
     async_engine = providers.Resource(_async_engine, settings=settings, migrated=engine)
@@ -165,7 +171,13 @@ class ScheduleContainer(containers.DeclarativeContainer):
     )
 
     firing = providers.ThreadSafeSingleton(
-        Firing, store=store, queue=queue, publisher=publisher, clock=clock, metrics=metrics
+        Firing,
+        store=store,
+        queue=queue,
+        publisher=publisher,
+        clock=clock,
+        metrics=metrics,
+        tracing=tracing,
     )
     dispatcher = providers.ThreadSafeSingleton(
         FireDispatcher,

@@ -18,13 +18,14 @@ from datetime import datetime, timedelta
 
 from . import misfire
 from .adapters.metrics import NoMetrics
+from .adapters.tracing import NoTracing
 from .domain.errors import ListenerFailed
 from .domain.events import ScheduleArrivedEvent, ScheduleMissedEvent
 from .domain.history import FireOutcome, FireRecord
 from .domain.jobs import ScheduledJob
 from .domain.status import JobStatus, check_transition
 from .misfire import Missed
-from .ports import Clock, EventPublisher, ExecutionQueue, Guard, JobStore, Metrics, Occurrence
+from .ports import Clock, EventPublisher, ExecutionQueue, Guard, JobStore, Metrics, Occurrence, Tracing
 from .write_order import write_order
 
 logger = logging.getLogger(__name__)
@@ -210,12 +211,14 @@ class Firing:
         publisher: EventPublisher,
         clock: Clock,
         metrics: Metrics | None = None,
+        tracing: Tracing | None = None,
     ) -> None:
         self._store = store
         self._queue = queue
         self._publisher = publisher
         self._clock = clock
         self._metrics = metrics or NoMetrics()
+        self._tracing = tracing or NoTracing()  # issue 12: a span per fire, in the job's trace
         #: Called with every missed event before it is published (``event.count`` occurrences
         #: of ``event.topic`` did not fire; they are also counted as ``schedule.jobs.missed``).
         #: Must not block.
@@ -226,21 +229,18 @@ class Firing:
         report the occurrences that will not fire; never raises for a listener's error."""
         fired_at = self._clock.now()
         start = misfire.at_start(job, fired_at)
-        started = time.perf_counter()
+        late = (fired_at - job.run_at).total_seconds()
         error: BaseException | None = None
+        with self._tracing.fire(start.job, late) as span:
+            started = time.perf_counter()
+            if start.fire:
+                error = self._publish(start.job, fired_at)
+            duration = time.perf_counter() - started
+            ended = self._clock.now()
+            outcome, missed = settle(start.job, fired_at if start.fire else None, error, ended)
+            kind = fire_outcome(start.job, outcome, error is not None) if start.fire else "skipped"
+            span.finish(kind, error)
         if start.fire:
-            try:
-                self._publisher.publish(arrived_event(start.job, fired_at))
-            except ListenerFailed as failed:
-                error = failed
-            except Exception as unexpected:  # a publisher fault (e.g. a broker) also fails the attempt
-                logger.exception("publishing job %s failed", job.id, extra=job_fields(job))
-                error = unexpected
-        duration = time.perf_counter() - started
-        ended = self._clock.now()
-        outcome, missed = settle(start.job, fired_at if start.fire else None, error, ended)
-        if start.fire:
-            late = (fired_at - job.run_at).total_seconds()
             self._count(start.job, outcome, error is not None, late, duration)
             if logger.isEnabledFor(logging.DEBUG):
                 logger.debug("fired job %s in %.1f ms", job.id, duration * 1000, extra=job_fields(job))
@@ -248,6 +248,17 @@ class Firing:
         if missed.count:
             self._report_missed(start.job, missed)
         return FireResult(job, outcome, fire_record(job, fired_at, ended, error, fired=start.fire))
+
+    def _publish(self, job: ScheduledJob, fired_at: datetime) -> BaseException | None:
+        """Emit the arrived event; the error that fails the attempt, if any."""
+        try:
+            self._publisher.publish(arrived_event(job, fired_at))
+        except ListenerFailed as failed:
+            return failed
+        except Exception as unexpected:  # a publisher fault (e.g. a broker) also fails the attempt
+            logger.exception("publishing job %s failed", job.id, extra=job_fields(job))
+            return unexpected
+        return None
 
     def _report_missed(self, job: ScheduledJob, missed: Missed) -> None:
         """Log, count (:attr:`on_missed`) and emit the ``schedule.missed`` event; a failing

@@ -126,6 +126,35 @@ class TopicBacklog:
 # -- end metrics ------------------------------------------------------------------------------------
 
 
+# -- tracing (issue 12) -----------------------------------------------------------------------------
+
+
+class FireSpan(ABC):
+    """The span of one fire, open while its listeners run."""
+
+    @abstractmethod
+    def finish(self, outcome: str, error: BaseException | None) -> None:
+        """Record what the fire led to (``completed``, ``next``, ``retry``, ``failed`` or
+        ``skipped``) and the listener's error, if any, before the span ends."""
+
+
+class Tracing(ABC):
+    """Trace context across the wait: captured with a job when it is scheduled, restored around
+    each of its fires. Implementations are called on the schedule and fire paths: no I/O."""
+
+    @abstractmethod
+    def capture(self) -> str | None:
+        """The caller's current trace context as text to store with a new job (None: none)."""
+
+    @abstractmethod
+    def fire(self, job: ScheduledJob, lateness: float) -> AbstractContextManager[FireSpan]:
+        """A span around one fire of ``job`` (``lateness`` seconds after its due instant), in the
+        trace stored with the job, current while the listeners run."""
+
+
+# -- end tracing ------------------------------------------------------------------------------------
+
+
 class JobTransaction(ABC):
     """Writes inside one store transaction. Nothing is visible to others until it commits;
     leaving the ``with`` block with an exception rolls everything back."""
@@ -449,4 +478,9 @@ class Runner(Protocol):
 
     def stop(self) -> None:
         """Stop driving fires; in-flight fires are the dispatcher's to finish or release."""
+        ...
+
+    def peers_dead(self, worker_ids: Sequence[str]) -> None:
+        """These workers were just declared dead: take over what only they were doing (the rq
+        pump's lock). Must not raise for a backend error."""
         ...

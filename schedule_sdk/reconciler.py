@@ -85,12 +85,18 @@ class Reconciler:
                 break
         return total
 
-    def rescue(self) -> int:
-        """Hand over again each entry stranded for longer than the lease whose row is still
-        pending at that occurrence and attempt; drop the others (their rows moved on, or a
-        transaction that lasted longer than the lease wrote them: its ``committed`` adds them
-        again). Return how many were handed over again."""
-        stranded = self._queue.stranded(self._lease)
+    def rescue(self, older_than: float | None = None) -> int:
+        """Hand over again each entry stranded for longer than ``older_than`` seconds (default:
+        the lease) whose row is still pending at that occurrence and attempt; drop the others
+        (their rows moved on, or a transaction that lasted longer than that wrote them: its
+        ``committed`` adds them again). Return how many were handed over again.
+
+        A shorter ``older_than`` is for the seconds after a worker was declared dead (see
+        :data:`~schedule_sdk.runtimes.liveness.DEAD_RESCUE_AGE`): an entry a live consumer holds is
+        younger than that, and handing one over twice is harmless (a fire starts only from a
+        claim of the pending row, so the second entry finds it taken and is dropped)."""
+        age = self._lease if older_than is None else older_than
+        stranded = self._queue.stranded(age)
         if not stranded:
             return 0
         again: list[Occurrence] = []
@@ -101,7 +107,7 @@ class Reconciler:
                 again.append(Occurrence.of(row))
             else:
                 moved_on.append((job_id, occurrence, attempt))
-        self._queue.discard_stranded(moved_on, self._lease)
+        self._queue.discard_stranded(moved_on, age)
         if again:
             hand_over_committed(self._queue, again)
             logger.warning("handed over %d stranded entries again (a process died mid-hand-off)", len(again))

@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterable
 from datetime import datetime, timedelta
 
 from .adapters.metrics import NoMetrics
+from .adapters.tracing import NoTracing
 from .domain import timing
 from .domain.errors import (
     InvalidCursor,
@@ -36,7 +37,7 @@ from .domain.jobs import (
 )
 from .domain.status import FINISHED_STATUSES, OPEN_STATUSES, JobStatus, check_transition
 from .domain.timing import FireTime
-from .ports import Clock, ExecutionQueue, Guard, JobStore, JobTransaction, Metrics, Occurrence
+from .ports import Clock, ExecutionQueue, Guard, JobStore, JobTransaction, Metrics, Occurrence, Tracing
 from .write_order import write_order
 
 logger = logging.getLogger(__name__)
@@ -68,12 +69,14 @@ class ScheduleService:
         clock: Clock,
         max_payload_bytes: int = 65_536,
         metrics: Metrics | None = None,
+        tracing: Tracing | None = None,
     ) -> None:
         self._store = store
         self._queue = queue
         self._clock = clock
         self._max_payload_bytes = max_payload_bytes
         self._metrics = metrics or NoMetrics()  # issue 12: schedule.jobs.scheduled / .cancelled
+        self._tracing = tracing or NoTracing()  # issue 12: the caller's trace, stored with the job
 
     def schedule_at(self, spec: OneShotSpec, *, connection: object | None = None) -> ScheduledJob:
         """Schedule a one-shot job to fire once at ``spec.run_at`` (in ``connection``'s transaction if given).
@@ -282,6 +285,7 @@ class ScheduleService:
             misfire=spec.misfire,
             created_at=now,
             updated_at=now,
+            trace_context=self._tracing.capture(),
         )
 
     def _write(

@@ -53,6 +53,19 @@ def default_worker_id() -> str:
     return f"{socket.gethostname()[:30]}:{os.getpid()}:{new_id()[-8:]}"
 
 
+#: The settings that take one of a few names, and those names.
+_CHOICES: dict[str, tuple[str, ...]] = {
+    "metrics": ("none", "memory", "prometheus"),
+    "tracing": ("auto", "otel", "none"),
+    "events": ("local", "redis"),
+}
+
+
+def _one_of(names: tuple[str, ...]) -> str:
+    quoted = [f"'{name}'" for name in names]
+    return ", ".join(quoted[:-1]) + " or " + quoted[-1]
+
+
 @dataclass(frozen=True, kw_only=True)
 class Settings:
     #: SQLAlchemy URL of the job store: ``sqlite:///path.db`` or ``postgresql+psycopg://user@host/db``.
@@ -103,6 +116,10 @@ class Settings:
     metrics: Literal["none", "memory", "prometheus"] = field(
         default="none", metadata=_env("SCHEDULE_METRICS")
     )
+    #: Traces of fires: ``auto`` (OpenTelemetry when the ``otel`` extra is installed, else none),
+    #: ``otel`` (an error without the extra) or ``none``. Spans are recorded only once the
+    #: application configures an OpenTelemetry tracer provider.
+    tracing: Literal["auto", "otel", "none"] = field(default="auto", metadata=_env("SCHEDULE_TRACING"))
     #: Database connections per process (PostgreSQL).
     pool_size: int = field(default=10, metadata=_env("SCHEDULE_POOL_SIZE"))
     #: Test each pooled connection before use (PostgreSQL): survives a database restart without a
@@ -125,10 +142,9 @@ class Settings:
             raise InvalidSetting(f"substrate must be 'sql' or 'rq', not {self.substrate!r}")
         if self.substrate == "rq" and not self.redis_url:
             raise InvalidSetting("the rq substrate needs redis_url (SCHEDULE_REDIS_URL)")
-        if self.metrics not in ("none", "memory", "prometheus"):
-            raise InvalidSetting(f"metrics must be 'none', 'memory' or 'prometheus', not {self.metrics!r}")
-        if self.events not in ("local", "redis"):
-            raise InvalidSetting(f"events must be 'local' or 'redis', not {self.events!r}")
+        for name, allowed in _CHOICES.items():
+            if getattr(self, name) not in allowed:
+                raise InvalidSetting(f"{name} must be {_one_of(allowed)}, not {getattr(self, name)!r}")
         for name in (
             "worker_concurrency",
             "claim_batch_size",

@@ -380,6 +380,9 @@ class ScheduledJob:
     #: on a repeating job: the due instant of the regular occurrence it was put before. Once the
     #: extra fire has finished, the schedule continues there (as the next occurrence number).
     regular_due: datetime | None = None
+    #: The trace context of the call that scheduled the job (what the ``Tracing`` port
+    #: captured, e.g. W3C ``traceparent`` as JSON), restored around each fire; None: none.
+    trace_context: str | None = None
 
     @property
     def is_repeating(self) -> bool:

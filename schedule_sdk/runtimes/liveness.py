@@ -19,6 +19,13 @@ from ..ports import WorkerInfo
 
 #: Seconds after its last beat when a dead worker's registry row is deleted.
 FORGET_AFTER = 3600.0
+#: For :data:`DEAD_RESCUE_WINDOW` seconds after a worker is declared dead, the heartbeat hands
+#: over entries released more than this many seconds ago and taken out of the RQ queue but never
+#: claimed (the dead consumer had popped them), instead of waiting for the lease. A live
+#: consumer claims what it pops within milliseconds, or renews the marks of what it holds at
+#: least every second while it waits for room (``RQExecutionQueue.touch``).
+DEAD_RESCUE_AGE = 1.5
+DEAD_RESCUE_WINDOW = 5.0
 
 
 def node_id() -> str | None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 
 from ..adapters.queues.sql import SQLExecutionQueue
@@ -71,6 +71,9 @@ class DuePoller:
         for cleanup in self._cleanups:
             cleanup()
         self._cleanups.clear()
+
+    def peers_dead(self, worker_ids: Sequence[str]) -> None:
+        """Nothing to take over: claims are released through the store."""
 
     def _run(self) -> None:
         backoff = Reconnect()

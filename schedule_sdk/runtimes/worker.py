@@ -4,12 +4,13 @@
 found dead, runs the boot reconciler, then starts the listener pool, the substrate's runner (the
 due-time poller, or the RQ worker) and a heartbeat that beats the worker's row, renews its leases,
 releases the claims of workers whose beat stopped for ``dead_after`` seconds (see
-:mod:`~schedule_sdk.runtimes.liveness`) and, as the fallback, expired leases, hands over again the
-entries a dead process left stranded for longer than the lease (``Reconciler.rescue``) and, with
-``retention`` set, purges old finished jobs. ``stop()`` stops cleanly: in-flight fires get
-``stop_timeout`` seconds to finish, the rest are released for another worker, and the worker's row
-is deleted. It installs no signal handlers, so it is safe inside a threaded web app. Also a
-context manager::
+:mod:`~schedule_sdk.runtimes.liveness`; on ``rq`` it also takes over a dead worker's pump lock and,
+for a few seconds, hands over the entries its consumer had popped) and, as the fallback, expired
+leases, hands over again the entries a dead process left stranded for longer than the lease
+(``Reconciler.rescue``) and, with ``retention`` set, purges old finished jobs. ``stop()`` stops
+cleanly: in-flight fires get ``stop_timeout`` seconds to finish, the rest are released for another
+worker, and the worker's row is deleted. It installs no signal handlers, so it is safe inside a
+threaded web app. Also a context manager::
 
     with container.worker():
         ...  # jobs fire in this process
@@ -34,7 +35,7 @@ from ..ports import Clock, JobStore, Runner
 from ..reconciler import Reconciler
 from ..retention import Purger
 from .dispatch import FireDispatcher
-from .liveness import FORGET_AFTER, Liveness
+from .liveness import DEAD_RESCUE_AGE, DEAD_RESCUE_WINDOW, FORGET_AFTER, Liveness
 from .loop import ListenerLoop
 
 logger = logging.getLogger(__name__)
@@ -76,6 +77,7 @@ class ScheduleWorker:
         self.listener_loop = listener_loop
         if listener_loop is not None:
             dispatcher.on_overdue = listener_loop.abandon
+        self._rescue_fast_until = 0.0  # monotonic: hand over a dead consumer's entries until then
 
     @property
     def running(self) -> bool:
@@ -142,6 +144,10 @@ class ScheduleWorker:
             self.reconciler.release_dead(now - self.liveness.dead_after, gone)
             self.liveness.released(dead)
             logger.warning("workers declared dead: %s", ", ".join(x.id for x in dead))
+            self._runner.peers_dead([x.id for x in dead])
+            self._rescue_fast_until = time.monotonic() + DEAD_RESCUE_WINDOW
+        if time.monotonic() < self._rescue_fast_until:
+            self.reconciler.rescue(DEAD_RESCUE_AGE)
         if any(x.last_beat < now - timedelta(seconds=FORGET_AFTER) for x in workers):
             self._store.forget_workers(now - timedelta(seconds=FORGET_AFTER))
 

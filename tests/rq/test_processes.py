@@ -35,6 +35,14 @@ def stop(process: subprocess.Popen[str]) -> None:
             process.wait()
 
 
+def _holder_pid(lock: bytes, store) -> int:
+    """The pid of the worker whose id the pump lock names (``<worker id>/<32 hex>``), from the
+    worker registry."""
+    worker_id = lock.decode().rsplit("/", 1)[0]
+    [pid] = [w.pid for w in store.workers() if w.id == worker_id]
+    return pid
+
+
 def test_one_pump_is_active_and_another_takes_over_after_a_sigkill(rq_settings, harnesses, tmp_path):
     events = tmp_path / "events"
     workers = [spawn_worker(rq_settings, events) for _ in range(2)]
@@ -42,7 +50,8 @@ def test_one_pump_is_active_and_another_takes_over_after_a_sigkill(rq_settings, 
         r = redis.Redis.from_url(rq_settings["redis_url"])
         lock = Keys(rq_settings["rq_queue"]).pump
         assert wait_until(lambda: r.get(lock) is not None)
-        holder = int(r.get(lock).decode().split(":")[0])
+        store = harnesses(rq_settings).store
+        holder = _holder_pid(r.get(lock), store)
         assert holder in {w.pid for w in workers}
         [leader] = [w for w in workers if w.pid == holder]
         [other] = [w for w in workers if w.pid != holder]
@@ -52,7 +61,7 @@ def test_one_pump_is_active_and_another_takes_over_after_a_sigkill(rq_settings, 
         job = service.schedule_at(spec(0.1))
         assert wait_until(lambda: any(e[0] == job.id for e in read_events(events)), timeout=30)
         assert [e[3] for e in read_events(events) if e[0] == job.id] == [other.pid]
-        assert int(r.get(lock).decode().split(":")[0]) == other.pid
+        assert _holder_pid(r.get(lock), store) == other.pid
     finally:
         for worker in workers:
             stop(worker)

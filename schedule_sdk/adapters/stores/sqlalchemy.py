@@ -79,6 +79,7 @@ def to_row(job: ScheduledJob) -> dict[str, Any]:
         "rescheduled_to": job.rescheduled_to,
         "misfire": None if job.misfire == FIRE_ONCE else json.dumps(job.misfire.to_dict()),
         "regular_due": job.regular_due,
+        "trace_context": job.trace_context,
     }
 
 
@@ -115,6 +116,7 @@ def from_row(row: Mapping[Any, Any]) -> ScheduledJob:
         rescheduled_to=row["rescheduled_to"],
         misfire=FIRE_ONCE if row["misfire"] is None else MisfirePolicy.from_dict(json.loads(row["misfire"])),
         regular_due=row["regular_due"],
+        trace_context=row["trace_context"],
     )
 
 

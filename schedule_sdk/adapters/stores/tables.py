@@ -88,6 +88,7 @@ schedule_jobs = sa.Table(
     sa.Column("rescheduled_to", sa.String(36), nullable=True),
     sa.Column("misfire", sa.Text, nullable=True),  # JSON; NULL: the default policy (fire_once)
     sa.Column("regular_due", UTCDateTime, nullable=True),
+    sa.Column("trace_context", sa.Text, nullable=True),  # migration 0009; see ScheduledJob.trace_context
     sa.CheckConstraint(
         "status IN ('pending', 'active', 'completed', 'cancelled', 'failed', 'paused')",
         name="ck_schedule_jobs_status",

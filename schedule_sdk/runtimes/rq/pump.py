@@ -2,7 +2,10 @@
 
 Every ``schedule-sdk`` worker runs one; exactly one of them is active, the holder of a Redis lock
 (``SET NX PX``, renewed every ``renew_every`` seconds, ``lock_ttl`` seconds to live, released on
-a clean stop). When the holder dies, another pump takes over within ``lock_ttl + retry_every``.
+a clean stop). When the holder dies, another pump takes over within ``lock_ttl + retry_every``,
+or at once when the worker registry declares the holder dead: the lock's value names the holder's
+worker id, and :meth:`DuePump.drop_lock_of` deletes the lock (compare-and-delete) if a dead worker
+holds it.
 
 The active pump sleeps until the earliest due score, woken early by a pub/sub message when a
 commit adds an earlier entry; it then releases every entry whose score is at or before now, in
@@ -18,6 +21,7 @@ import os
 import threading
 import time
 import uuid
+from collections.abc import Sequence
 from typing import Any
 
 from redis.exceptions import RedisError
@@ -35,6 +39,7 @@ class DuePump:
         self,
         queue: RQExecutionQueue,
         *,
+        owner: str | None = None,
         lock_ttl: float = 3.0,
         renew_every: float = 1.0,
         retry_every: float = 0.5,
@@ -45,12 +50,15 @@ class DuePump:
         self.renew_every = renew_every
         self.retry_every = retry_every
         self.batch = batch
-        self.token = f"{os.getpid()}:{uuid.uuid4().hex}"  # the pid helps operators find the holder
+        #: The lock's value: the holder's worker id (default: the pid), then ``/`` and 32 hex digits.
+        self.token = f"{owner or os.getpid()}/{uuid.uuid4().hex}"
         self.leading = False
         self.released = 0  #: entries this pump released (for tests and metrics)
         self._renewed = 0.0
         self._renew = queue.connection.register_script(plumbing.RENEW)
         self._unlock = queue.connection.register_script(plumbing.UNLOCK)
+        self._drop_lock_of = queue.connection.register_script(plumbing.DROP_LOCK_OF)
+        self._retry_now = threading.Event()
         self._pubsub: Any = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -60,8 +68,20 @@ class DuePump:
         self._thread = threading.Thread(target=self._run, name="schedule-sdk-rq-pump", daemon=True)
         self._thread.start()
 
+    def drop_lock_of(self, worker_ids: Sequence[str]) -> bool:
+        """Delete the pump lock if one of these (dead) workers holds it, and try to take it at
+        once; True if it was deleted."""
+        if not worker_ids:
+            return False
+        dropped = bool(self._drop_lock_of(keys=[self.queue.keys.pump], args=list(worker_ids)))
+        if dropped:
+            logger.warning("pump lock of dead worker dropped; taking over")
+            self._retry_now.set()
+        return dropped
+
     def stop(self) -> None:
         self._stop.set()
+        self._retry_now.set()
         try:  # wake a sleeping pump at once
             self.queue.connection.publish(self.queue.keys.wake, "stop")
         except RedisError:
@@ -84,7 +104,8 @@ class DuePump:
         while not self._stop.is_set():
             try:
                 if not self._lead():
-                    self._stop.wait(self.retry_every)
+                    self._retry_now.wait(self.retry_every)
+                    self._retry_now.clear()
                     continue
                 timeout = self._cycle()
                 backoff.reset()

@@ -11,6 +11,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 
+from redis.exceptions import RedisError
+
 from ...adapters.queues.rq.queue import RQExecutionQueue
 from ...domain.errors import ScheduleError
 from ...domain.jobs import ScheduledJob
@@ -39,7 +41,7 @@ class RQRunner:
     ) -> None:
         self.queue = queue
         self.dispatcher = dispatcher
-        self.pump = pump or DuePump(queue)
+        self.pump = pump or DuePump(queue, owner=dispatcher.worker_id)
         self.runtime = DispatchRuntime(
             dispatcher=dispatcher, store=store, queue=queue, clock=clock, lease_seconds=lease_seconds
         )
@@ -75,6 +77,13 @@ class RQRunner:
         self.worker.stop()
         self.runtime.stop()
         self.pump.stop()
+
+    def peers_dead(self, worker_ids: Sequence[str]) -> None:
+        """Workers declared dead: if one of them held the pump lock, take it over now."""
+        try:
+            self.pump.drop_lock_of(worker_ids)
+        except RedisError as error:  # the lock expires by itself
+            logger.warning("could not check the pump lock of dead workers: %s", error)
 
     def _rehand(self, jobs: Sequence[ScheduledJob]) -> None:
         """The dispatcher returned these claims to pending at stop: give them back to the queue."""

@@ -132,6 +132,18 @@ end
 return 0
 """
 
+# Delete the pump lock if a worker declared dead holds it: the value is "<worker id>/<32 hex>".
+# KEYS: lock. ARGV: the dead workers' ids.
+DROP_LOCK_OF = """
+local holder = redis.call('GET', KEYS[1])
+if not holder then return 0 end
+local owner = string.sub(holder, 1, -34)
+for _, id in ipairs(ARGV) do
+  if owner == id then return redis.call('DEL', KEYS[1]) end
+end
+return 0
+"""
+
 # Release the lock only if we still hold it. KEYS: lock. ARGV: token.
 UNLOCK = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
