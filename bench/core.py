@@ -3,6 +3,7 @@
 Run:  .venv/bin/python bench/core.py [--store sqlite|postgres|all] [--only W1,W2,W3,W4] [--runs N]
 
 W1  schedule_at: 20,000 one-shots due in an hour, one caller  -> jobs/s
+W1M schedule_many: the same 20,000 in one call, and in calls of 1,000 -> jobs/s
 W2  10,000 jobs due at the same instant, worker running        -> drain fires/s, lateness p50/p99
 W3  6,000 jobs due at 200/s                                    -> lateness p50/p99/max, early count
 W4  resident memory of a worker with 100,000 pending jobs      -> RSS MB at 0 / 10k / 100k pending
@@ -90,6 +91,22 @@ def w1(store: str) -> str:
     elapsed = time.perf_counter() - started
     bench.close()
     return f"W1 {store:8} schedule_at: {n / elapsed:,.0f} jobs/s ({n} in {elapsed:.2f} s)"
+
+
+def w1m(store: str) -> str:
+    bench = Bench(store)
+    run_at = datetime.now(UTC) + timedelta(hours=1)
+    bench.service.schedule_many([spec(run_at)])  # warm up (schema, pool)
+    n, figures = 20_000, []
+    for batch in (n, 1_000):
+        specs = [spec(run_at) for _ in range(n)]  # built by the caller, outside the timing
+        started = time.perf_counter()
+        for start in range(0, n, batch):
+            bench.service.schedule_many(specs[start : start + batch])
+        elapsed = time.perf_counter() - started
+        figures.append(f"{n // batch} call(s) of {batch:,}: {n / elapsed:,.0f} jobs/s")
+    bench.close()
+    return f"W1M {store:8} schedule_many x{n}: " + "; ".join(figures)
 
 
 def w2(store: str) -> str:
@@ -213,7 +230,7 @@ def w4(store: str) -> str:
     return f"W4 {store:8} worker process RSS with N pending: " + ", ".join(readings)
 
 
-WORKLOADS: dict[str, Callable[[str], str]] = {"W1": w1, "W2": w2, "W3": w3, "W4": w4, "R1": r1}
+WORKLOADS: dict[str, Callable[[str], str]] = {"W1": w1, "W1M": w1m, "W2": w2, "W3": w3, "W4": w4, "R1": r1}
 
 
 def main() -> None:

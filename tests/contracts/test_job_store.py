@@ -195,6 +195,46 @@ def test_two_racing_transactions_with_one_client_request_id_exactly_one_wins(
     assert sum(job_store.get(j.id) is not None for j in candidates) == 1
 
 
+# -- insert_many ---------------------------------------------------------------------------------
+
+
+def test_insert_many_writes_every_row_in_one_transaction(job_store: JobStore) -> None:
+    jobs = [full_job(), job(), job(repeat=IntervalRepeat(every_ms=1000), payload={"i": 2})]
+    with job_store.transaction() as tx:
+        tx.insert_many(jobs)
+        assert tx.get(jobs[1].id) == jobs[1]
+    assert [job_store.get(j.id) for j in jobs] == jobs
+    with job_store.transaction() as tx:
+        tx.insert_many([])
+
+
+def test_insert_many_rolls_back_with_its_transaction(job_store: JobStore) -> None:
+    jobs = [job(), job()]
+    with pytest.raises(RuntimeError, match="abort"), job_store.transaction() as tx:
+        tx.insert_many(jobs)
+        raise RuntimeError("abort")
+    assert [job_store.get(j.id) for j in jobs] == [None, None]
+
+
+def test_insert_many_refuses_a_used_client_request_id_naming_it(job_store: JobStore) -> None:
+    first = insert(job_store, job(metadata=JobMetadata(client_request_id="req-1")))[0]
+    batch = [job(metadata=JobMetadata(client_request_id=f"new-{i}")) for i in range(3)]
+    batch.insert(2, job(metadata=JobMetadata(client_request_id="req-1")))
+    with pytest.raises(ClientRequestIdInUse) as caught, job_store.transaction() as tx:
+        tx.insert_many(batch)
+    assert caught.value.client_request_id == "req-1"
+    assert all(job_store.get(j.id) is None for j in batch)
+    assert job_store.get(first.id) == first
+
+
+def test_insert_many_refuses_a_client_request_id_used_twice_in_the_batch(job_store: JobStore) -> None:
+    batch = [job(metadata=JobMetadata(client_request_id=name)) for name in ("a", "b", "a")]
+    with pytest.raises(ClientRequestIdInUse) as caught, job_store.transaction() as tx:
+        tx.insert_many(batch)
+    assert caught.value.client_request_id == "a"
+    assert all(job_store.get(j.id) is None for j in batch)
+
+
 # -- update / update_many -------------------------------------------------------------------------
 
 

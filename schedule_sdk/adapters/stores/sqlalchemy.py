@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import json
+import re
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import datetime
@@ -24,6 +25,7 @@ from ...domain.jobs import (
     ScheduledJob,
     encode_json,
     repeat_from_dict,
+    repeated_request_id,
 )
 from ...domain.status import JobStatus
 from ...ports import Guard, JobStore, JobTransaction, OccurrenceRef
@@ -161,11 +163,38 @@ class _Transaction(JobTransaction):
             raise ClientRequestIdInUse(str(job.metadata.client_request_id)) from error.__cause__
 
     def insert_many(self, jobs: Sequence[ScheduledJob]) -> None:
-        if len(jobs) == 1:
-            self.insert(jobs[0])
-        elif jobs:
-            with translate_errors():  # one executemany (the timer arms a batch of timers at once)
+        if len(jobs) <= 1:
+            for job in jobs:
+                self.insert(job)
+            return
+        repeated = repeated_request_id(jobs)
+        if repeated is not None:
+            raise ClientRequestIdInUse(repeated[0])
+        try:
+            with translate_errors():  # one executemany (schedule_many; the timer arms a batch at once)
                 self._conn.execute(sa.insert(t), [to_row(job) for job in jobs])
+        except ClientRequestIdInUse as error:  # an executemany's params do not name the value
+            raise ClientRequestIdInUse(self._used_request_id(jobs, error)) from error.__cause__
+
+    def _used_request_id(self, jobs: Sequence[ScheduledJob], error: ClientRequestIdInUse) -> str:
+        """Which ``client_request_id`` of ``jobs`` another row already uses (after a refused insert)."""
+        diag = getattr(getattr(error.__cause__, "orig", None), "diag", None)
+        detail = getattr(diag, "message_detail", None)
+        found = re.search(r"\(client_request_id\)=\((.*)\) already exists", detail or "")
+        if found:  # PostgreSQL names the key (and its transaction is aborted: no query possible)
+            return found.group(1)
+        # SQLite: the failed statement alone was undone; look the other rows up.
+        ours = {job.id for job in jobs}
+        wanted = [job.metadata.client_request_id for job in jobs if job.metadata.client_request_id]
+        for start in range(0, len(wanted), 500):
+            query = sa.select(t.c.id, t.c.client_request_id).where(
+                t.c.client_request_id.in_(wanted[start : start + 500])
+            )
+            with translate_errors():
+                for row_id, used in self._conn.execute(query):
+                    if row_id not in ours:
+                        return str(used)
+        return error.client_request_id
 
     def get(self, job_id: str, *, for_update: bool = False) -> ScheduledJob | None:
         query = sa.select(t).where(t.c.id == job_id)
