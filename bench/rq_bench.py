@@ -7,6 +7,8 @@ shared test server has persistence off) and a fresh PostgreSQL database ``schedu
 (fsync and synchronous_commit on, as configured on the machine).
 
 W1  schedule_at: 10,000 one-shots due in an hour, 1 and 8 callers       -> jobs/s
+W1M schedule_many: 20,000 one-shots (half due in a minute, half in an hour) in one call,
+    and in calls of 1,000                                                 -> jobs/s
 W2  10,000 jobs due at one instant, two ``schedule-sdk worker`` processes -> drain fires/s, lateness
 W3  6,000 jobs due at 200/s, one ``schedule-sdk worker`` process          -> lateness p50/p99/max, early
 R   100,000 pending rows with no Redis entry, one reconciler run          -> seconds, healed
@@ -156,6 +158,22 @@ def w1(env: Env) -> None:
     container.shutdown_resources()
 
 
+def w1m(env: Env) -> None:
+    container = env.container(env.settings())
+    service = container.schedule_service()
+    n, now = 20_000, datetime.now(UTC)
+    service.schedule_many([spec(now + timedelta(hours=1))])  # warm-up
+    for batch in (n, 1_000):
+        # half near (staged, then activated after the commit), half far (straight to the delay index)
+        specs = [spec(now + timedelta(minutes=1 if i % 2 else 60)) for i in range(n)]
+        started = time.perf_counter()
+        for start in range(0, n, batch):
+            service.schedule_many(specs[start : start + batch])
+        elapsed = time.perf_counter() - started
+        print(f"W1M [{env.store}+redis] schedule_many x{n} in calls of {batch:,}: {n / elapsed:,.0f} jobs/s")
+    container.shutdown_resources()
+
+
 def w2(env: Env) -> None:
     settings = env.settings()
     container = env.container(settings)
@@ -218,7 +236,7 @@ def main() -> None:
     args = parser.parse_args()
     env = Env(args.store)
     try:
-        workloads = {"W1": w1, "W2": w2, "W3": w3, "R": reconcile}
+        workloads = {"W1": w1, "W1M": w1m, "W2": w2, "W3": w3, "R": reconcile}
         for name in args.only.split(","):
             workloads[name.strip()](env)
     finally:

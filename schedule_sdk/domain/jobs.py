@@ -38,10 +38,14 @@ def validate_topic(topic: object) -> str:
     return topic
 
 
+#: Built once: ``json.dumps`` with options builds a new encoder on every call.
+_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
 def encode_json(value: object, what: str = "payload") -> str:
     """Compact JSON text for ``value``; :class:`InvalidPayload` if it is not plain JSON."""
     try:
-        return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+        return _ENCODER.encode(value)
     except (TypeError, ValueError) as exc:
         raise InvalidPayload(f"{what} is not JSON-serializable: {exc}") from exc
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import json
-import re
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import datetime
@@ -21,6 +20,7 @@ from ...domain.jobs import (
     JobMetadata,
     JobQuery,
     MisfirePolicy,
+    Repeat,
     RetryPolicy,
     ScheduledJob,
     encode_json,
@@ -29,7 +29,7 @@ from ...domain.jobs import (
 )
 from ...domain.status import JobStatus
 from ...ports import Guard, JobStore, JobTransaction, OccurrenceRef
-from . import pg_claims, watch
+from . import bulk, pg_claims, watch
 from .engine import WRITE, translate_errors
 from .tables import FINISHED_CONDITION, UTCDateTime
 from .tables import schedule_jobs as t
@@ -52,8 +52,8 @@ def to_row(job: ScheduledJob) -> dict[str, Any]:
         "tenant_id": meta.tenant_id,
         "correlation_id": meta.correlation_id,
         "client_request_id": meta.client_request_id,
-        "repeat": None if job.repeat is None else json.dumps(job.repeat.to_dict()),
-        "retry": json.dumps(job.retry.to_dict()),
+        "repeat": None if job.repeat is None else _policy_json(job.repeat),
+        "retry": _policy_json(job.retry),
         "occurrence": job.occurrence,
         "attempt": job.attempt,
         "occurrence_count": job.occurrence_count,
@@ -67,9 +67,15 @@ def to_row(job: ScheduledJob) -> dict[str, Any]:
         "updated_at": job.updated_at,
         "rescheduled_from": job.rescheduled_from,
         "rescheduled_to": job.rescheduled_to,
-        "misfire": None if job.misfire == FIRE_ONCE else json.dumps(job.misfire.to_dict()),
+        "misfire": None if job.misfire == FIRE_ONCE else _policy_json(job.misfire),
         "regular_due": job.regular_due,
     }
+
+
+@functools.lru_cache(maxsize=1024)
+def _policy_json(policy: Repeat | RetryPolicy | MisfirePolicy) -> str:
+    """The stored JSON of a (frozen, hashable) policy: most jobs share a few, so each is encoded once."""
+    return json.dumps(policy.to_dict())
 
 
 def from_row(row: Mapping[Any, Any]) -> ScheduledJob:
@@ -170,31 +176,7 @@ class _Transaction(JobTransaction):
         repeated = repeated_request_id(jobs)
         if repeated is not None:
             raise ClientRequestIdInUse(repeated[0])
-        try:
-            with translate_errors():  # one executemany (schedule_many; the timer arms a batch at once)
-                self._conn.execute(sa.insert(t), [to_row(job) for job in jobs])
-        except ClientRequestIdInUse as error:  # an executemany's params do not name the value
-            raise ClientRequestIdInUse(self._used_request_id(jobs, error)) from error.__cause__
-
-    def _used_request_id(self, jobs: Sequence[ScheduledJob], error: ClientRequestIdInUse) -> str:
-        """Which ``client_request_id`` of ``jobs`` another row already uses (after a refused insert)."""
-        diag = getattr(getattr(error.__cause__, "orig", None), "diag", None)
-        detail = getattr(diag, "message_detail", None)
-        found = re.search(r"\(client_request_id\)=\((.*)\) already exists", detail or "")
-        if found:  # PostgreSQL names the key (and its transaction is aborted: no query possible)
-            return found.group(1)
-        # SQLite: the failed statement alone was undone; look the other rows up.
-        ours = {job.id for job in jobs}
-        wanted = [job.metadata.client_request_id for job in jobs if job.metadata.client_request_id]
-        for start in range(0, len(wanted), 500):
-            query = sa.select(t.c.id, t.c.client_request_id).where(
-                t.c.client_request_id.in_(wanted[start : start + 500])
-            )
-            with translate_errors():
-                for row_id, used in self._conn.execute(query):
-                    if row_id not in ours:
-                        return str(used)
-        return error.client_request_id
+        bulk.insert_rows(self._conn, [to_row(job) for job in jobs])
 
     def get(self, job_id: str, *, for_update: bool = False) -> ScheduledJob | None:
         query = sa.select(t).where(t.c.id == job_id)
