@@ -1,10 +1,12 @@
-"""Many job rows in one statement (``schedule_many``, the timer arming a batch of timers).
+"""Job rows inserted straight through the driver (``schedule_at``, ``schedule_many``, the timer).
 
-Letting SQLAlchemy build each row's parameters costs more than the database's insert itself, so
-the rows go straight to the driver: on PostgreSQL as one ``COPY ... FROM STDIN`` (about three times
-the rows per second of an executemany; the notify trigger of migration 0001 fires for each row as
-for an ``INSERT``), on SQLite as one executemany of the statement compiled once, each value
-through its column type's own bind processor.
+An insert through SQLAlchemy Core costs more CPU than the database's own work for it (statement
+cache lookup, per-row parameter processing, execution events), and scheduling is a hot path. So
+the rows go to the driver connection of the transaction: one row as one (on PostgreSQL, prepared)
+``INSERT``; many rows as one ``COPY ... FROM STDIN`` on PostgreSQL (about three times the rows
+per second of an executemany; the notify trigger of migration 0001 fires for each row as for an
+``INSERT``) or one executemany on SQLite. Each value goes through its column type's own bind
+processor, and driver errors are translated as everywhere else (:func:`.engine.translate_errors`).
 """
 
 from __future__ import annotations
@@ -16,28 +18,30 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import sqlalchemy as sa
+from sqlalchemy import exc
 from sqlalchemy.engine import Connection
 
-from ...domain.errors import ClientRequestIdInUse, StoreUnavailable
+from ...domain.errors import ClientRequestIdInUse
 from .engine import translate_errors
 from .tables import schedule_jobs as t
 
 _NAMES = [c.name for c in t.c]
-_COPY = f"COPY schedule_jobs ({', '.join(_NAMES)}) FROM STDIN"
 _USED = re.compile(r"\(client_request_id\)=\((.*)\) already exists")
+_Bind = Callable[[Any], Any]
+_Getter = Callable[[dict[str, Any]], tuple[Any, ...]]
 
 
 def insert_rows(conn: Connection, rows: Sequence[dict[str, Any]]) -> None:
     """Insert ``rows`` (column values by name) inside the transaction of ``conn``.
 
-    :raises ClientRequestIdInUse: a row's ``client_request_id`` is used by another row (named
-        when the database says which); the transaction must roll back.
+    :raises ClientRequestIdInUse: a row's ``client_request_id`` is used by another row; the
+        transaction must roll back.
     :raises StoreUnavailable: the database failed.
     """
-    if conn.dialect.name == "postgresql":
-        _copy(conn, rows)
+    if not rows:
         return
-    sql, values_of, binds = _compiled(conn.dialect)
+    is_pg = conn.dialect.name == "postgresql"
+    values_of, binds = _binds(conn.dialect)
     params = []
     for row in rows:
         values = list(values_of(row))
@@ -45,46 +49,60 @@ def insert_rows(conn: Connection, rows: Sequence[dict[str, Any]]) -> None:
             if values[index] is not None:
                 values[index] = bind(values[index])
         params.append(tuple(values))
+    driver = conn.connection.driver_connection
     try:
         with translate_errors():
-            conn.exec_driver_sql(sql, params)
-    except ClientRequestIdInUse as error:
-        # SQLite undid the failed row only: look up which other row holds one of ours.
-        raise ClientRequestIdInUse(_used_request_id(conn, rows) or "?") from error.__cause__
+            cursor = driver.cursor()  # type: ignore[union-attr]
+            try:
+                if is_pg:
+                    _pg_insert(cursor, params)
+                elif len(params) == 1:
+                    cursor.execute(_sql("?"), params[0])
+                else:
+                    cursor.executemany(_sql("?"), params)
+            except conn.dialect.loaded_dbapi.Error as error:
+                dbapi_error = conn.dialect.loaded_dbapi.Error
+                raise exc.DBAPIError.instance(_sql("?"), None, error, dbapi_error) from error
+            finally:
+                cursor.close()
+    except ClientRequestIdInUse as error:  # a list of rows does not say which one clashed
+        raise ClientRequestIdInUse(_used_request_id(conn, rows, error)) from error.__cause__
 
 
-def _copy(conn: Connection, rows: Sequence[dict[str, Any]]) -> None:
-    import psycopg  # the optional ``postgres`` extra: only PostgreSQL stores get here
-
-    driver = conn.connection.driver_connection
-    assert isinstance(driver, psycopg.Connection)
-    try:
-        with driver.cursor() as cursor, cursor.copy(_COPY) as copy:
-            for row in rows:
-                copy.write_row([row[name] for name in _NAMES])
-    except psycopg.errors.UniqueViolation as error:
-        used = _USED.search(error.diag.message_detail or "")
-        if used is None:
-            raise StoreUnavailable(f"the job store rejected a write: {error}") from error
-        raise ClientRequestIdInUse(used.group(1)) from error
-    except psycopg.Error as error:
-        raise StoreUnavailable(f"the job store failed: {type(error).__name__}: {error}") from error
+def _pg_insert(cursor: Any, params: list[tuple[Any, ...]]) -> None:
+    if len(params) == 1:
+        cursor.execute(_sql("%s"), params[0], prepare=True)
+        return
+    with cursor.copy(f"COPY schedule_jobs ({', '.join(_NAMES)}) FROM STDIN") as copy:
+        for values in params:
+            copy.write_row(values)
 
 
 @functools.cache
-def _compiled(
+def _sql(placeholder: str) -> str:
+    return (
+        f"INSERT INTO schedule_jobs ({', '.join(_NAMES)}) VALUES ({', '.join([placeholder] * len(_NAMES))})"
+    )
+
+
+@functools.cache
+def _binds(
     dialect: sa.Dialect,
-) -> tuple[str, Callable[[dict[str, Any]], tuple[Any, ...]], list[tuple[int, Callable[[Any], Any]]]]:
-    """The positional insert statement, a getter of its values from a row, and the bind processors
-    of the columns that have one (by position)."""
-    compiled = sa.insert(t).compile(dialect=dialect)
-    assert compiled.positional and compiled.positiontup is not None
-    names = compiled.positiontup
-    binds = [(i, t.c[name].type.bind_processor(dialect)) for i, name in enumerate(names)]
-    return compiled.string, operator.itemgetter(*names), [(i, b) for i, b in binds if b is not None]
+) -> tuple[Callable[[dict[str, Any]], tuple[Any, ...]], list[tuple[int, _Bind]]]:
+    """A getter of a row's values in column order, and the bind processors of the columns that
+    have one (by position)."""
+    binds = [(i, t.c[name].type.bind_processor(dialect)) for i, name in enumerate(_NAMES)]
+    return operator.itemgetter(*_NAMES), [(i, bind) for i, bind in binds if bind is not None]
 
 
-def _used_request_id(conn: Connection, rows: Sequence[dict[str, Any]]) -> str | None:
+def _used_request_id(conn: Connection, rows: Sequence[dict[str, Any]], error: ClientRequestIdInUse) -> str:
+    if len(rows) == 1:
+        return str(rows[0]["client_request_id"])
+    diag = getattr(getattr(error.__cause__, "orig", None), "diag", None)
+    used = _USED.search(getattr(diag, "message_detail", None) or "")
+    if used is not None:  # PostgreSQL names it (and its transaction is aborted: no query possible)
+        return used.group(1)
+    # SQLite undid the failed row only: look up which other row holds one of ours.
     ours = {row["id"] for row in rows}
     wanted = [row["client_request_id"] for row in rows if row["client_request_id"] is not None]
     for start in range(0, len(wanted), 500):
@@ -92,7 +110,7 @@ def _used_request_id(conn: Connection, rows: Sequence[dict[str, Any]]) -> str | 
             t.c.client_request_id.in_(wanted[start : start + 500])
         )
         with translate_errors():
-            for row_id, used in conn.execute(query):
+            for row_id, request_id in conn.execute(query):
                 if row_id not in ours:
-                    return str(used)
-    return None
+                    return str(request_id)
+    return error.client_request_id

@@ -9,6 +9,7 @@ deferred ``BEGIN``. Python 3.11's pysqlite has no ``autocommit`` attribute, henc
 from __future__ import annotations
 
 import contextlib
+import sqlite3
 from collections.abc import Iterator
 from typing import Any
 
@@ -67,8 +68,11 @@ def _sqlite_engine(url: sa.URL, busy_timeout_ms: int, echo: bool) -> Engine:
 
     @event.listens_for(engine, "begin")
     def _on_begin(conn: Connection) -> None:
-        immediate = conn.get_execution_options().get(WRITE, False)
-        conn.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
+        statement = "BEGIN IMMEDIATE" if conn.get_execution_options().get(WRITE, False) else "BEGIN"
+        try:  # on the driver connection: a statement through SQLAlchemy costs more than the BEGIN
+            conn.connection.driver_connection.execute(statement)  # type: ignore[union-attr]
+        except sqlite3.Error as error:
+            raise exc.DBAPIError.instance(statement, None, error, sqlite3.Error) from error
 
     return engine
 

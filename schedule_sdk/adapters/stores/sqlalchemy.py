@@ -161,18 +161,10 @@ class _Transaction(JobTransaction):
         return self._conn
 
     def insert(self, job: ScheduledJob) -> None:
-        try:
-            with translate_errors():
-                # On PostgreSQL a trigger (migration 0001) notifies NOTIFY_CHANNEL on commit.
-                self._conn.execute(sa.insert(t), to_row(job))
-        except ClientRequestIdInUse as error:  # the driver's params do not always name the value
-            raise ClientRequestIdInUse(str(job.metadata.client_request_id)) from error.__cause__
+        # On PostgreSQL a trigger (migration 0001) notifies NOTIFY_CHANNEL on commit.
+        bulk.insert_rows(self._conn, [to_row(job)])
 
     def insert_many(self, jobs: Sequence[ScheduledJob]) -> None:
-        if len(jobs) <= 1:
-            for job in jobs:
-                self.insert(job)
-            return
         repeated = repeated_request_id(jobs)
         if repeated is not None:
             raise ClientRequestIdInUse(repeated[0])
