@@ -260,6 +260,24 @@ _PURGE = sa.delete(t).where(t.c.id.in_(PURGE_CHOICE))
 _PURGE_PG = sa.delete(t).where(t.c.id.in_(_once(PURGE_CHOICE.with_for_update(skip_locked=True))))
 
 
+def list_statement(query: JobQuery) -> sa.Select[Any]:
+    """The keyset page of ``list_jobs``: by id, through the primary key or a filter's
+    ``(column, id)`` index (ix_schedule_jobs_owner, _tenant, _topic)."""
+    statement = sa.select(t).order_by(t.c.id).limit(query.limit)
+    for column, value in (
+        ("owner_id", query.owner_id),
+        ("tenant_id", query.tenant_id),
+        ("topic", query.topic),
+    ):
+        if value is not None:
+            statement = statement.where(t.c[column] == value)
+    if query.statuses:
+        statement = statement.where(t.c.status.in_(sorted(s.value for s in query.statuses)))
+    if query.after_id is not None:
+        statement = statement.where(t.c.id > query.after_id)
+    return statement
+
+
 def _claims_engine(engine: Engine) -> Engine:
     return sa.create_engine(
         engine.url,
@@ -328,20 +346,8 @@ class SQLAlchemyJobStore(JobStore):
         return None if row is None else from_row(row)
 
     def list_jobs(self, query: JobQuery) -> list[ScheduledJob]:
-        statement = sa.select(t).order_by(t.c.id).limit(query.limit)
-        for column, value in (
-            ("owner_id", query.owner_id),
-            ("tenant_id", query.tenant_id),
-            ("topic", query.topic),
-        ):
-            if value is not None:
-                statement = statement.where(t.c[column] == value)
-        if query.statuses:
-            statement = statement.where(t.c.status.in_(sorted(s.value for s in query.statuses)))
-        if query.after_id is not None:
-            statement = statement.where(t.c.id > query.after_id)
         with self._read() as conn:
-            return [from_row(r) for r in conn.execute(statement).mappings()]
+            return [from_row(r) for r in conn.execute(list_statement(query)).mappings()]
 
     def claim_due(
         self, now: datetime, limit: int, worker_id: str, lease_until: datetime
