@@ -64,7 +64,7 @@ class ScheduleWorker:
         with self._lock:
             if self.running:
                 return self
-            self.reconciler.run()
+            self.reconciler.run_at_start()
             self._stop.clear()
             self.dispatcher.start()
             self._runner.start()
