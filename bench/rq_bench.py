@@ -11,7 +11,9 @@ W1M schedule_many: 20,000 one-shots (half due in a minute, half in an hour) in o
     and in calls of 1,000                                                 -> jobs/s
 W2  10,000 jobs due at one instant, two ``schedule-sdk worker`` processes -> drain fires/s, lateness
 W3  6,000 jobs due at 200/s, one ``schedule-sdk worker`` process          -> lateness p50/p99/max, early
-R   100,000 pending rows with no Redis entry, one reconciler run          -> seconds, healed
+W2P W2 with 1, 2 and 4 ``schedule-sdk worker`` processes, on each substrate (sql: PostgreSQL
+    alone; rq: PostgreSQL + Redis)                                         -> drain fires/s, lateness
+R   100,000 (--pending) pending rows with no Redis entry, one reconciler run         -> seconds, healed
 
 Lateness = listener start (fired_at) - due instant (scheduled_for), measured in the worker.
 """
@@ -113,8 +115,7 @@ def bulk_insert(container: ScheduleContainer, run_ats: list[datetime]) -> None:
     service, store = container.schedule_service(), container.store()
     for start in range(0, len(run_ats), 5000):
         with store.transaction() as tx:
-            for run_at in run_ats[start : start + 5000]:
-                tx.insert(service._new_job(spec(run_at)))
+            tx.insert_many([service._new_job(spec(run_at)) for run_at in run_ats[start : start + 5000]])
 
 
 def wait_events(events: Path, count: int, timeout: float) -> list[tuple[float, float]]:
@@ -195,6 +196,29 @@ def w2(env: Env) -> None:
     container.shutdown_resources()
 
 
+def w2_processes(env: Env) -> None:
+    for substrate in ("sql", "rq"):
+        for count in (1, 2, 4):
+            settings = {**env.settings(), "substrate": substrate}
+            container = env.container(settings)
+            n, events = 10_000, env.dir / f"w2p-{time.time_ns()}.events"
+            due = datetime.now(UTC) + timedelta(seconds=20)
+            container.schedule_service().schedule_many([spec(due) for _ in range(n)])
+            env.start_workers(settings, count, events)
+            rows = wait_events(events, n, timeout=max(60.0, (due - datetime.now(UTC)).total_seconds() + 120))
+            env.stop_workers()
+            late = [(f - s) * 1000 for s, f in rows]
+            drain = max(f for _, f in rows) - due.timestamp()
+            early = sum(1 for x in late if x < 0)
+            print(
+                f"W2P [{env.store}, {substrate}] {len(rows)}/{n} due at one instant, {count} worker "
+                f"process(es): drained in {drain:.2f}s = {len(rows) / drain:,.0f} fires/s; lateness "
+                f"p50 {percentile(late, 50):.0f} ms, p99 {percentile(late, 99):.0f} ms, early {early}",
+                flush=True,
+            )
+            container.shutdown_resources()
+
+
 def w3(env: Env) -> None:
     settings = env.settings()
     container = env.container(settings)
@@ -216,9 +240,12 @@ def w3(env: Env) -> None:
     container.shutdown_resources()
 
 
+PENDING = 100_000
+
+
 def reconcile(env: Env) -> None:
     container = env.container(env.settings())
-    n = 100_000
+    n = PENDING
     due = datetime.now(UTC) + timedelta(hours=1)
     bulk_insert(container, [due] * n)
     reconciler = Reconciler(store=container.store(), queue=container.queue(), clock=container.clock())
@@ -233,10 +260,12 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--only", default="W1,W2,W3,R")
     parser.add_argument("--store", default="postgres", choices=["postgres", "sqlite"])
+    parser.add_argument("--pending", type=int, default=PENDING, help="rows without an entry for R")
     args = parser.parse_args()
+    globals()["PENDING"] = args.pending
     env = Env(args.store)
     try:
-        workloads = {"W1": w1, "W1M": w1m, "W2": w2, "W3": w3, "R": reconcile}
+        workloads = {"W1": w1, "W1M": w1m, "W2": w2, "W2P": w2_processes, "W3": w3, "R": reconcile}
         for name in args.only.split(","):
             workloads[name.strip()](env)
     finally:
