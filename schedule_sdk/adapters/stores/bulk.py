@@ -49,29 +49,38 @@ def insert_rows(conn: Connection, rows: Sequence[dict[str, Any]]) -> None:
             if values[index] is not None:
                 values[index] = bind(values[index])
         params.append(tuple(values))
-    driver = conn.connection.driver_connection
+    # The PEP 249 connection (under an async engine, SQLAlchemy's adapter of the async driver).
+    dbapi = conn.connection.dbapi_connection
+    assert dbapi is not None
+    sql = _sql("?" if conn.dialect.paramstyle == "qmark" else "%s")
     try:
         with translate_errors():
-            cursor = driver.cursor()  # type: ignore[union-attr]
+            cursor = dbapi.cursor()
             try:
-                if is_pg:
-                    _pg_insert(cursor, params)
+                if is_pg and _is_psycopg(dbapi):
+                    _pg_insert(cursor, sql, params)
                 elif len(params) == 1:
-                    cursor.execute(_sql("?"), params[0])
+                    cursor.execute(sql, params[0])
                 else:
-                    cursor.executemany(_sql("?"), params)
+                    cursor.executemany(sql, params)
             except conn.dialect.loaded_dbapi.Error as error:
                 dbapi_error = conn.dialect.loaded_dbapi.Error
-                raise exc.DBAPIError.instance(_sql("?"), None, error, dbapi_error) from error
+                raise exc.DBAPIError.instance(sql, None, error, dbapi_error) from error
             finally:
                 cursor.close()
     except ClientRequestIdInUse as error:  # a list of rows does not say which one clashed
         raise ClientRequestIdInUse(_used_request_id(conn, rows, error)) from error.__cause__
 
 
-def _pg_insert(cursor: Any, params: list[tuple[Any, ...]]) -> None:
+def _is_psycopg(dbapi: Any) -> bool:
+    import psycopg  # the optional ``postgres`` extra: only PostgreSQL stores get here
+
+    return isinstance(dbapi, psycopg.Connection)
+
+
+def _pg_insert(cursor: Any, sql: str, params: list[tuple[Any, ...]]) -> None:
     if len(params) == 1:
-        cursor.execute(_sql("%s"), params[0], prepare=True)
+        cursor.execute(sql, params[0], prepare=True)
         return
     with cursor.copy(f"COPY schedule_jobs ({', '.join(_NAMES)}) FROM STDIN") as copy:
         for values in params:

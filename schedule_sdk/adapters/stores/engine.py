@@ -69,10 +69,15 @@ def _sqlite_engine(url: sa.URL, busy_timeout_ms: int, echo: bool) -> Engine:
     @event.listens_for(engine, "begin")
     def _on_begin(conn: Connection) -> None:
         statement = "BEGIN IMMEDIATE" if conn.get_execution_options().get(WRITE, False) else "BEGIN"
-        try:  # on the driver connection: a statement through SQLAlchemy costs more than the BEGIN
-            conn.connection.driver_connection.execute(statement)  # type: ignore[union-attr]
+        dbapi = conn.connection.dbapi_connection  # a statement through SQLAlchemy costs more than it
+        assert dbapi is not None
+        cursor = dbapi.cursor()
+        try:
+            cursor.execute(statement)
         except sqlite3.Error as error:
             raise exc.DBAPIError.instance(statement, None, error, sqlite3.Error) from error
+        finally:
+            cursor.close()
 
     return engine
 
