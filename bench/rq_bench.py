@@ -4,6 +4,7 @@ Run:  .venv/bin/python bench/rq_bench.py [--only W1,W2,W3,R] [--store postgres|s
 
 It starts its own redis-server on a free port with ``appendonly yes, appendfsync everysec`` (the
 shared test server has persistence off) and a fresh PostgreSQL database ``schedule_sdk_rq_bench``
+(``$SCHEDULE_RQ_BENCH_DB`` names another)
 (fsync and synchronous_commit on, as configured on the machine).
 
 W1  schedule_at: 10,000 one-shots due in an hour, 1 and 8 callers       -> jobs/s
@@ -38,7 +39,9 @@ from schedule_sdk import OneShotSpec, ScheduleContainer
 from schedule_sdk.reconciler import Reconciler
 
 ROOT = Path(__file__).resolve().parents[1]
-PG_BENCH = "postgresql+psycopg://postgres@127.0.0.1:5432/schedule_sdk_rq_bench"
+#: Another worktree's bench may use the default name at the same time: set SCHEDULE_RQ_BENCH_DB.
+BENCH_DB = os.environ.get("SCHEDULE_RQ_BENCH_DB", "schedule_sdk_rq_bench")
+PG_BENCH = f"postgresql+psycopg://postgres@127.0.0.1:5432/{BENCH_DB}"
 
 
 class Env:
@@ -64,8 +67,8 @@ class Env:
             url = f"sqlite:///{self.dir / f'bench-{time.time_ns()}.db'}"
         else:
             with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
-                conn.execute("DROP DATABASE IF EXISTS schedule_sdk_rq_bench WITH (FORCE)")
-                conn.execute("CREATE DATABASE schedule_sdk_rq_bench")
+                conn.execute(f"DROP DATABASE IF EXISTS {BENCH_DB} WITH (FORCE)")
+                conn.execute(f"CREATE DATABASE {BENCH_DB}")
             url = PG_BENCH
         import redis
 
