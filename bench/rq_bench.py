@@ -199,8 +199,11 @@ def w2(env: Env) -> None:
     container.shutdown_resources()
 
 
+SUBSTRATES = ("sql", "rq")
+
+
 def w2_processes(env: Env) -> None:
-    for substrate in ("sql", "rq"):
+    for substrate in SUBSTRATES:
         for count in (1, 2, 4):
             settings = {**env.settings(), "substrate": substrate}
             container = env.container(settings)
@@ -264,8 +267,10 @@ def main() -> None:
     parser.add_argument("--only", default="W1,W2,W3,R")
     parser.add_argument("--store", default="postgres", choices=["postgres", "sqlite"])
     parser.add_argument("--pending", type=int, default=PENDING, help="rows without an entry for R")
+    parser.add_argument("--substrates", default=",".join(SUBSTRATES), help="W2P: sql,rq")
     args = parser.parse_args()
     globals()["PENDING"] = args.pending
+    globals()["SUBSTRATES"] = tuple(args.substrates.split(","))
     env = Env(args.store)
     try:
         workloads = {"W1": w1, "W1M": w1m, "W2": w2, "W2P": w2_processes, "W3": w3, "R": reconcile}
