@@ -4,9 +4,13 @@ Run:  .venv/bin/python bench/core.py [--store sqlite|postgres|all] [--only W1,W2
 
 W1  schedule_at: 20,000 one-shots due in an hour, one caller  -> jobs/s
 W1A W1 through AsyncScheduleService (awaited one after another on one loop)
+W1M schedule_many: the same 20,000 in one call, and in calls of 1,000 -> jobs/s
 W2  10,000 jobs due at the same instant, worker running        -> drain fires/s, lateness p50/p99
 W3  6,000 jobs due at 200/s                                    -> lateness p50/p99/max, early count
 W4  resident memory of a worker with 100,000 pending jobs      -> RSS MB at 0 / 10k / 100k pending
+M1  1,000,000 pending jobs (due in a day; 1,000 owners) loaded with schedule_many, then a worker
+    running: its RSS over 20 s, a filtered ``list`` page (owner + status), and W3 on top
+                                                                -> load jobs/s, RSS MB, page ms, W3
 R1  W3 while 1,000,000 finished rows are purged (the worker's retention tick and a concurrent
     ``jobs purge``-style run to the end)                         -> W3 lateness, purge rows/s
 
@@ -19,6 +23,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -31,6 +37,7 @@ from _stats import PG_ADMIN, percentile  # bench/ is on sys.path when run as a s
 
 from schedule_sdk import (
     SCHEDULE_ARRIVED_EVENT,
+    JobMetadata,
     ListenerRegistry,
     OneShotSpec,
     ScheduleArrivedEvent,
@@ -112,6 +119,22 @@ def w1a(store: str) -> str:
     elapsed = asyncio.run(run())
     bench.close()
     return f"W1A {store:8} async schedule_at: {n / elapsed:,.0f} jobs/s ({n} in {elapsed:.2f} s)"
+
+
+def w1m(store: str) -> str:
+    bench = Bench(store)
+    run_at = datetime.now(UTC) + timedelta(hours=1)
+    bench.service.schedule_many([spec(run_at)])  # warm up (schema, pool)
+    n, figures = 20_000, []
+    for batch in (n, 1_000):
+        specs = [spec(run_at) for _ in range(n)]  # built by the caller, outside the timing
+        started = time.perf_counter()
+        for start in range(0, n, batch):
+            bench.service.schedule_many(specs[start : start + batch])
+        elapsed = time.perf_counter() - started
+        figures.append(f"{n // batch} call(s) of {batch:,}: {n / elapsed:,.0f} jobs/s")
+    bench.close()
+    return f"W1M {store:8} schedule_many x{n}: " + "; ".join(figures)
 
 
 def w2(store: str) -> str:
@@ -235,7 +258,78 @@ def w4(store: str) -> str:
     return f"W4 {store:8} worker process RSS with N pending: " + ", ".join(readings)
 
 
-WORKLOADS: dict[str, Callable[[str], str]] = {"W1": w1, "W1A": w1a, "W2": w2, "W3": w3, "W4": w4, "R1": r1}
+def worker_process_rss(database_url: str, seconds: float) -> list[float]:
+    """Start a ``schedule-sdk worker`` process on ``database_url``; its RSS (MB) every 5 s."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SCHEDULE_")}
+    env["SCHEDULE_DATABASE_URL"] = database_url
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "schedule_sdk", "worker"], env=env, stderr=subprocess.PIPE, text=True
+    )
+    assert worker.stderr is not None
+    while "started" not in (line := worker.stderr.readline()):
+        if not line:
+            raise RuntimeError("worker failed to start")
+    readings = []
+    for _ in range(int(seconds / 5) + 1):
+        status = Path(f"/proc/{worker.pid}/status").read_text()
+        readings.append(int(status.split("VmRSS:")[1].split()[0]) / 1024)
+        time.sleep(5)
+    worker.terminate()
+    worker.wait(30)
+    return readings
+
+
+PENDING_ROWS = 1_000_000
+
+
+def m1(store: str) -> str:
+    """A million pending jobs: bulk load, worker memory, a filtered list page, W3 on top."""
+    import statistics
+
+    bench = Bench(store)
+    later = datetime.now(UTC) + timedelta(days=1)
+    started = time.perf_counter()
+    for start in range(0, PENDING_ROWS, 20_000):
+        bench.service.schedule_many(
+            [
+                OneShotSpec(
+                    topic="bench.backlog",
+                    run_at=later,
+                    timezone="UTC",
+                    metadata=JobMetadata(owner_id=f"owner-{i % 1000}"),
+                )
+                for i in range(start, start + 20_000)
+            ]
+        )
+    load = PENDING_ROWS / (time.perf_counter() - started)
+    if store == "postgres":
+        with bench.container.engine().begin() as conn:
+            conn.exec_driver_sql("ANALYZE schedule_jobs")
+    pages = []
+    for i in range(50):
+        t0 = time.perf_counter()
+        page = bench.service.list(owner_id=f"owner-{i}", status="pending", limit=50)
+        bench.service.list(owner_id=f"owner-{i}", status="pending", limit=50, cursor=page.next_cursor)
+        pages.append((time.perf_counter() - t0) * 1000 / 2)
+    rss = worker_process_rss(bench.container.config.database_url(), seconds=20)
+    late = _run_w3(bench, store)
+    return (
+        f"M1 {store:8} {PENDING_ROWS:,} pending loaded at {load:,.0f} jobs/s; list page (owner+status) "
+        f"median {statistics.median(pages):.2f} ms, max {max(pages):.2f} ms; a `schedule-sdk worker` "
+        f"process's RSS every 5 s: {', '.join(f'{r:.0f}' for r in rss)} MB; W3 on top: {_w3_figures(late)}"
+    )
+
+
+WORKLOADS: dict[str, Callable[[str], str]] = {
+    "W1": w1,
+    "W1A": w1a,
+    "W1M": w1m,
+    "W2": w2,
+    "W3": w3,
+    "W4": w4,
+    "M1": m1,
+    "R1": r1,
+}
 
 
 def main() -> None:

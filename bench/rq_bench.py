@@ -4,12 +4,17 @@ Run:  .venv/bin/python bench/rq_bench.py [--only W1,W2,W3,R] [--store postgres|s
 
 It starts its own redis-server on a free port with ``appendonly yes, appendfsync everysec`` (the
 shared test server has persistence off) and a fresh PostgreSQL database ``schedule_sdk_rq_bench``
+(``$SCHEDULE_RQ_BENCH_DB`` names another)
 (fsync and synchronous_commit on, as configured on the machine).
 
 W1  schedule_at: 10,000 one-shots due in an hour, 1 and 8 callers       -> jobs/s
+W1M schedule_many: 20,000 one-shots (half due in a minute, half in an hour) in one call,
+    and in calls of 1,000                                                 -> jobs/s
 W2  10,000 jobs due at one instant, two ``schedule-sdk worker`` processes -> drain fires/s, lateness
 W3  6,000 jobs due at 200/s, one ``schedule-sdk worker`` process          -> lateness p50/p99/max, early
-R   100,000 pending rows with no Redis entry, one reconciler run          -> seconds, healed
+W2P W2 with 1, 2 and 4 ``schedule-sdk worker`` processes, on each substrate (sql: PostgreSQL
+    alone; rq: PostgreSQL + Redis)                                         -> drain fires/s, lateness
+R   100,000 (--pending) pending rows with no Redis entry, one reconciler run         -> seconds, healed
 
 Lateness = listener start (fired_at) - due instant (scheduled_for), measured in the worker.
 """
@@ -34,7 +39,9 @@ from schedule_sdk import OneShotSpec, ScheduleContainer
 from schedule_sdk.reconciler import Reconciler
 
 ROOT = Path(__file__).resolve().parents[1]
-PG_BENCH = "postgresql+psycopg://postgres@127.0.0.1:5432/schedule_sdk_rq_bench"
+#: Another worktree's bench may use the default name at the same time: set SCHEDULE_RQ_BENCH_DB.
+BENCH_DB = os.environ.get("SCHEDULE_RQ_BENCH_DB", "schedule_sdk_rq_bench")
+PG_BENCH = f"postgresql+psycopg://postgres@127.0.0.1:5432/{BENCH_DB}"
 
 
 class Env:
@@ -60,8 +67,8 @@ class Env:
             url = f"sqlite:///{self.dir / f'bench-{time.time_ns()}.db'}"
         else:
             with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
-                conn.execute("DROP DATABASE IF EXISTS schedule_sdk_rq_bench WITH (FORCE)")
-                conn.execute("CREATE DATABASE schedule_sdk_rq_bench")
+                conn.execute(f"DROP DATABASE IF EXISTS {BENCH_DB} WITH (FORCE)")
+                conn.execute(f"CREATE DATABASE {BENCH_DB}")
             url = PG_BENCH
         import redis
 
@@ -111,8 +118,7 @@ def bulk_insert(container: ScheduleContainer, run_ats: list[datetime]) -> None:
     service, store = container.schedule_service(), container.store()
     for start in range(0, len(run_ats), 5000):
         with store.transaction() as tx:
-            for run_at in run_ats[start : start + 5000]:
-                tx.insert(service._new_job(spec(run_at)))
+            tx.insert_many([service._new_job(spec(run_at)) for run_at in run_ats[start : start + 5000]])
 
 
 def wait_events(events: Path, count: int, timeout: float) -> list[tuple[float, float]]:
@@ -156,6 +162,22 @@ def w1(env: Env) -> None:
     container.shutdown_resources()
 
 
+def w1m(env: Env) -> None:
+    container = env.container(env.settings())
+    service = container.schedule_service()
+    n, now = 20_000, datetime.now(UTC)
+    service.schedule_many([spec(now + timedelta(hours=1))])  # warm-up
+    for batch in (n, 1_000):
+        # half near (staged, then activated after the commit), half far (straight to the delay index)
+        specs = [spec(now + timedelta(minutes=1 if i % 2 else 60)) for i in range(n)]
+        started = time.perf_counter()
+        for start in range(0, n, batch):
+            service.schedule_many(specs[start : start + batch])
+        elapsed = time.perf_counter() - started
+        print(f"W1M [{env.store}+redis] schedule_many x{n} in calls of {batch:,}: {n / elapsed:,.0f} jobs/s")
+    container.shutdown_resources()
+
+
 def w2(env: Env) -> None:
     settings = env.settings()
     container = env.container(settings)
@@ -175,6 +197,32 @@ def w2(env: Env) -> None:
         f"early {sum(1 for x in late if x < 0)}"
     )
     container.shutdown_resources()
+
+
+SUBSTRATES = ("sql", "rq")
+
+
+def w2_processes(env: Env) -> None:
+    for substrate in SUBSTRATES:
+        for count in (1, 2, 4):
+            settings = {**env.settings(), "substrate": substrate}
+            container = env.container(settings)
+            n, events = 10_000, env.dir / f"w2p-{time.time_ns()}.events"
+            due = datetime.now(UTC) + timedelta(seconds=20)
+            container.schedule_service().schedule_many([spec(due) for _ in range(n)])
+            env.start_workers(settings, count, events)
+            rows = wait_events(events, n, timeout=max(60.0, (due - datetime.now(UTC)).total_seconds() + 120))
+            env.stop_workers()
+            late = [(f - s) * 1000 for s, f in rows]
+            drain = max(f for _, f in rows) - due.timestamp()
+            early = sum(1 for x in late if x < 0)
+            print(
+                f"W2P [{env.store}, {substrate}] {len(rows)}/{n} due at one instant, {count} worker "
+                f"process(es): drained in {drain:.2f}s = {len(rows) / drain:,.0f} fires/s; lateness "
+                f"p50 {percentile(late, 50):.0f} ms, p99 {percentile(late, 99):.0f} ms, early {early}",
+                flush=True,
+            )
+            container.shutdown_resources()
 
 
 def w3(env: Env) -> None:
@@ -198,9 +246,12 @@ def w3(env: Env) -> None:
     container.shutdown_resources()
 
 
+PENDING = 100_000
+
+
 def reconcile(env: Env) -> None:
     container = env.container(env.settings())
-    n = 100_000
+    n = PENDING
     due = datetime.now(UTC) + timedelta(hours=1)
     bulk_insert(container, [due] * n)
     reconciler = Reconciler(store=container.store(), queue=container.queue(), clock=container.clock())
@@ -215,10 +266,14 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--only", default="W1,W2,W3,R")
     parser.add_argument("--store", default="postgres", choices=["postgres", "sqlite"])
+    parser.add_argument("--pending", type=int, default=PENDING, help="rows without an entry for R")
+    parser.add_argument("--substrates", default=",".join(SUBSTRATES), help="W2P: sql,rq")
     args = parser.parse_args()
+    globals()["PENDING"] = args.pending
+    globals()["SUBSTRATES"] = tuple(args.substrates.split(","))
     env = Env(args.store)
     try:
-        workloads = {"W1": w1, "W2": w2, "W3": w3, "R": reconcile}
+        workloads = {"W1": w1, "W1M": w1m, "W2": w2, "W2P": w2_processes, "W3": w3, "R": reconcile}
         for name in args.only.split(","):
             workloads[name.strip()](env)
     finally:

@@ -17,7 +17,8 @@ Use it from one event loop (the engine's pooled connections belong to the loop t
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+import builtins
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from sqlalchemy.engine import Connection
@@ -62,6 +63,10 @@ class AsyncScheduleService:
     async def schedule_repeat(self, spec: RepeatSpec, *, connection: object | None = None) -> ScheduledJob:
         """:meth:`ScheduleService.schedule_repeat <schedule_sdk.ScheduleService.schedule_repeat>`, awaited."""
         return await self._call(lambda s, c: s.schedule_repeat(spec, connection=c), connection)
+
+    async def schedule_many(self, specs: Sequence[JobSpec]) -> builtins.list[ScheduledJob]:
+        """:meth:`ScheduleService.schedule_many <schedule_sdk.ScheduleService.schedule_many>`, awaited."""
+        return await self._call(lambda s, _: s.schedule_many(specs), None)
 
     async def cancel(self, job_id: str, *, connection: object | None = None) -> None:
         """:meth:`ScheduleService.cancel <schedule_sdk.ScheduleService.cancel>`, awaited."""

@@ -363,6 +363,9 @@ class ExecutionQueue(ABC):
     """
 
     name: str = "queue"
+    #: False when the store itself is the queue (the ``sql`` substrate): no entry can be missing,
+    #: so a worker starting skips the reconciler's scan of every open row.
+    holds_entries: bool = True
 
     @abstractmethod
     def enqueue(self, occurrences: Sequence[Occurrence]) -> None:

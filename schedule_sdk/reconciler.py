@@ -113,6 +113,15 @@ class Reconciler:
             logger.warning("handed over %d stranded entries again (a process died mid-hand-off)", len(again))
         return len(again)
 
+    def run_at_start(self) -> None:
+        """What a starting worker heals: everything (:meth:`run`) when the queue holds entries of
+        its own; otherwise only expired claims (nothing can be missing, and reading every open row,
+        a million of them, would hold back the first fires)."""
+        if self._queue.holds_entries:
+            self.run()
+        else:
+            self.release_expired()
+
     def run(self, progress: Callable[[ReconcileReport], None] | None = None) -> ReconcileReport:
         """Heal everything once; ``progress`` is called after each batch."""
         released = self.release_expired()

@@ -6,13 +6,14 @@ import base64
 import binascii
 import builtins
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime, timedelta
 
 from .adapters.metrics import NoMetrics
 from .adapters.tracing import NoTracing
 from .domain import timing
 from .domain.errors import (
+    ClientRequestIdInUse,
     InvalidCursor,
     InvalidPayload,
     InvalidStatus,
@@ -21,6 +22,7 @@ from .domain.errors import (
     NotReschedulable,
     NotTriggerable,
     RunAtInPast,
+    ScheduleError,
 )
 from .domain.history import FireRecord
 from .domain.ids import new_id
@@ -34,6 +36,7 @@ from .domain.jobs import (
     RepeatSpec,
     ScheduledJob,
     encode_json,
+    repeated_request_id,
 )
 from .domain.status import FINISHED_STATUSES, OPEN_STATUSES, JobStatus, check_transition
 from .domain.timing import FireTime
@@ -99,6 +102,34 @@ class ScheduleService:
         job = self._new_job(spec)
         self._write(job, connection=connection)
         return job
+
+    def schedule_many(self, specs: Sequence[JobSpec]) -> builtins.list[ScheduledJob]:
+        """Schedule many jobs (one-shot and repeating specs, mixed) in one call, all or nothing.
+
+        Every spec is validated before anything is written. The jobs are then written in the
+        write order as one transaction (one bulk insert) and one hand-off of all their
+        occurrences to the execution queue. Returns the jobs in the order of ``specs``.
+
+        :raises ScheduleValidationError: a spec is invalid (as ``schedule_at`` or
+            ``schedule_repeat`` would refuse it); the error's ``index`` is its position in
+            ``specs``. Nothing was written.
+        :raises ClientRequestIdInUse: a spec's ``client_request_id`` is already used, or used
+            by an earlier spec of the call (``index`` names the spec). Nothing was written.
+        :raises TypeError: an item of ``specs`` is not a ``OneShotSpec`` or ``RepeatSpec``.
+        :raises StoreUnavailable, QueueUnavailable: nothing was written.
+        """
+        jobs = self._new_jobs(specs)
+        if not jobs:
+            return []
+        with write_order(self._store, self._queue) as (tx, hand_off):
+            try:
+                tx.insert_many(jobs)
+            except ClientRequestIdInUse as error:
+                used = error.client_request_id
+                index = next((i for i, j in enumerate(jobs) if j.metadata.client_request_id == used), None)
+                raise _refused_at(index, error) from error.__cause__
+            hand_off.enqueue([Occurrence.of(job) for job in jobs])
+        return jobs
 
     def cancel(self, job_id: str, *, connection: object | None = None) -> None:
         """Cancel a job. Idempotent: no error if it is already cancelled, completed or failed.
@@ -288,6 +319,22 @@ class ScheduleService:
             trace_context=self._tracing.capture(),
         )
 
+    def _new_jobs(self, specs: Sequence[JobSpec]) -> builtins.list[ScheduledJob]:
+        """``_new_job`` for each spec, then refuse a ``client_request_id`` used twice in ``specs``
+        (a refusal names the spec's index)."""
+        jobs: builtins.list[ScheduledJob] = []
+        for index, spec in enumerate(specs):
+            if not isinstance(spec, OneShotSpec | RepeatSpec):
+                raise TypeError(f"specs[{index}] is not a OneShotSpec or RepeatSpec")
+            try:
+                jobs.append(self._new_job(spec))
+            except ScheduleError as error:
+                raise _refused_at(index, error) from error.__cause__
+        repeated = repeated_request_id(jobs)
+        if repeated is not None:
+            raise _refused_at(repeated[1], ClientRequestIdInUse(repeated[0]))
+        return jobs
+
     def _write(
         self, job: ScheduledJob, replace: str | None = None, connection: object | None = None
     ) -> ScheduledJob | None:
@@ -434,6 +481,14 @@ def triggered(job: ScheduledJob, now: datetime) -> ScheduledJob | None:
 def _refuse_finished(job: ScheduledJob) -> None:
     if job.status in FINISHED_STATUSES:
         raise JobFinished(job.id, job.status.value)
+
+
+def _refused_at(index: int | None, error: ScheduleError) -> ScheduleError:
+    """``error`` naming the position of the refused spec of a ``schedule_many`` call."""
+    if index is not None:
+        error.index = index
+        error.args = (f"specs[{index}]: {error.message}", *error.args[1:])
+    return error
 
 
 def _fire_at(instant: datetime, zone_name: str) -> FireTime:

@@ -51,6 +51,8 @@ class ScheduleError(Exception):
     code: ClassVar[str] = "SCHEDULE_ERROR"
     #: A suggested HTTP status for apps that expose scheduling over HTTP.
     http_status: ClassVar[int] = 500
+    #: In a refused ``ScheduleService.schedule_many`` call: the position of the offending spec.
+    index: int | None = None
 
     def __init__(self, message: str | None = None) -> None:
         super().__init__(message or (self.__doc__ or self.code).strip())

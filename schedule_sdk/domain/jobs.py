@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Literal, Self
@@ -46,10 +46,14 @@ def validate_topic(topic: object) -> str:
     return topic
 
 
+#: Built once: ``json.dumps`` with options builds a new encoder on every call.
+_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
 def encode_json(value: object, what: str = "payload") -> str:
     """Compact JSON text for ``value``; :class:`InvalidPayload` if it is not plain JSON."""
     try:
-        return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+        return _ENCODER.encode(value)
     except (TypeError, ValueError) as exc:
         raise InvalidPayload(f"{what} is not JSON-serializable: {exc}") from exc
 
@@ -425,6 +429,17 @@ MUTABLE_FIELDS: tuple[str, ...] = (
     "rescheduled_to",
     "regular_due",
 )
+
+
+def repeated_request_id(jobs: Sequence[ScheduledJob]) -> tuple[str, int] | None:
+    """The first ``client_request_id`` used twice among ``jobs``, with the position of its second
+    use, or None (one bulk insert must refuse it as a clash with another job)."""
+    first_use: dict[str, int] = {}
+    for index, job in enumerate(jobs):
+        request_id = job.metadata.client_request_id
+        if request_id is not None and first_use.setdefault(request_id, index) != index:
+            return request_id, index
+    return None
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -96,7 +96,7 @@ class ScheduleWorker:
             )
             self._store.beat(self.liveness.row(self._clock.now(), 0))
             self._watch_peers()
-            self.reconciler.run()
+            self.reconciler.run_at_start()
             self._stop.clear()
             self.dispatcher.start()
             self._runner.start()

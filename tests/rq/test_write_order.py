@@ -76,6 +76,25 @@ def test_a_commit_failure_after_enqueue_withdraws_the_entry(rq_settings, harness
     }
 
 
+def test_schedule_many_hands_off_every_occurrence_or_none(rq_settings, harnesses):
+    h = harnesses(rq_settings, redis_url="redis://127.0.0.1:1/0")
+    with pytest.raises(QueueUnavailable):
+        h.service.schedule_many([spec(), spec()])
+    assert h.service.list(limit=10).items == []  # the queue refused: the rows rolled back
+    h = harnesses(rq_settings)
+    real = h.container.store()
+    h.container.store.override(providers.Object(FailingCommit(real)))
+    with pytest.raises(StoreUnavailable):
+        h.service.schedule_many([spec(), spec(3600), spec()])
+    h.container.store.reset_override()
+    assert h.service.list(limit=10).items == []
+    empty = {"staged": [], "delay": [], "released": []}
+    assert entries(rq_settings["redis_url"], rq_settings["rq_queue"]) == empty  # all withdrawn
+    jobs = harnesses(rq_settings).service.schedule_many([spec(), spec(3600)])
+    found = entries(rq_settings["redis_url"], rq_settings["rq_queue"])
+    assert sorted(found["delay"]) == sorted(Occurrence.of(j).key.encode() for j in jobs)
+
+
 def test_an_entry_left_staged_by_a_crash_after_commit_is_healed_by_the_reconciler(rq_settings, harnesses):
     h = harnesses(rq_settings)
     queue: RQExecutionQueue = h.container.queue()

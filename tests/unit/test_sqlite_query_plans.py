@@ -14,6 +14,8 @@ from schedule_sdk.adapters.stores import schema
 from schedule_sdk.adapters.stores import sqlalchemy as store
 from schedule_sdk.adapters.stores.engine import make_engine
 from schedule_sdk.adapters.stores.tables import schedule_jobs as t
+from schedule_sdk.domain.jobs import JobQuery
+from schedule_sdk.domain.status import JobStatus
 
 BY_ID, DUE = "sqlite_autoindex_schedule_jobs_1", "ix_schedule_jobs_pending_due"
 STATEMENTS = {
@@ -89,3 +91,30 @@ def test_dashboard_reads_use_their_index(name: str, index: str, tmp_path: Path) 
     plan = _plan(tmp_path, _sql(statements[name]))
     assert not [step for step in plan if step.startswith("SCAN")], plan
     assert any(index in step for step in plan), plan
+
+
+AFTER = "01900000-0000-7000-8000-000000000000"
+#: list() pages: the filter's (column, id) index or the primary key, in id order, so a page reads
+#: about ``limit`` index entries however many jobs there are (never every match, then a sort).
+LIST_PAGES = {
+    "owner and status": (
+        JobQuery(owner_id="o", statuses=frozenset({JobStatus.PENDING})),
+        "ix_schedule_jobs_owner",
+    ),
+    "tenant, next page": (JobQuery(tenant_id="t", after_id=AFTER), "ix_schedule_jobs_tenant"),
+    "topic": (JobQuery(topic="billing.due"), "ix_schedule_jobs_topic"),
+    "no filter, next page": (JobQuery(after_id=AFTER), BY_ID),
+}
+
+
+@pytest.mark.parametrize("name", list(LIST_PAGES))
+def test_list_pages_walk_an_index_in_id_order(name: str, tmp_path: Path) -> None:
+    engine = make_engine(f"sqlite:///{tmp_path / 'jobs.db'}")
+    schema.upgrade(engine)
+    engine.dispose()
+    query, index = LIST_PAGES[name]
+    statement = store.list_statement(query)
+    sql = str(statement.compile(dialect=engine.dialect, compile_kwargs={"literal_binds": True}))
+    with sqlite3.connect(tmp_path / "jobs.db") as connection:
+        plan = [row[3] for row in connection.execute("EXPLAIN QUERY PLAN " + sql)]
+    assert len(plan) == 1 and index in plan[0], plan  # one index walk, no temp b-tree sort

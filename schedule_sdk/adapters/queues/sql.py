@@ -17,6 +17,7 @@ Wake = Callable[[datetime | None], None]
 
 class SQLExecutionQueue(ExecutionQueue):
     name = "sql"
+    holds_entries = False
 
     def __init__(self) -> None:
         self._listeners: list[Wake] = []

@@ -9,6 +9,7 @@ deferred ``BEGIN``. Python 3.11's pysqlite has no ``autocommit`` attribute, henc
 from __future__ import annotations
 
 import contextlib
+import sqlite3
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -97,8 +98,16 @@ def _configure_sqlite(engine: Engine, busy_timeout_ms: int) -> None:
 
     @event.listens_for(engine, "begin")
     def _on_begin(conn: Connection) -> None:
-        immediate = conn.get_execution_options().get(WRITE, False)
-        conn.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
+        statement = "BEGIN IMMEDIATE" if conn.get_execution_options().get(WRITE, False) else "BEGIN"
+        dbapi = conn.connection.dbapi_connection  # a statement through SQLAlchemy costs more than it
+        assert dbapi is not None
+        cursor = dbapi.cursor()
+        try:
+            cursor.execute(statement)
+        except sqlite3.Error as error:
+            raise exc.DBAPIError.instance(statement, None, error, sqlite3.Error) from error
+        finally:
+            cursor.close()
 
 
 @contextlib.contextmanager

@@ -22,10 +22,12 @@ from ...domain.jobs import (
     JobMetadata,
     JobQuery,
     MisfirePolicy,
+    Repeat,
     RetryPolicy,
     ScheduledJob,
     encode_json,
     repeat_from_dict,
+    repeated_request_id,
 )
 from ...domain.status import JobStatus
 from ...ports import (
@@ -37,7 +39,7 @@ from ...ports import (
     TopicBacklog,
     WorkerInfo,
 )
-from . import django, joined, pg_claims, watch
+from . import bulk, django, joined, pg_claims, watch
 from .engine import WRITE, translate_errors
 from .tables import FINISHED_CONDITION, NOT_PENDING_CONDITION, UTCDateTime
 from .tables import schedule_fires as fires
@@ -62,8 +64,8 @@ def to_row(job: ScheduledJob) -> dict[str, Any]:
         "tenant_id": meta.tenant_id,
         "correlation_id": meta.correlation_id,
         "client_request_id": meta.client_request_id,
-        "repeat": None if job.repeat is None else json.dumps(job.repeat.to_dict()),
-        "retry": json.dumps(job.retry.to_dict()),
+        "repeat": None if job.repeat is None else _policy_json(job.repeat),
+        "retry": _policy_json(job.retry),
         "occurrence": job.occurrence,
         "attempt": job.attempt,
         "occurrence_count": job.occurrence_count,
@@ -77,10 +79,16 @@ def to_row(job: ScheduledJob) -> dict[str, Any]:
         "updated_at": job.updated_at,
         "rescheduled_from": job.rescheduled_from,
         "rescheduled_to": job.rescheduled_to,
-        "misfire": None if job.misfire == FIRE_ONCE else json.dumps(job.misfire.to_dict()),
+        "misfire": None if job.misfire == FIRE_ONCE else _policy_json(job.misfire),
         "regular_due": job.regular_due,
         "trace_context": job.trace_context,
     }
+
+
+@functools.lru_cache(maxsize=1024)
+def _policy_json(policy: Repeat | RetryPolicy | MisfirePolicy) -> str:
+    """The stored JSON of a (frozen, hashable) policy: most jobs share a few, so each is encoded once."""
+    return json.dumps(policy.to_dict())
 
 
 def from_row(row: Mapping[Any, Any]) -> ScheduledJob:
@@ -211,19 +219,14 @@ class _Transaction(JobTransaction):
         return self._conn
 
     def insert(self, job: ScheduledJob) -> None:
-        try:
-            with translate_errors():
-                # On PostgreSQL a trigger (migration 0001) notifies NOTIFY_CHANNEL on commit.
-                self._conn.execute(sa.insert(t), to_row(job))
-        except ClientRequestIdInUse as error:  # the driver's params do not always name the value
-            raise ClientRequestIdInUse(str(job.metadata.client_request_id)) from error.__cause__
+        # On PostgreSQL a trigger (migration 0001) notifies NOTIFY_CHANNEL on commit.
+        bulk.insert_rows(self._conn, [to_row(job)])
 
     def insert_many(self, jobs: Sequence[ScheduledJob]) -> None:
-        if len(jobs) == 1:
-            self.insert(jobs[0])
-        elif jobs:
-            with translate_errors():  # one executemany (the timer arms a batch of timers at once)
-                self._conn.execute(sa.insert(t), [to_row(job) for job in jobs])
+        repeated = repeated_request_id(jobs)
+        if repeated is not None:
+            raise ClientRequestIdInUse(repeated[0])
+        bulk.insert_rows(self._conn, [to_row(job) for job in jobs])
 
     def get(self, job_id: str, *, for_update: bool = False) -> ScheduledJob | None:
         query = sa.select(t).where(t.c.id == job_id)
@@ -339,6 +342,26 @@ _PURGE = sa.delete(t).where(t.c.id.in_(PURGE_CHOICE))
 _PURGE_PG = sa.delete(t).where(t.c.id.in_(_once(PURGE_CHOICE.with_for_update(skip_locked=True))))
 
 
+def list_statement(query: JobQuery) -> sa.Select[Any]:
+    """The keyset page of ``list_jobs``: by id, through the primary key or a filter's
+    ``(column, id)`` index (ix_schedule_jobs_owner, _tenant, _topic)."""
+    statement = sa.select(t).order_by(t.c.id).limit(query.limit)
+    for column, value in (
+        ("owner_id", query.owner_id),
+        ("tenant_id", query.tenant_id),
+        ("topic", query.topic),
+    ):
+        if value is not None:
+            statement = statement.where(t.c[column] == value)
+    if query.statuses:
+        statement = statement.where(t.c.status.in_(sorted(s.value for s in query.statuses)))
+        if JobStatus.PENDING not in query.statuses:  # lets the planner use ix_schedule_jobs_status
+            statement = statement.where(_NOT_PENDING)
+    if query.after_id is not None:
+        statement = statement.where(t.c.id > query.after_id)
+    return statement
+
+
 def _claims_engine(engine: Engine) -> Engine:
     return sa.create_engine(
         engine.url,
@@ -423,22 +446,8 @@ class SQLAlchemyJobStore(JobStore):
         return None if row is None else from_row(row)
 
     def list_jobs(self, query: JobQuery) -> list[ScheduledJob]:
-        statement = sa.select(t).order_by(t.c.id).limit(query.limit)
-        for column, value in (
-            ("owner_id", query.owner_id),
-            ("tenant_id", query.tenant_id),
-            ("topic", query.topic),
-        ):
-            if value is not None:
-                statement = statement.where(t.c[column] == value)
-        if query.statuses:
-            statement = statement.where(t.c.status.in_(sorted(s.value for s in query.statuses)))
-            if JobStatus.PENDING not in query.statuses:  # lets the planner use ix_schedule_jobs_status
-                statement = statement.where(_NOT_PENDING)
-        if query.after_id is not None:
-            statement = statement.where(t.c.id > query.after_id)
         with self._read() as conn:
-            return [from_row(r) for r in conn.execute(statement).mappings()]
+            return [from_row(r) for r in conn.execute(list_statement(query)).mappings()]
 
     def claim_due(
         self, now: datetime, limit: int, worker_id: str, lease_until: datetime

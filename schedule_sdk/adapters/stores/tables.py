@@ -8,6 +8,7 @@ compare them with the database's own clock (SQLite's ``datetime('now')`` has ano
 
 from __future__ import annotations
 
+import functools
 from datetime import UTC, datetime
 from typing import Any
 
@@ -40,11 +41,9 @@ class UTCDateTime(TypeDecorator[datetime]):
             return None
         if value.tzinfo is None:
             raise ValueError("naive datetime given to a UTC column")
-        value = value.astimezone(UTC)
         if dialect.name != "sqlite":
-            return value
-        text = value.strftime("%Y-%m-%dT%H:%M:%S.%f")
-        return (text[:-3] if self.milliseconds else text) + "Z"
+            return value.astimezone(UTC)
+        return _sqlite_text(value, self.milliseconds)
 
     def process_result_value(self, value: Any, dialect: Dialect) -> datetime | None:
         if value is None:
@@ -53,6 +52,14 @@ class UTCDateTime(TypeDecorator[datetime]):
             return datetime.fromisoformat(value).astimezone(UTC)
         assert isinstance(value, datetime)
         return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+@functools.lru_cache(maxsize=4096)
+def _sqlite_text(value: datetime, milliseconds: bool) -> str:
+    """The SQLite text of an aware datetime (cached: a row's times often repeat, run_at and
+    scheduled_for, created_at and updated_at, and a batch's jobs share them)."""
+    text = value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")
+    return (text[:-3] if milliseconds else text) + "Z"
 
 
 metadata = sa.MetaData()

@@ -259,6 +259,39 @@ class JobStoreContract(_StoreContract):
             tx.insert(b)
         assert self.job_store.get(a.id) is None
 
+    def test_insert_many_writes_every_row_in_one_transaction(self) -> None:
+        jobs = [full_job(), job(), job(repeat=IntervalRepeat(every_ms=1000), payload={"i": 2})]
+        with self.job_store.transaction() as tx:
+            tx.insert_many(jobs)
+            assert tx.get(jobs[1].id) == jobs[1]
+        assert [self.job_store.get(j.id) for j in jobs] == jobs
+        with self.job_store.transaction() as tx:
+            tx.insert_many([])
+
+    def test_insert_many_rolls_back_with_its_transaction(self) -> None:
+        jobs = [job(), job()]
+        with pytest.raises(RuntimeError, match="abort"), self.job_store.transaction() as tx:
+            tx.insert_many(jobs)
+            raise RuntimeError("abort")
+        assert [self.job_store.get(j.id) for j in jobs] == [None, None]
+
+    def test_insert_many_refuses_a_used_client_request_id_naming_it(self) -> None:
+        first = insert(self.job_store, job(metadata=JobMetadata(client_request_id="req-1")))[0]
+        batch = [job(metadata=JobMetadata(client_request_id=f"new-{i}")) for i in range(3)]
+        batch.insert(2, job(metadata=JobMetadata(client_request_id="req-1")))
+        with pytest.raises(ClientRequestIdInUse) as caught, self.job_store.transaction() as tx:
+            tx.insert_many(batch)
+        assert caught.value.client_request_id == "req-1"
+        assert all(self.job_store.get(j.id) is None for j in batch)
+        assert self.job_store.get(first.id) == first
+
+    def test_insert_many_refuses_a_client_request_id_used_twice_in_the_batch(self) -> None:
+        batch = [job(metadata=JobMetadata(client_request_id=name)) for name in ("a", "b", "a")]
+        with pytest.raises(ClientRequestIdInUse) as caught, self.job_store.transaction() as tx:
+            tx.insert_many(batch)
+        assert caught.value.client_request_id == "a"
+        assert all(self.job_store.get(j.id) is None for j in batch)
+
     def test_jobs_without_client_request_id_never_clash(self) -> None:
         jobs = insert(self.job_store, *(job() for _ in range(3)))
         assert all(self.job_store.get(j.id) == j for j in jobs)

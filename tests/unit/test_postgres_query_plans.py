@@ -1,0 +1,137 @@
+"""PostgreSQL's plans for the claims, the poller's wake-up, retention and list() pages on a table
+of 200,000 analysed rows (mostly finished, some pending, active and paused): each reads its index,
+never the whole table, and a list page walks its index in id order (no sort of every match)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from typing import Any
+
+import psycopg
+import pytest
+import sqlalchemy as sa
+
+from schedule_sdk.adapters.stores import pg_claims
+from schedule_sdk.adapters.stores import sqlalchemy as store
+from schedule_sdk.adapters.stores.engine import make_engine
+from schedule_sdk.domain.jobs import JobQuery
+from schedule_sdk.domain.status import JobStatus
+
+pytestmark = pytest.mark.postgres
+
+ROWS = 200_000
+FILL = """
+INSERT INTO schedule_jobs (id, topic, status, run_at, scheduled_for, timezone, retry, occurrence,
+    attempt, occurrence_count, owner_id, tenant_id, claimed_until, created_at, updated_at)
+SELECT '01900000-0000-7000-8000-' || lpad(i::text, 12, '0'),
+    'topic-' || (i %% 50),
+    (ARRAY['completed', 'completed', 'cancelled', 'pending', 'active', 'paused'])[i %% 6 + 1],
+    now() + i * interval '1 second', now() + i * interval '1 second', 'UTC', '{}', 1, 1, 0,
+    'owner-' || (i %% 1000), 'tenant-' || (i %% 997), now() + interval '1 minute', now(), now()
+FROM generate_series(1, %(rows)s) AS i"""
+NOW = datetime(2030, 1, 1, tzinfo=UTC)
+AFTER = "01900000-0000-7000-8000-000000100000"
+
+
+@pytest.fixture(scope="module")
+def database(postgres_databases: Any) -> Iterator[str]:
+    url = postgres_databases.create("plans")
+    with psycopg.connect(sa.make_url(url).set(drivername="postgresql").render_as_string(False)) as conn:
+        conn.execute(FILL, {"rows": ROWS})
+        conn.commit()
+        conn.execute("ANALYZE schedule_jobs")
+        conn.commit()
+    yield url
+    postgres_databases.drop(url)
+
+
+def _nodes(plan: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    yield plan
+    for child in plan.get("Plans", []):
+        yield from _nodes(child)
+
+
+def explain(url: str, sql: str, params: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    with psycopg.connect(sa.make_url(url).set(drivername="postgresql").render_as_string(False)) as conn:
+        [(plan,)] = conn.execute("EXPLAIN (FORMAT JSON) " + sql, params).fetchall()
+    document = plan if isinstance(plan, list) else json.loads(plan)
+    return list(_nodes(document[0]["Plan"]))
+
+
+def assert_reads_index(nodes: list[dict[str, Any]], index: str) -> None:
+    scans = [n for n in nodes if n.get("Relation Name") == "schedule_jobs"]
+    assert scans, nodes
+    assert not [n for n in scans if n["Node Type"] == "Seq Scan"], scans
+    assert any(n.get("Index Name") == index for n in scans), scans
+
+
+CLAIMS = {
+    "claim_due": (
+        pg_claims.CLAIM_DUE,
+        {"now": NOW, "worker": "w", "lease": NOW, "limit": 50},
+        "ix_schedule_jobs_pending_due",
+    ),
+    "claim_many": (
+        pg_claims.CLAIM_MANY,
+        {"now": NOW, "worker": "w", "lease": NOW, "ids": [AFTER], "occurrences": [1], "attempts": [1]},
+        "schedule_jobs_pkey",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(CLAIMS))
+def test_claims_read_their_index(database: str, name: str) -> None:
+    sql, params, index = CLAIMS[name]
+    assert_reads_index(explain(database, sql, params), index)
+
+
+STATEMENTS = {
+    "next_due_at": (
+        sa.select(sa.func.min(store.t.c.run_at)).where(store._PENDING),
+        "ix_schedule_jobs_pending_due",
+    ),
+    "purge_finished": (store._PURGE_PG, "ix_schedule_jobs_finished"),
+}
+
+
+@pytest.mark.parametrize("name", list(STATEMENTS))
+def test_the_poller_and_retention_read_their_index(database: str, name: str) -> None:
+    statement, index = STATEMENTS[name]
+    engine = make_engine(database)
+    sql = str(
+        statement.compile(dialect=engine.dialect, compile_kwargs={"literal_binds": True})
+        if name == "next_due_at"
+        else statement.compile(dialect=engine.dialect)
+    )
+    engine.dispose()
+    params = {"p_before": NOW, "p_limit": 100} if name == "purge_finished" else None
+    assert_reads_index(explain(database, sql, params), index)
+
+
+PAGES = {
+    "owner and status": (
+        JobQuery(owner_id="owner-7", statuses=frozenset({JobStatus.PENDING}), limit=21),
+        "ix_schedule_jobs_owner",
+    ),
+    "tenant, next page": (
+        JobQuery(tenant_id="tenant-3", after_id=AFTER, limit=21),
+        "ix_schedule_jobs_tenant",
+    ),
+    "topic": (JobQuery(topic="topic-9", limit=21), "ix_schedule_jobs_topic"),
+    "no filter, next page": (JobQuery(after_id=AFTER, limit=21), "schedule_jobs_pkey"),
+}
+
+
+@pytest.mark.parametrize("name", list(PAGES))
+def test_list_pages_walk_an_index_in_id_order(database: str, name: str) -> None:
+    query, index = PAGES[name]
+    engine = make_engine(database)
+    compiled = store.list_statement(query).compile(
+        dialect=engine.dialect, compile_kwargs={"literal_binds": True}
+    )
+    engine.dispose()
+    nodes = explain(database, str(compiled))
+    assert_reads_index(nodes, index)
+    assert not [n for n in nodes if n["Node Type"] == "Sort"], nodes

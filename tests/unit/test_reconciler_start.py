@@ -1,0 +1,65 @@
+"""What a starting worker heals: the full scan only where the queue holds entries of its own."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from schedule_sdk.adapters.queues.inline import InlineExecutionQueue
+from schedule_sdk.adapters.queues.sql import SQLExecutionQueue
+from schedule_sdk.adapters.stores.memory import MemoryJobStore
+from schedule_sdk.domain.ids import new_id
+from schedule_sdk.domain.jobs import NO_RETRY, JobMetadata, ScheduledJob
+from schedule_sdk.domain.status import JobStatus
+from schedule_sdk.reconciler import Reconciler
+from schedule_sdk.testing import FakeClock
+
+NOW = datetime(2030, 1, 1, tzinfo=UTC)
+
+
+class CountingStore(MemoryJobStore):
+    def __init__(self) -> None:
+        super().__init__()
+        self.scans = 0
+
+    def scan_open(self, after_id: str | None, limit: int) -> list[ScheduledJob]:
+        self.scans += 1
+        return super().scan_open(after_id, limit)
+
+
+def job(**changes: object) -> ScheduledJob:
+    values: dict[str, object] = {
+        "id": new_id(),
+        "topic": "t",
+        "status": JobStatus.PENDING,
+        "run_at": NOW + timedelta(hours=1),
+        "scheduled_for": NOW + timedelta(hours=1),
+        "timezone": "UTC",
+        "payload": None,
+        "metadata": JobMetadata(),
+        "repeat": None,
+        "retry": NO_RETRY,
+        "created_at": NOW,
+        "updated_at": NOW,
+    }
+    values.update(changes)
+    return ScheduledJob(**values)  # type: ignore[arg-type]
+
+
+def test_with_the_store_as_the_queue_a_start_releases_expired_claims_without_a_scan() -> None:
+    store = CountingStore()
+    expired = job(status=JobStatus.ACTIVE, claimed_by="dead", claimed_until=NOW - timedelta(seconds=1))
+    with store.transaction() as tx:
+        tx.insert_many([job(), expired])
+    Reconciler(store=store, queue=SQLExecutionQueue(), clock=FakeClock(NOW)).run_at_start()
+    assert store.scans == 0
+    assert store.get(expired.id).status is JobStatus.PENDING  # type: ignore[union-attr]
+
+
+def test_with_a_queue_of_its_own_a_start_hands_over_every_missing_entry() -> None:
+    store, queue = CountingStore(), InlineExecutionQueue()
+    pending = job()
+    with store.transaction() as tx:
+        tx.insert(pending)
+    Reconciler(store=store, queue=queue, clock=FakeClock(NOW)).run_at_start()
+    assert store.scans == 1
+    assert [o.job_id for o in queue.history] == [pending.id]
