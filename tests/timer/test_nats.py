@@ -56,8 +56,12 @@ def test_schedule_timer_in_due_time_reached_out(nats_timer, probe):
         assert envelope.payload.reached_at >= cmd.due_at
         assert envelope.correlation_id == f"c{i}" and envelope.aggregate_id == cmd.service_call_id
     assert [h["Nats-Msg-Id"] for h in probe.headers] == [e.id for e in probe.envelopes]
-    assert all(
-        timer.queries.get(c.tenant_id, c.service_call_id).state is TimerState.REACHED for c in commands
+    # published first, then marked Reached (docs/explanation/timer.md): the mark follows shortly
+    assert wait_until(
+        lambda: all(
+            timer.queries.get(c.tenant_id, c.service_call_id).state is TimerState.REACHED for c in commands
+        ),
+        timeout=5,
     )
     assert timer.metrics.count("timer.commands.received") == 12
 
