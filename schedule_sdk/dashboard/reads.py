@@ -95,11 +95,18 @@ class DashboardReads:
         with translate_errors(), self.engine.connect() as conn:
             return [tuple(row) for row in conn.execute(statement, params)]
 
-    def _as_text(self, column: sa.ColumnElement[Any]) -> sa.ColumnElement[str]:
-        """The ISO 8601 UTC text of a time column: SQLite stores exactly that."""
+    def _bucket(self, width: int, step: timedelta) -> sa.ColumnElement[Any]:
+        """The time bucket of a fire: on SQLite the first ``width`` characters of the stored ISO
+        text; on PostgreSQL ``date_bin`` (an instant; :meth:`_key` turns both into the text)."""
         if not self._pg:
-            return sa.cast(column, sa.String)
-        return sa.func.to_char(sa.func.timezone("UTC", column), 'YYYY-MM-DD"T"HH24:MI:SS')
+            return sa.func.substr(sa.cast(fires.c.fired_at, sa.String), 1, width)
+        origin = sa.literal(datetime(2000, 1, 1, tzinfo=UTC), type_=fires.c.fired_at.type)
+        return sa.func.date_bin(sa.literal(step, type_=sa.Interval), fires.c.fired_at, origin)
+
+    def _key(self, value: Any, width: int) -> str:
+        if isinstance(value, datetime):
+            return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M")[:width]
+        return str(value)
 
     # -- counts ---------------------------------------------------------------------------------
 
@@ -126,7 +133,7 @@ class DashboardReads:
         ``minutes`` (60, 360 or 1440) ending at ``now``."""
         width, step = WINDOWS[minutes]
         since = now - timedelta(minutes=minutes)
-        bucket = sa.func.substr(self._as_text(fires.c.fired_at), 1, width).label("bucket")
+        bucket = self._bucket(width, step).label("bucket")
         lateness = sa.case(
             *[(fires.c.lateness_ms <= bound, i) for i, bound in enumerate(LATENESS_BOUNDS)],
             else_=len(LATENESS_BOUNDS),
@@ -138,7 +145,8 @@ class DashboardReads:
         )
         counts: dict[str, dict[int, int]] = defaultdict(dict)
         failures: dict[str, int] = defaultdict(int)
-        for key, cls, n, bad in self._rows(grouped):
+        for value, cls, n, bad in self._rows(grouped):
+            key = self._key(value, width)
             counts[key][int(cls)] = int(n)
             failures[key] += int(bad or 0)
         by_topic = (
