@@ -88,6 +88,19 @@ def _async_engine(settings: Settings, migrated: Engine) -> Iterator[AsyncEngine]
     engine.sync_engine.dispose(close=False)
 
 
+def _sqlite_calls(settings: Settings, store: SQLAlchemyJobStore, service: ScheduleService) -> Iterator[Any]:
+    """SQLite: how the awaitable service runs calls (inline on the ``sql`` substrate when nothing
+    can wait, else on store threads); None on PostgreSQL."""
+    if store.engine.dialect.name != "sqlite":
+        yield None
+        return
+    from .adapters.stores.sqlite_calls import SQLiteCalls
+
+    calls = SQLiteCalls(service=service, store=store, inline=settings.execution_substrate == "sql")
+    yield calls
+    calls.close()
+
+
 def _listener_loop() -> Iterator[ListenerLoop]:
     loop = ListenerLoop()
     yield loop
@@ -160,7 +173,10 @@ class ScheduleContainer(containers.DeclarativeContainer):
             settings=settings,
         ),
     )
-    #: The awaitable service (same methods and guarantees) on SQLAlchemy's asyncio engine.
+    #: SQLite: how the awaitable service runs a call without ``connection=`` (None on PostgreSQL).
+    sqlite_calls = providers.Resource(_sqlite_calls, settings=settings, store=store, service=schedule_service)
+    #: The awaitable service (same methods and guarantees): PostgreSQL on SQLAlchemy's asyncio
+    #: engine; SQLite through ``sqlite_calls``.
     async_schedule_service = providers.ThreadSafeSingleton(
         _lazy("schedule_sdk.async_service", "AsyncScheduleService"),
         engine=async_engine,
@@ -168,6 +184,8 @@ class ScheduleContainer(containers.DeclarativeContainer):
         clock=clock,
         max_payload_bytes=settings.provided.max_payload_bytes,
         metrics=metrics,
+        tracing=tracing,
+        sqlite=sqlite_calls,
     )
 
     firing = providers.ThreadSafeSingleton(

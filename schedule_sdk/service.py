@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import binascii
 import builtins
+import copy
 import logging
 from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime, timedelta
@@ -80,6 +81,12 @@ class ScheduleService:
         self._max_payload_bytes = max_payload_bytes
         self._metrics = metrics or NoMetrics()  # issue 12: schedule.jobs.scheduled / .cancelled
         self._tracing = tracing or NoTracing()  # issue 12: the caller's trace, stored with the job
+
+    def with_store(self, store: JobStore) -> ScheduleService:
+        """This service (same queue, clock, limits, metrics and tracing) writing to ``store``."""
+        twin = copy.copy(self)
+        twin._store = store
+        return twin
 
     def schedule_at(self, spec: OneShotSpec, *, connection: object | None = None) -> ScheduledJob:
         """Schedule a one-shot job to fire once at ``spec.run_at`` (in ``connection``'s transaction if given).

@@ -32,6 +32,7 @@ def make_engine(
     pre_ping: bool = False,
     busy_timeout_ms: int = 30_000,
     echo: bool = False,
+    wal_autocheckpoint: int | None = None,
 ) -> Engine:
     """A SQLAlchemy engine for ``url`` (``sqlite:///path`` or ``postgresql+psycopg://...``).
 
@@ -44,7 +45,7 @@ def make_engine(
     except exc.ArgumentError as error:
         raise InvalidSetting(f"invalid database URL {url!r}: {error}") from error
     if parsed.get_backend_name() == "sqlite":
-        return _sqlite_engine(parsed, busy_timeout_ms, echo)
+        return _sqlite_engine(parsed, busy_timeout_ms, echo, wal_autocheckpoint)
     if parsed.get_backend_name() == "postgresql" and parsed.drivername == "postgresql":
         parsed = parsed.set(drivername="postgresql+psycopg")
     try:
@@ -55,11 +56,11 @@ def make_engine(
         raise InvalidSetting(f"cannot use database URL {parsed!r}: {error}") from error
 
 
-def _sqlite_engine(url: sa.URL, busy_timeout_ms: int, echo: bool) -> Engine:
+def _sqlite_engine(url: sa.URL, busy_timeout_ms: int, echo: bool, wal_autocheckpoint: int | None) -> Engine:
     if url.database in (None, "", ":memory:"):
         raise InvalidSetting("in-memory SQLite is not supported: use a file (sqlite:///jobs.db)")
     engine = sa.create_engine(url, echo=echo, connect_args={"check_same_thread": False})
-    _configure_sqlite(engine, busy_timeout_ms)
+    _configure_sqlite(engine, busy_timeout_ms, wal_autocheckpoint)
     return engine
 
 
@@ -86,12 +87,16 @@ def make_async_engine(url: str, *, pool_size: int = 10, pre_ping: bool = False) 
         raise InvalidSetting(f"cannot use database URL {parsed!r} with asyncio: {error}") from error
 
 
-def _configure_sqlite(engine: Engine, busy_timeout_ms: int) -> None:
+def _configure_sqlite(engine: Engine, busy_timeout_ms: int, wal_autocheckpoint: int | None = None) -> None:
+    pragmas = ["journal_mode=WAL", "synchronous=NORMAL", f"busy_timeout={busy_timeout_ms}"]
+    if wal_autocheckpoint is not None:
+        pragmas.append(f"wal_autocheckpoint={wal_autocheckpoint}")
+
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_connection: Any, _record: Any) -> None:
         dbapi_connection.isolation_level = None  # we emit BEGIN ourselves
         cursor = dbapi_connection.cursor()
-        for pragma in ("journal_mode=WAL", "synchronous=NORMAL", f"busy_timeout={busy_timeout_ms}"):
+        for pragma in pragmas:
             cursor.execute(f"PRAGMA {pragma}")
         cursor.execute("PRAGMA foreign_keys=ON")
         cursor.close()
@@ -129,3 +134,14 @@ def _client_request_id(error: exc.IntegrityError) -> str:
     if isinstance(params, dict):
         return str(params.get("client_request_id", "?"))
     return "?"
+
+
+def is_sqlite_busy(error: BaseException) -> bool:
+    """Whether ``error`` (or what caused it) is SQLite's SQLITE_BUSY: another connection holds the
+    lock it needed (with ``busy_timeout=0``, at once)."""
+    seen: BaseException | None = error
+    while seen is not None:
+        if isinstance(seen, sqlite3.OperationalError) and (getattr(seen, "sqlite_errorcode", 0) & 0xFF) == 5:
+            return True
+        seen = getattr(seen, "orig", None) or seen.__cause__
+    return False
