@@ -9,7 +9,10 @@ W2  10,000 jobs due at the same instant, worker running        -> drain fires/s,
 W3  6,000 jobs due at 200/s                                    -> lateness p50/p99/max, early count
 W4  resident memory of a worker with 100,000 pending jobs      -> RSS MB at 0 / 10k / 100k pending
 M1  1,000,000 pending jobs (due in a day; 1,000 owners) loaded with schedule_many, then a worker
-    running: its RSS over 20 s, a filtered ``list`` page (owner + status), and W3 on top
+    running: its RSS over 20 s, a filtered ``list`` page (owner + status), and W3 on top.
+    ``--pending 10000000 --store postgres``: ten million; past one million, PostgreSQL copies a
+    row written by schedule_many server-side (INSERT ... SELECT over generate_series, new id and
+    owner per row), a million rows a statement
                                                                 -> load jobs/s, RSS MB, page ms, W3
 R1  W3 while 1,000,000 finished rows are purged (the worker's retention tick and a concurrent
     ``jobs purge``-style run to the end)                         -> W3 lateness, purge rows/s
@@ -281,6 +284,33 @@ def worker_process_rss(database_url: str, seconds: float) -> list[float]:
 
 PENDING_ROWS = 1_000_000
 
+#: Copies the template row (one pending job written by schedule_many) :n times, with a new id and
+#: owner per copy; the row's other columns (due time, policies, timestamps) stay those of a real job.
+_COPY_PENDING = """
+INSERT INTO schedule_jobs (id, topic, status, run_at, scheduled_for, timezone, payload, owner_id,
+    tenant_id, correlation_id, client_request_id, repeat, retry, occurrence, attempt,
+    occurrence_count, repeat_limit, ends_at, last_fired_at, last_error, claimed_by, claimed_until,
+    created_at, updated_at, rescheduled_from, rescheduled_to, misfire, regular_due, trace_context)
+SELECT
+    '00000000-0000-7000-9000-' || lpad(k::text, 12, '0'), topic, status, run_at, scheduled_for,
+    timezone, payload, 'owner-' || (k % 1000), tenant_id, correlation_id, NULL, repeat, retry,
+    occurrence, attempt, occurrence_count, repeat_limit, ends_at, last_fired_at, last_error,
+    claimed_by, claimed_until, created_at, updated_at, rescheduled_from, rescheduled_to, misfire,
+    regular_due, trace_context
+FROM schedule_jobs,
+    (SELECT CAST(:first AS integer) + g AS k FROM generate_series(0, CAST(:n AS integer) - 1) AS g) AS s
+WHERE id = :template"""
+
+
+def _copy_pending(bench: Bench, rows: int) -> None:
+    import sqlalchemy as sa
+
+    template = bench.service.list(owner_id="owner-0", status="pending", limit=1).items[0].id
+    for first in range(0, rows, 1_000_000):
+        with bench.container.engine().begin() as conn:
+            n = min(1_000_000, rows - first)
+            conn.execute(sa.text(_COPY_PENDING), {"first": first, "n": n, "template": template})
+
 
 def m1(store: str) -> str:
     """A million pending jobs: bulk load, worker memory, a filtered list page, W3 on top."""
@@ -289,7 +319,7 @@ def m1(store: str) -> str:
     bench = Bench(store)
     later = datetime.now(UTC) + timedelta(days=1)
     started = time.perf_counter()
-    for start in range(0, PENDING_ROWS, 20_000):
+    for start in range(0, min(PENDING_ROWS, 1_000_000), 20_000):
         bench.service.schedule_many(
             [
                 OneShotSpec(
@@ -301,6 +331,10 @@ def m1(store: str) -> str:
                 for i in range(start, start + 20_000)
             ]
         )
+    if PENDING_ROWS > 1_000_000:
+        if store != "postgres":
+            raise SystemExit("M1 beyond a million pending rows is a PostgreSQL workload")
+        _copy_pending(bench, PENDING_ROWS - 1_000_000)
     load = PENDING_ROWS / (time.perf_counter() - started)
     if store == "postgres":
         with bench.container.engine().begin() as conn:
@@ -341,7 +375,9 @@ def main() -> None:
     parser.add_argument(
         "--runs", type=int, default=1, help="repeat each workload; medians are the reader's job"
     )
+    parser.add_argument("--pending", type=int, default=PENDING_ROWS, help="M1: pending rows")
     args = parser.parse_args()
+    globals()["PENDING_ROWS"] = args.pending
     stores = ["sqlite", "postgres"] if args.store == "all" else [args.store]
     for name in args.only.split(","):
         for store in stores:
