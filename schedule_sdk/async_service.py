@@ -30,6 +30,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from sqlalchemy.engine import Connection
+from sqlalchemy.util import greenlet_spawn
 
 from .adapters.stores.sqlalchemy import ConnectionJobStore
 from .domain.errors import TransactionNotJoinable
@@ -130,6 +131,13 @@ class AsyncScheduleService:
 
     # -- internals ---------------------------------------------------------------------------
 
+    def _on_own_connection(self, call: Callable[[ScheduleService, object | None], T]) -> T:
+        """In one greenlet (SQLAlchemy's bridge: each driver call is awaited on the running loop):
+        check a connection out of the asyncio engine's pool, make the call, check it back in.
+        ``AsyncEngine.connect`` + ``run_sync`` + close would spawn three greenlets per call."""
+        with self.engine.sync_engine.connect() as conn:
+            return call(self._service(conn), None)
+
     def _service(self, conn: Connection) -> ScheduleService:
         return ScheduleService(
             store=ConnectionJobStore(conn, home=self.engine.sync_engine),
@@ -152,8 +160,7 @@ class AsyncScheduleService:
         if connection is None:
             if self._sqlite is not None:
                 return await self._sqlite.run(lambda service: call(service, None), inline=small)
-            async with self.engine.connect() as conn:
-                return await conn.run_sync(lambda sync: call(self._service(sync), None))
+            return await greenlet_spawn(self._on_own_connection, call)
         if isinstance(connection, AsyncSession):
             # The session's connection to the SDK's database (begun if needed), then its sync side.
             joined = await connection.connection()
