@@ -207,6 +207,11 @@ class JobStore(ABC):
     :raises StoreUnavailable: from any method when the database is unreachable or fails.
     """
 
+    #: True when one write transaction excludes every other (SQLite): a long write then delays
+    #: the claim of a job that comes due meanwhile, so background writers (retention) fit their
+    #: batches between due instants.
+    one_writer: bool = False
+
     @abstractmethod
     def transaction(self) -> AbstractContextManager[JobTransaction]:
         """A write transaction: commits when the block ends normally, rolls back on an exception."""

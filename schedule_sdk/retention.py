@@ -5,7 +5,11 @@ held up for long), one purger at a time across processes (``JobStore.purge_finis
 store's purge lock). A worker with ``retention`` set calls :meth:`Purger.tick` from its heartbeat:
 each tick works for at most ``tick_budget`` seconds, and starts at most every ``interval``
 seconds while nothing is left to delete. Between batches it rests three times as long as the
-batch took (``duty`` 0.25), so a purge of a million rows does not show in fire lateness.
+batch took (``duty`` 0.25). On a store with one writer at a time (SQLite, ``JobStore.one_writer``)
+a batch also fits before the next due instant: it deletes at most as many rows as take half the
+time left (the time per row is learnt from the batches), and when not even ``min_batch`` fits it
+waits for that instant to pass, so the claim at a due instant never waits for a purge batch. A
+backlog (the next due instant more than ``overdue_grace`` past) does not hold the purge back.
 ``schedule-sdk jobs purge --older-than 30d`` runs :meth:`Purger.purge` once, to the end. Open
 jobs (pending, active, paused) are never touched.
 """
@@ -57,6 +61,9 @@ class Purger:
         interval: float = 60.0,
         tick_budget: float = 0.2,
         duty: float = 0.25,
+        min_batch: int = 20,
+        max_wait: float = 0.25,
+        overdue_grace: float = 0.5,
     ) -> None:
         self._store = store
         self._clock = clock
@@ -68,6 +75,11 @@ class Purger:
         #: t * (1 / duty - 1) seconds, so fires (SQLite's one writer, the CPU) are not held up.
         self._rest = 1.0 / duty - 1.0
         self._idle_until = 0.0
+        self._fit = store.one_writer
+        self._min_batch = min(min_batch, batch_size)
+        self._max_wait = max_wait
+        self._overdue_grace = overdue_grace
+        self._row_seconds = 10e-6  # learnt: the time one row takes (a moving average)
         #: Called with the number of rows each batch deleted (a metrics hook).
         self.on_purged: Callable[[int], None] = lambda count: None
 
@@ -80,13 +92,13 @@ class Purger:
         before = self._clock.now() - older_than
         total = 0
         while True:
-            deleted = self._batch_before(before, wait=wait)
+            deleted, asked = self._batch_before(before, wait=wait)
             if deleted is None:
                 break
             total += deleted
             if progress is not None:
                 progress(total)
-            if deleted < self._batch:
+            if deleted < asked:
                 break
         return total
 
@@ -98,9 +110,9 @@ class Purger:
         deadline = time.monotonic() + self._budget
         total = 0
         while time.monotonic() < deadline:
-            deleted = self._batch_before(before, wait=False)
+            deleted, asked = self._batch_before(before, wait=False)
             total += deleted or 0
-            if deleted is None or deleted < self._batch:  # another process purges, or all done
+            if deleted is None or deleted < asked:  # another process purges, or all done
                 self._idle_until = time.monotonic() + self._interval
                 break
         if total:
@@ -109,10 +121,34 @@ class Purger:
             )
         return total
 
-    def _batch_before(self, before: datetime, *, wait: bool) -> int | None:
+    def _batch_before(self, before: datetime, *, wait: bool) -> tuple[int | None, int]:
+        """One batch: (how many it deleted, None if another process purges; how many it asked for)."""
+        asked = self._fitting_batch() if self._fit else self._batch
         started = time.monotonic()
-        deleted = self._store.purge_finished(before, self._batch, wait=wait)
+        deleted = self._store.purge_finished(before, asked, wait=wait)
+        took = time.monotonic() - started
         if deleted:
+            self._row_seconds = 0.7 * self._row_seconds + 0.3 * took / deleted
             self.on_purged(deleted)
-            time.sleep((time.monotonic() - started) * self._rest)
-        return deleted
+            time.sleep(took * self._rest)
+        return deleted, asked
+
+    def _fitting_batch(self) -> int:
+        """How many rows the next batch may delete so that it ends well before the next due
+        instant; waits (``max_wait`` at most) while not even ``min_batch`` would."""
+        give_up = time.monotonic() + self._max_wait
+        while True:
+            due = self._store.next_due_at()
+            if due is None:
+                return self._batch
+            left = (due - self._clock.now()).total_seconds()
+            if left < -self._overdue_grace:
+                return self._batch  # a backlog: fires are late anyway, retention goes on
+            rows = int(max(left - _MARGIN, 0.0) / 2 / self._row_seconds)
+            if rows >= self._min_batch or time.monotonic() >= give_up:
+                return max(self._min_batch, min(self._batch, rows))
+            time.sleep(min(max(left, 0.0) + _MARGIN, self._max_wait))
+
+
+#: Seconds kept free before a due instant, and waited past it.
+_MARGIN = 0.001
