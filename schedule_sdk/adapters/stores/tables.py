@@ -107,7 +107,17 @@ schedule_jobs = sa.Table(
 FINISHED_CONDITION = "status IN ('cancelled', 'completed', 'failed')"
 
 _pending = schedule_jobs.c.status == "pending"
-sa.Index("uq_schedule_jobs_client_request_id", schedule_jobs.c.client_request_id, unique=True)
+# Lookups by owner, tenant and client request id leave NULLs out (migration 0011): nothing looks a
+# job up by a NULL, an equality filter implies IS NOT NULL, and an insert without these metadata
+# then writes three B-trees fewer.
+_crid_set = schedule_jobs.c.client_request_id.is_not(None)
+sa.Index(
+    "uq_schedule_jobs_client_request_id",
+    schedule_jobs.c.client_request_id,
+    unique=True,
+    postgresql_where=_crid_set,
+    sqlite_where=_crid_set,
+)
 # The delay index: only pending rows, by due time (claims and the poller's next wake-up).
 sa.Index(
     "ix_schedule_jobs_pending_due",
@@ -131,8 +141,14 @@ sa.Index(
     sqlite_where=sa.text(FINISHED_CONDITION),
 )
 # Keyset pages of list(), per filter.
-sa.Index("ix_schedule_jobs_owner", schedule_jobs.c.owner_id, schedule_jobs.c.id)
-sa.Index("ix_schedule_jobs_tenant", schedule_jobs.c.tenant_id, schedule_jobs.c.id)
+for _column in (schedule_jobs.c.owner_id, schedule_jobs.c.tenant_id):
+    sa.Index(
+        f"ix_schedule_jobs_{_column.name.removesuffix('_id')}",
+        _column,
+        schedule_jobs.c.id,
+        postgresql_where=_column.is_not(None),
+        sqlite_where=_column.is_not(None),
+    )
 sa.Index("ix_schedule_jobs_topic", schedule_jobs.c.topic, schedule_jobs.c.id)
 
 # -- issue 12: the worker registry and the trace context of a job (migration 0005) ------------------
