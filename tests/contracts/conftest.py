@@ -50,6 +50,7 @@ class StoreFactory:
         for store in self._opened:
             engines = [store.engine] + ([store._claims] if store._claims is not None else [])
             checked_out = sum(e.pool.checkedout() for e in engines)  # type: ignore[attr-defined]
+            checked_out -= store._writer_conn is not None  # SQLite's one writer connection, kept open
             store.close()
             assert checked_out == 0, f"{checked_out} connection(s) still checked out"
 
