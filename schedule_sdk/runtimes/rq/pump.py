@@ -33,6 +33,10 @@ from ...domain.errors import ScheduleError
 
 logger = logging.getLogger(__name__)
 
+#: The last stretch of a wait for a due instant that the pump sleeps rather than waiting on the
+#: wake-up channel (whose timeout is a whole number of milliseconds, rounded up): seconds.
+EXACT_TAIL = 0.002
+
 
 class DuePump:
     def __init__(
@@ -150,13 +154,20 @@ class DuePump:
         return max(0.0, min((earliest - time.time() * 1000.0) / 1000.0, self.renew_every))
 
     def _sleep(self, timeout: float) -> None:
+        """Wait ``timeout`` seconds for the wake-up channel, ending on time: the channel's wait
+        (a socket timeout) is rounded up to whole milliseconds, so it stops ``EXACT_TAIL``
+        seconds short and a plain sleep, precise to tens of microseconds, covers the rest. An
+        entry committed during that last stretch is due at most that much earlier."""
         deadline = time.monotonic() + timeout
         while not self._stop.is_set():
             remaining = deadline - time.monotonic()
             if remaining <= 0 or self._pubsub is None:
                 return
+            if remaining <= EXACT_TAIL:
+                time.sleep(remaining)
+                return
             try:
-                if self._pubsub.get_message(timeout=remaining) is not None:
+                if self._pubsub.get_message(timeout=remaining - EXACT_TAIL) is not None:
                     return  # an earlier entry was committed (or stop): plan again
             except RedisError as error:
                 logger.warning("pump: lost the wake-up channel (%s)", error)
