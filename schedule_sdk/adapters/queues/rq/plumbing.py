@@ -124,6 +124,24 @@ end
 return 0
 """
 
+# Which occurrences have no entry (for the reconciler): not in the delay index, and neither staged
+# nor released since the cutoff (an older mark is a process that died mid-step). KEYS: delay,
+# staged, released. ARGV: cutoff ms, key, key... Returns the positions (1-based) of those keys.
+MISSING = """
+local fresh = tonumber(ARGV[1])
+local found = {}
+for i = 2, #ARGV do
+  if not redis.call('ZSCORE', KEYS[1], ARGV[i]) then
+    local staged = redis.call('ZSCORE', KEYS[2], ARGV[i])
+    if (not staged) or tonumber(staged) < fresh then
+      local released = redis.call('ZSCORE', KEYS[3], ARGV[i])
+      if (not released) or tonumber(released) < fresh then found[#found + 1] = i - 1 end
+    end
+  end
+end
+return found
+"""
+
 # Renew the lock only if we still hold it. KEYS: lock. ARGV: token, ttl ms.
 RENEW = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then

@@ -89,6 +89,7 @@ class RQExecutionQueue(ExecutionQueue, DelayIndex):
         self._activate = self.connection.register_script(plumbing.ACTIVATE)
         self._plan = self.connection.register_script(plumbing.PLAN)
         self._discard = self.connection.register_script(plumbing.DISCARD)
+        self._missing = self.connection.register_script(plumbing.MISSING)
         self._release_lock = threading.Lock()
 
     @classmethod
@@ -106,8 +107,15 @@ class RQExecutionQueue(ExecutionQueue, DelayIndex):
         if not occurrences:
             return
         now = _now_ms()
-        near = {o.key: now for o in occurrences if not self._far(o, now)}
-        far = {o.key: _ms(o) for o in occurrences if self._far(o, now)}
+        horizon = now + self.stale_after * 1000.0
+        near: dict[str, float] = {}
+        far: dict[str, float] = {}
+        for occurrence in occurrences:
+            due = _ms(occurrence)
+            if due > horizon:
+                far[occurrence.key] = due
+            else:
+                near[occurrence.key] = now
         with unavailable_as("could not enqueue in Redis"):
             pipe = self.connection.pipeline(transaction=True)
             if near:
@@ -130,21 +138,17 @@ class RQExecutionQueue(ExecutionQueue, DelayIndex):
         self.forget([o.key for o in occurrences])
 
     def missing(self, occurrences: Sequence[Occurrence]) -> list[Occurrence]:
-        if not occurrences:
-            return []
-        members = [o.key for o in occurrences]
+        """One script call per ``SCRIPT_CHUNK`` occurrences, answering with the positions of the
+        missing ones only (the reconciler asks about every open row)."""
+        fresh = repr(_now_ms() - self.stale_after * 1000.0)
+        keys = [self.keys.delay, self.keys.staged, self.keys.released]
+        found: list[Occurrence] = []
         with unavailable_as("could not read the delay index"):
-            pipe = self.connection.pipeline(transaction=False)
-            pipe.zmscore(self.keys.delay, members)
-            pipe.zmscore(self.keys.staged, members)
-            pipe.zmscore(self.keys.released, members)
-            delayed, staged, released = pipe.execute()
-        fresh = _now_ms() - self.stale_after * 1000.0
-        return [
-            o
-            for o, d, s, r in zip(occurrences, delayed, staged, released, strict=True)
-            if d is None and (s is None or s < fresh) and (r is None or r < fresh)
-        ]
+            for start in range(0, len(occurrences), SCRIPT_CHUNK):
+                chunk = occurrences[start : start + SCRIPT_CHUNK]
+                positions = self._missing(keys=keys, args=[fresh, *(o.key for o in chunk)])
+                found += [chunk[int(n) - 1] for n in positions]
+        return found
 
     def stranded(self, older_than: float) -> list[OccurrenceRef]:
         """Entries staged more than ``older_than`` seconds ago (their ``committed`` never came), and
