@@ -10,12 +10,8 @@ holds it.
 The active pump sleeps until the earliest due score, woken early by a pub/sub message when a
 commit adds an earlier entry; it then releases every entry whose score is at or before now, in
 batches, and plans again. It never releases early: scores are exact milliseconds compared with
-the clock. When the earliest entry is due within ``PREPARE_AHEAD``, the pump reads the entries
-due at that instant and builds their release beforehand
-(:meth:`~schedule_sdk.adapters.queues.rq.queue.RQExecutionQueue.prepare`), so at the instant
-one round trip is left; a wake-up message drops the prepared release and the pump plans again.
-A Redis failure is retried with backoff; leadership is re-taken (with the same token if the lock
-survived) once Redis answers again.
+the clock. A Redis failure is retried with backoff; leadership is re-taken (with the same token
+if the lock survived) once Redis answers again.
 """
 
 from __future__ import annotations
@@ -31,7 +27,7 @@ from typing import Any
 from redis.exceptions import RedisError
 
 from ...adapters.queues.rq import plumbing
-from ...adapters.queues.rq.queue import PreparedRelease, RQExecutionQueue
+from ...adapters.queues.rq.queue import RQExecutionQueue
 from ...backoff import Reconnect
 from ...domain.errors import ScheduleError
 
@@ -40,9 +36,6 @@ logger = logging.getLogger(__name__)
 #: The last stretch of a wait for a due instant that the pump sleeps rather than waiting on the
 #: wake-up channel (whose timeout is a whole number of milliseconds, rounded up): seconds.
 EXACT_TAIL = 0.002
-#: How long before an entry's due instant the pump reads it and builds its release (seconds), so
-#: that at the instant one round trip is left.
-PREPARE_AHEAD = 0.05
 
 
 class DuePump:
@@ -69,7 +62,6 @@ class DuePump:
         self._renew = queue.connection.register_script(plumbing.RENEW)
         self._unlock = queue.connection.register_script(plumbing.UNLOCK)
         self._drop_lock_of = queue.connection.register_script(plumbing.DROP_LOCK_OF)
-        self._prepared: PreparedRelease | None = None  #: the next release, built ahead of its instant
         self._retry_now = threading.Event()
         self._pubsub: Any = None
         self._stop = threading.Event()
@@ -120,25 +112,20 @@ class DuePump:
                     self._retry_now.clear()
                     continue
                 timeout = self._cycle()
-                if self._prepared is not None:
-                    self._lead(ahead=timeout)  # renew now rather than at the due instant
                 backoff.reset()
             except (RedisError, ScheduleError) as error:
                 delay = backoff.next()
                 logger.warning("pump: %s; retrying in %.2fs", error, delay)
                 self.leading = False
-                self._prepared = None
                 self._close_pubsub()
                 self._stop.wait(delay)
                 continue
-            if not self._sleep(timeout):
-                self._prepared = None  # woken early (an earlier entry, or stop): plan again
+            self._sleep(timeout)
 
-    def _lead(self, ahead: float = 0.0) -> bool:
-        """Take or keep the leadership; True while this pump holds the lock. The lock is renewed
-        when it is ``renew_every`` old, or will be within ``ahead`` seconds."""
+    def _lead(self) -> bool:
+        """Take or keep the leadership; True while this pump holds the lock."""
         now = time.monotonic()
-        if self.leading and now + ahead - self._renewed < self.renew_every:
+        if self.leading and now - self._renewed < self.renew_every:
             return True
         ttl_ms = int(self.lock_ttl * 1000)
         connection = self.queue.connection
@@ -152,60 +139,41 @@ class DuePump:
         elif not held and self.leading:
             logger.warning("pump %s lost its lock", self.token)
             self._close_pubsub()
-        if not held:
-            self._prepared = None
         self.leading = held
         self._renewed = now
         return held
 
     def _cycle(self) -> float:
-        """Release what is due (the prepared release, if its instant has come); prepare the next
-        release once it is due within ``PREPARE_AHEAD``; return how long to sleep (0: at once)."""
-        prepared, self._prepared = self._prepared, None
-        if prepared is not None and prepared.due_ms - time.time() * 1000.0 <= EXACT_TAIL * 1000.0:
-            while (left := prepared.due_ms / 1000.0 - time.time()) > 0:
-                time.sleep(left)  # never before the instant, on the clock the scores are read with
-            released, earliest = self.queue.release_prepared(prepared)
-        else:
-            released, earliest = self.queue.release(time.time() * 1000.0, self.batch)
+        """Release what is due; return how long to sleep (0: go again at once)."""
+        released, earliest = self.queue.release(time.time() * 1000.0, self.batch)
         self.released += len(released)
         if len(released) == self.batch:
             return 0.0
         if earliest is None:
             return self.renew_every
-        wait = (earliest - time.time() * 1000.0) / 1000.0
-        if wait > PREPARE_AHEAD:
-            return min(wait - PREPARE_AHEAD, self.renew_every)
-        if wait > 0:
-            self._prepared = self.queue.prepare(earliest, self.batch)
-            wait = (earliest - time.time() * 1000.0) / 1000.0
-        return max(0.0, wait)
+        return max(0.0, min((earliest - time.time() * 1000.0) / 1000.0, self.renew_every))
 
-    def _sleep(self, timeout: float) -> bool:
+    def _sleep(self, timeout: float) -> None:
         """Wait ``timeout`` seconds for the wake-up channel, ending on time: the channel's wait
         (a socket timeout) is rounded up to whole milliseconds, so it stops ``EXACT_TAIL``
-        seconds short and a plain sleep, precise to tens of microseconds, covers the rest (an
-        entry committed during that last stretch is due at most that much earlier). True when
-        the whole time passed, False when woken early (a message, a stop, or no channel)."""
+        seconds short and a plain sleep, precise to tens of microseconds, covers the rest. An
+        entry committed during that last stretch is due at most that much earlier."""
         deadline = time.monotonic() + timeout
         while not self._stop.is_set():
             remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                return True
-            if self._pubsub is None:
-                return False
+            if remaining <= 0 or self._pubsub is None:
+                return
             if remaining <= EXACT_TAIL:
                 time.sleep(remaining)
-                return not self._stop.is_set()
+                return
             try:
                 if self._pubsub.get_message(timeout=remaining - EXACT_TAIL) is not None:
-                    return False  # an earlier entry was committed (or stop): plan again
+                    return  # an earlier entry was committed (or stop): plan again
             except RedisError as error:
                 logger.warning("pump: lost the wake-up channel (%s)", error)
                 self._close_pubsub()
                 self.leading = False
-                return False
-        return False
+                return
 
     def _close_pubsub(self) -> None:
         pubsub, self._pubsub = self._pubsub, None

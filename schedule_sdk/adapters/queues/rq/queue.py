@@ -26,7 +26,6 @@ import logging
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from rq import Queue
@@ -233,43 +232,16 @@ class RQExecutionQueue(ExecutionQueue, DelayIndex):
             due = [as_text(m) for m in found]
             if not due:
                 return [], self.plan()
-            first = self._releasing(due, now_ms).execute()[-1]
+            pipe = self.connection.pipeline(transaction=True)
+            pipe.multi()  # explicit, as RQ's enqueue_job expects of a caller's pipeline
+            pipe.zrem(self.keys.delay, *due)
+            pipe.zadd(self.keys.released, dict.fromkeys(due, now_ms))
+            for start in range(0, len(due), self.batch_size):
+                self._push(due[start : start + self.batch_size], pipe)
+            # EVAL, not EVALSHA: a script cache emptied by a Redis restart cannot fail the MULTI.
+            pipe.eval(plumbing.PLAN, 2, self.keys.delay, self.keys.next)
+            first = pipe.execute()[-1]
         return due, None if first is None else float(first)
-
-    def prepare(self, due_ms: float, limit: int) -> PreparedRelease | None:
-        """Read up to ``limit`` entries due at or before ``due_ms`` (a future instant) and build
-        their release (the ``MULTI`` :meth:`release` would send), so that at ``due_ms`` only one
-        round trip is left: :meth:`release_prepared`. None when there is no such entry."""
-        with unavailable_as("could not read the delay index"):
-            found = self.connection.zrangebyscore(self.keys.delay, "-inf", due_ms, start=0, num=limit)
-        due = [as_text(m) for m in found]
-        return PreparedRelease(due_ms, due, self._releasing(due, due_ms)) if due else None
-
-    def release_prepared(self, prepared: PreparedRelease) -> tuple[list[str], float | None]:
-        """Send a release built by :meth:`prepare` (only once its ``due_ms`` has passed: the caller
-        checks the clock); as :meth:`release`, the entries and the earliest score left.
-
-        An entry withdrawn or moved since it was read is released all the same; the fire path's
-        claim refuses it (only a pending row at that occurrence and attempt, already due, can be
-        claimed) and re-enqueues it at its row's due instant if it is still pending."""
-        if prepared.sent:
-            raise ValueError("this release was sent already")
-        prepared.sent = True
-        with self._release_lock, unavailable_as("could not release due entries"):
-            first = prepared.pipeline.execute()[-1]
-        return prepared.members, None if first is None else float(first)
-
-    def _releasing(self, due: list[str], marked_ms: float) -> Any:
-        """The ``MULTI`` that releases ``due`` (marked released at ``marked_ms``) and plans."""
-        pipe = self.connection.pipeline(transaction=True)
-        pipe.multi()  # explicit, as RQ's enqueue_job expects of a caller's pipeline
-        pipe.zrem(self.keys.delay, *due)
-        pipe.zadd(self.keys.released, dict.fromkeys(due, marked_ms))
-        for start in range(0, len(due), self.batch_size):
-            self._push(due[start : start + self.batch_size], pipe)
-        # EVAL, not EVALSHA: a script cache emptied by a Redis restart cannot fail the MULTI.
-        pipe.eval(plumbing.PLAN, 2, self.keys.delay, self.keys.next)
-        return pipe
 
     def _push(self, members: list[str], pipe: Any) -> None:
         job = self.rq_queue.create_job(
@@ -303,16 +275,6 @@ class RQExecutionQueue(ExecutionQueue, DelayIndex):
 
     def close(self) -> None:
         self.connection.close()
-
-
-@dataclass(slots=True)
-class PreparedRelease:
-    """A release built ahead of its due instant by :meth:`RQExecutionQueue.prepare` (sent once)."""
-
-    due_ms: float  #: not to be sent before this instant (epoch ms); also the entries' released mark
-    members: list[str]
-    pipeline: Any  #: the ``MULTI``, its commands queued
-    sent: bool = False
 
 
 def batch_id(members: Sequence[str]) -> str:
