@@ -439,9 +439,11 @@ class DelayIndex(ABC):
         is woken)."""
 
     @abstractmethod
-    def release(self, now_ms: float, limit: int) -> tuple[list[str], float | None]:
-        """Release up to ``limit`` entries due at or before ``now_ms`` (never one due later) to the
-        workers, atomically; return them and the earliest due ms left (None: none left)."""
+    def release(self, until_ms: float, limit: int) -> tuple[list[str], float | None]:
+        """Release up to ``limit`` entries due at or before ``until_ms`` (never one due later) to
+        the workers, atomically; return them and the earliest due ms left (None: none left).
+        ``until_ms`` may be a few ms ahead of now: the released entries then carry their due
+        instant, and workers hold them until it before claiming."""
 
     @abstractmethod
     def plan(self) -> float | None:

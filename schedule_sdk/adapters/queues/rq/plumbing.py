@@ -15,7 +15,8 @@ Per RQ queue ``q`` the SDK keeps, next to RQ's own keys:
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,6 +29,12 @@ from ....domain.errors import QueueUnavailable
 FIRE_FUNCTION = "schedule_sdk.entrypoints.rq_job.fire"
 #: Every name the fire function was enqueued under (entries queued by an earlier version still run).
 FIRE_FUNCTIONS = frozenset({FIRE_FUNCTION, "schedule_sdk.adapters.queues.rq.fire.fire"})
+#: The RQ job meta field holding the due instant (epoch ms) of a released job's entries: a job
+#: released ahead of it is held until then (:func:`hold_until_due`).
+DUE_META = "due_ms"
+#: The longest a released job is held for its due instant (seconds): a larger meta value is not
+#: the pump's (its lead is milliseconds), and the claim refuses what is not due anyway.
+MAX_HOLD = 1.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,6 +174,17 @@ UNLOCK = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
 return 0
 """
+
+
+def hold_until_due(meta: Any, stop: Callable[[], bool] = lambda: False) -> None:
+    """Sleep until the due instant in a released RQ job's ``meta`` (``DUE_META``), at most
+    ``MAX_HOLD`` seconds; at once when absent, malformed or past, or when ``stop()`` says so."""
+    due_ms = meta.get(DUE_META) if isinstance(meta, dict) else None
+    if not isinstance(due_ms, int | float) or isinstance(due_ms, bool):
+        return
+    deadline = min(due_ms / 1000.0 + 1e-6, time.time() + MAX_HOLD)  # + 1 µs for float rounding
+    while (left := deadline - time.time()) > 0 and not stop():
+        time.sleep(min(left, 0.05))
 
 
 def as_text(value: Any) -> str:

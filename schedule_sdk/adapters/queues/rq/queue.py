@@ -220,30 +220,54 @@ class RQExecutionQueue(ExecutionQueue, DelayIndex):
             first = self._plan(keys=[self.keys.delay, self.keys.next])
         return None if first is None else float(first)
 
-    def release_due(self, now_ms: float, limit: int) -> list[str]:
-        """Pop up to ``limit`` entries due at ``now_ms`` and push RQ jobs for them, atomically."""
-        return self.release(now_ms, limit)[0]
+    def release_due(self, until_ms: float, limit: int) -> list[str]:
+        """Pop up to ``limit`` entries due at ``until_ms`` and push RQ jobs for them, atomically."""
+        return self.release(until_ms, limit)[0]
 
-    def release(self, now_ms: float, limit: int) -> tuple[list[str], float | None]:
+    def release(self, until_ms: float, limit: int) -> tuple[list[str], float | None]:
         """:meth:`release_due`, and then :meth:`plan` in the same ``MULTI`` (one round trip fewer
-        per release): the released entries and the earliest score left (None if empty)."""
+        per release): the released entries and the earliest score left (None if empty).
+
+        ``until_ms`` may lie a little ahead of now (the pump's ``RELEASE_AHEAD``): entries due
+        later than now go into RQ jobs of one due instant each, carried in the job's meta
+        (``due_ms``), and a consumer holds such a job until that instant before it claims."""
         with self._release_lock, unavailable_as("could not release due entries"):
-            found = self.connection.zrangebyscore(self.keys.delay, "-inf", now_ms, start=0, num=limit)
-            due = [as_text(m) for m in found]
-            if not due:
+            found: list[tuple[Any, float]] = self.connection.zrangebyscore(  # type: ignore[assignment]
+                self.keys.delay, "-inf", until_ms, start=0, num=limit, withscores=True
+            )
+            if not found:
                 return [], self.plan()
+            now = _now_ms()
+            due = [as_text(m) for m, _ in found]
             pipe = self.connection.pipeline(transaction=True)
             pipe.multi()  # explicit, as RQ's enqueue_job expects of a caller's pipeline
             pipe.zrem(self.keys.delay, *due)
-            pipe.zadd(self.keys.released, dict.fromkeys(due, now_ms))
-            for start in range(0, len(due), self.batch_size):
-                self._push(due[start : start + self.batch_size], pipe)
+            pipe.zadd(self.keys.released, dict.fromkeys(due, min(now, until_ms)))
+            for members, due_ms in self._jobs_of(found, now):
+                self._push(members, due_ms, pipe)
             # EVAL, not EVALSHA: a script cache emptied by a Redis restart cannot fail the MULTI.
             pipe.eval(plumbing.PLAN, 2, self.keys.delay, self.keys.next)
             first = pipe.execute()[-1]
         return due, None if first is None else float(first)
 
-    def _push(self, members: list[str], pipe: Any) -> None:
+    def _jobs_of(self, found: Sequence[Any], now_ms: float) -> list[tuple[list[str], float]]:
+        """Released ``(member, score)`` entries (in score order) as RQ jobs of at most
+        ``batch_size`` members, each with the latest due instant of its members: entries due by
+        ``now_ms`` together, later ones one job per due instant (none is held past its own)."""
+        jobs: list[tuple[list[str], float]] = []
+        group: float | None = None
+        for member, raw_score in found:
+            score = float(raw_score)
+            key = None if score <= now_ms else score
+            if not jobs or key != group or len(jobs[-1][0]) >= self.batch_size:
+                jobs.append(([], score))
+                group = key
+            members = jobs[-1][0]
+            members.append(as_text(member))
+            jobs[-1] = (members, score)  # scores ascend: the latest due of the job
+        return jobs
+
+    def _push(self, members: list[str], due_ms: float, pipe: Any) -> None:
         job = self.rq_queue.create_job(
             plumbing.FIRE_FUNCTION,
             args=[self.queue_name, members],
@@ -251,6 +275,7 @@ class RQExecutionQueue(ExecutionQueue, DelayIndex):
             result_ttl=0,
             timeout=self.job_timeout,
             description=f"schedule_sdk fire x{len(members)}",
+            meta={plumbing.DUE_META: due_ms},
         )
         self.rq_queue.enqueue_job(job, pipeline=pipe)
 
