@@ -29,7 +29,7 @@ from rq.job import Job
 from rq.queue import Queue
 from rq.serializers import JSONSerializer
 
-from ...adapters.queues.rq.plumbing import FIRE_FUNCTIONS, as_text, hold_until_due
+from ...adapters.queues.rq.plumbing import FIRE_FUNCTIONS, as_text, due_of, hold_until_due
 from ...backoff import Reconnect
 from .fire import DispatchRuntime
 
@@ -147,6 +147,7 @@ class WorkerThread:
                 logger.error("refusing RQ job %s: it is not a schedule_sdk fire", job_id)
                 continue
             batches.append((members, job))
+        batches.sort(key=lambda batch: due_of(batch[1].meta) or 0.0)  # a hold delays no earlier fire
         self._runtime.holding = [member for members, _ in batches for member in members]
         for members, job in batches:
             hold_until_due(job.meta, self._stop.is_set)  # released ahead of its due instant

@@ -176,11 +176,20 @@ return 0
 """
 
 
-def hold_until_due(meta: Any, stop: Callable[[], bool] = lambda: False) -> None:
-    """Sleep until the due instant in a released RQ job's ``meta`` (``DUE_META``), at most
-    ``MAX_HOLD`` seconds; at once when absent, malformed or past, or when ``stop()`` says so."""
+def due_of(meta: Any) -> float | None:
+    """The due instant (epoch ms) in a released RQ job's ``meta`` (``DUE_META``); None when
+    absent or malformed."""
     due_ms = meta.get(DUE_META) if isinstance(meta, dict) else None
-    if not isinstance(due_ms, int | float) or isinstance(due_ms, bool):
+    if isinstance(due_ms, bool) or not isinstance(due_ms, int | float):
+        return None
+    return float(due_ms)
+
+
+def hold_until_due(meta: Any, stop: Callable[[], bool] = lambda: False) -> None:
+    """Sleep until the due instant in a released RQ job's ``meta`` (:func:`due_of`), at most
+    ``MAX_HOLD`` seconds; at once when absent, malformed or past, or when ``stop()`` says so."""
+    due_ms = due_of(meta)
+    if due_ms is None:
         return
     deadline = min(due_ms / 1000.0 + 1e-6, time.time() + MAX_HOLD)  # + 1 µs for float rounding
     while (left := deadline - time.time()) > 0 and not stop():
