@@ -3,9 +3,8 @@
 At worker start (and, optionally, on an interval) it returns expired claims to ``pending`` (a
 worker died mid-fire: the job fires again), then scans every pending and active row (their key
 columns only) and re-enqueues those the substrate has no entry for; a past-due entry fires at
-once. Enqueueing is
-idempotent per occurrence, and a fire starts only from a successful claim, so two reconcilers
-running at once cannot double-fire an occurrence.
+once. Enqueueing is idempotent per occurrence, and a fire starts only from a successful claim, so
+two reconcilers running at once cannot double-fire an occurrence.
 
 Between those runs, the worker's heartbeat calls :meth:`Reconciler.release_expired` and
 :meth:`Reconciler.rescue`: the latter re-checks entries the substrate reports stranded for longer

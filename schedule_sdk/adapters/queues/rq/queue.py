@@ -16,7 +16,9 @@ re-checks them against their rows.
 The pump side (``release_due``) pops due entries and pushes RQ jobs for them in the same
 ``MULTI``: the only callable is the SDK's fire function, the arguments are the queue name and
 occurrence keys (plain strings), the serializer is JSON, and a one-occurrence RQ job's id is the
-occurrence key itself (a double release overwrites, never duplicates).
+occurrence key itself (a double release overwrites, never duplicates). The job's meta carries the
+due instant of its entries (``due_ms``): the pump releases a few ms ahead, and consumers hold a
+job until then.
 """
 
 from __future__ import annotations
@@ -221,7 +223,7 @@ class RQExecutionQueue(ExecutionQueue, DelayIndex):
         return None if first is None else float(first)
 
     def release_due(self, until_ms: float, limit: int) -> list[str]:
-        """Pop up to ``limit`` entries due at ``until_ms`` and push RQ jobs for them, atomically."""
+        """Pop up to ``limit`` entries due by ``until_ms`` and push RQ jobs for them, atomically."""
         return self.release(until_ms, limit)[0]
 
     def release(self, until_ms: float, limit: int) -> tuple[list[str], float | None]:
