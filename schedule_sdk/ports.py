@@ -60,6 +60,15 @@ class Occurrence:
 
 
 @dataclass(frozen=True, slots=True)
+class OpenOccurrence:
+    """An open row as the reconciler reads it (:meth:`JobStore.scan_open_occurrences`): its
+    current occurrence, and whether it is pending (else active: being fired)."""
+
+    occurrence: Occurrence
+    pending: bool
+
+
+@dataclass(frozen=True, slots=True)
 class Guard:
     """The condition a compare-and-set update needs: the row's status is one of ``statuses`` and,
     when ``claimed_by`` is given, the row is claimed by that worker for ``occurrence``."""
@@ -327,6 +336,16 @@ class JobStore(ABC):
     def scan_open(self, after_id: str | None, limit: int) -> list[ScheduledJob]:
         """Up to ``limit`` pending or active jobs with ``id > after_id``, in id order."""
 
+    def scan_open_occurrences(self, after_id: str | None, limit: int) -> list[OpenOccurrence]:
+        """The rows :meth:`scan_open` returns, in the same order, as the reconciler needs them:
+        each one's occurrence (id, occurrence, attempt, ``run_at``) and whether it is pending.
+        The default reads whole jobs through :meth:`scan_open`; a store may read those columns
+        only (the reconciler reads every open row)."""
+        return [
+            OpenOccurrence(Occurrence.of(job), job.status is JobStatus.PENDING)
+            for job in self.scan_open(after_id, limit)
+        ]
+
     def purge_finished(self, before: datetime, limit: int, *, wait: bool = False) -> int | None:
         """Delete up to ``limit`` finished jobs (completed, cancelled or failed) whose last change
         (``updated_at``) is before ``before``, oldest first, in one transaction; return how many.
@@ -425,9 +444,11 @@ class DelayIndex(ABC):
         is woken)."""
 
     @abstractmethod
-    def release(self, now_ms: float, limit: int) -> tuple[list[str], float | None]:
-        """Release up to ``limit`` entries due at or before ``now_ms`` (never one due later) to the
-        workers, atomically; return them and the earliest due ms left (None: none left)."""
+    def release(self, until_ms: float, limit: int) -> tuple[list[str], float | None]:
+        """Release up to ``limit`` entries due at or before ``until_ms`` (never one due later) to
+        the workers, atomically; return them and the earliest due ms left (None: none left).
+        ``until_ms`` may be a few ms ahead of now: the released entries then carry their due
+        instant, and workers hold them until it before claiming."""
 
     @abstractmethod
     def plan(self) -> float | None:

@@ -1,10 +1,10 @@
 """``Reconciler``: heals the execution substrate from the store, the source of truth.
 
 At worker start (and, optionally, on an interval) it returns expired claims to ``pending`` (a
-worker died mid-fire: the job fires again), then scans every pending and active row and
-re-enqueues those the substrate has no entry for; a past-due entry fires at once. Enqueueing is
-idempotent per occurrence, and a fire starts only from a successful claim, so two reconcilers
-running at once cannot double-fire an occurrence.
+worker died mid-fire: the job fires again), then scans every pending and active row (their key
+columns only) and re-enqueues those the substrate has no entry for; a past-due entry fires at
+once. Enqueueing is idempotent per occurrence, and a fire starts only from a successful claim, so
+two reconcilers running at once cannot double-fire an occurrence.
 
 Between those runs, the worker's heartbeat calls :meth:`Reconciler.release_expired` and
 :meth:`Reconciler.rescue`: the latter re-checks entries the substrate reports stranded for longer
@@ -19,7 +19,6 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from .domain.jobs import ScheduledJob
-from .domain.status import JobStatus
 from .ports import Clock, ExecutionQueue, JobStore, Occurrence, OccurrenceRef
 from .write_order import hand_over_committed
 
@@ -128,9 +127,9 @@ class Reconciler:
         self.rescue()
         scanned = healed = 0
         after: str | None = None
-        while page := self._store.scan_open(after, self._batch):
-            after = page[-1].id
-            pending = [Occurrence.of(j) for j in page if j.status is JobStatus.PENDING]
+        while page := self._store.scan_open_occurrences(after, self._batch):
+            after = page[-1].occurrence.job_id
+            pending = [row.occurrence for row in page if row.pending]
             missing = self._queue.missing(pending)
             hand_over_committed(self._queue, missing)
             scanned += len(page)

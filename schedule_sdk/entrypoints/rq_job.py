@@ -11,6 +11,9 @@ from __future__ import annotations
 
 import threading
 
+from rq import get_current_job
+
+from ..adapters.queues.rq.plumbing import hold_until_due
 from ..container import ScheduleContainer
 from ..runtimes.rq.fire import SyncRuntime
 
@@ -23,6 +26,8 @@ def fire(queue_name: str, members: list[str]) -> None:
     runtime = default_runtime()
     if runtime.queue.queue_name != queue_name:
         raise ValueError(f"this worker serves queue {runtime.queue.queue_name!r}, not {queue_name!r}")
+    job = get_current_job()
+    hold_until_due(None if job is None else job.meta)  # the pump releases a few ms ahead
     runtime.fire([str(m) for m in members])
 
 

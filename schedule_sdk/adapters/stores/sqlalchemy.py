@@ -37,7 +37,9 @@ from ...ports import (
     JobStore,
     JobTransaction,
     JoinedTransaction,
+    Occurrence,
     OccurrenceRef,
+    OpenOccurrence,
     TopicBacklog,
     WorkerInfo,
 )
@@ -305,6 +307,13 @@ _FINISHED = sa.text(FINISHED_CONDITION)
 _NOT_PENDING = sa.text(NOT_PENDING_CONDITION)
 #: The PostgreSQL advisory lock key held by the transaction of each purge batch.
 PURGE_LOCK_KEY = 0x5C4ED_9C6
+
+#: The reconciler's scan: the key columns of open rows, in id order (the primary key's order).
+_OPEN_OCCURRENCES = (
+    sa.select(t.c.id, t.c.status, t.c.occurrence, t.c.attempt, t.c.run_at)
+    .where(t.c.status.in_(["pending", "active"]))
+    .order_by(t.c.id)
+)
 
 # SQLite's claims (PostgreSQL's are in pg_claims), built once. They run in a write transaction
 # (BEGIN IMMEDIATE), so no other writer changes a row between choosing and updating it.
@@ -647,6 +656,17 @@ class SQLAlchemyJobStore(JobStore):
             statement = statement.where(t.c.id > after_id)
         with self._read() as conn:
             return [from_row(r) for r in conn.execute(statement).mappings()]
+
+    def scan_open_occurrences(self, after_id: str | None, limit: int) -> list[OpenOccurrence]:
+        statement = _OPEN_OCCURRENCES.limit(limit)
+        if after_id is not None:
+            statement = statement.where(t.c.id > after_id)
+        with self._read() as conn:
+            rows = conn.execute(statement).all()
+        return [
+            OpenOccurrence(Occurrence(job_id, occurrence, attempt, run_at), status == "pending")
+            for job_id, status, occurrence, attempt, run_at in rows
+        ]
 
     def purge_finished(self, before: datetime, limit: int, *, wait: bool = False) -> int | None:
         if not self._is_pg:

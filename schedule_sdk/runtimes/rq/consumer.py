@@ -4,7 +4,8 @@ It pops released RQ jobs from the RQ queue list (``BLPOP`` with a one-second tim
 one ``MULTI`` pops up to ``batch`` more, reads and deletes the first one's hash and clears the
 released marks of the entries it already fired; it parses jobs with RQ's own ``Job`` class and the
 JSON serializer (nothing is unpickled), refuses any job whose function is not the SDK's fire
-function, and hands the occurrence keys to the fire runtime. Two round trips per pop at steady
+function, holds a job released ahead of its due instant (the ``due_ms`` of its meta) until then,
+and hands the occurrence keys to the fire runtime. Two round trips per pop at steady
 rates (each one is also a GIL hand-off, which is what lateness is made of). It
 installs no signal handlers, never subscribes to RQ's command channel (whose shutdown command
 ``os.kill``s the host with SIGINT), adds no log handlers, and notices a stop within a second.
@@ -28,7 +29,7 @@ from rq.job import Job
 from rq.queue import Queue
 from rq.serializers import JSONSerializer
 
-from ...adapters.queues.rq.plumbing import FIRE_FUNCTIONS, as_text
+from ...adapters.queues.rq.plumbing import FIRE_FUNCTIONS, as_text, due_of, hold_until_due
 from ...backoff import Reconnect
 from .fire import DispatchRuntime
 
@@ -137,7 +138,7 @@ class WorkerThread:
         return jobs
 
     def _execute(self, taken: list[tuple[str, Job | None]]) -> None:
-        batches: list[list[str]] = []
+        batches: list[tuple[list[str], Job]] = []
         for job_id, job in taken:
             if job is None:
                 continue  # already taken (e.g. by a stock rq worker)
@@ -145,9 +146,11 @@ class WorkerThread:
             if members is None:
                 logger.error("refusing RQ job %s: it is not a schedule_sdk fire", job_id)
                 continue
-            batches.append(members)
-        self._runtime.holding = [member for members in batches for member in members]
-        for members in batches:
+            batches.append((members, job))
+        batches.sort(key=lambda batch: due_of(batch[1].meta) or 0.0)  # a hold delays no earlier fire
+        self._runtime.holding = [member for members, _ in batches for member in members]
+        for members, job in batches:
+            hold_until_due(job.meta, self._stop.is_set)  # released ahead of its due instant
             if self._runtime.take(members):
                 self._fired += members  # cleared with the next pop (or when idle)
             self.executed += 1

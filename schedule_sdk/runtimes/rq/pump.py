@@ -7,10 +7,13 @@ or at once when the worker registry declares the holder dead: the lock's value n
 worker id, and :meth:`DuePump.drop_lock_of` deletes the lock (compare-and-delete) if a dead worker
 holds it.
 
-The active pump sleeps until the earliest due score, woken early by a pub/sub message when a
-commit adds an earlier entry; it then releases every entry whose score is at or before now, in
-batches, and plans again. It never releases early: scores are exact milliseconds compared with
-the clock. A Redis failure is retried with backoff; leadership is re-taken (with the same token
+The active pump sleeps until ``RELEASE_AHEAD`` (5 ms) before the earliest due score, woken early
+by a pub/sub message when a commit adds an earlier entry; it then releases every entry whose
+score is at or before now + ``RELEASE_AHEAD``, in batches, and plans again. An RQ job carries the
+due instant of its entries in its meta, and a consumer holds it until then (so the Redis round
+trips to the consumer are made before the instant, not after it). Nothing fires early: the
+claim takes a row only when its ``run_at`` is at or before the claiming process's clock.
+A Redis failure is retried with backoff; leadership is re-taken (with the same token
 if the lock survived) once Redis answers again.
 """
 
@@ -32,6 +35,14 @@ from ...backoff import Reconnect
 from ...domain.errors import ScheduleError
 
 logger = logging.getLogger(__name__)
+
+#: The last stretch of a wait for a due instant that the pump sleeps rather than waiting on the
+#: wake-up channel (whose timeout is a whole number of milliseconds, rounded up): seconds.
+EXACT_TAIL = 0.002
+#: How long before their due instant entries are released (seconds): the RQ round trips to a
+#: consumer then happen before the instant, and the consumer holds each job until its due
+#: instant (carried in the job's meta) before it claims.
+RELEASE_AHEAD = 0.005
 
 
 class DuePump:
@@ -140,23 +151,31 @@ class DuePump:
         return held
 
     def _cycle(self) -> float:
-        """Release what is due; return how long to sleep (0: go again at once)."""
-        released, earliest = self.queue.release(time.time() * 1000.0, self.batch)
+        """Release what is due within ``RELEASE_AHEAD``; return how long to sleep (0: at once)."""
+        released, earliest = self.queue.release((time.time() + RELEASE_AHEAD) * 1000.0, self.batch)
         self.released += len(released)
         if len(released) == self.batch:
             return 0.0
         if earliest is None:
             return self.renew_every
-        return max(0.0, min((earliest - time.time() * 1000.0) / 1000.0, self.renew_every))
+        wait = (earliest - time.time() * 1000.0) / 1000.0 - RELEASE_AHEAD
+        return max(0.0, min(wait, self.renew_every))
 
     def _sleep(self, timeout: float) -> None:
+        """Wait ``timeout`` seconds for the wake-up channel, ending on time: the channel's wait
+        (a socket timeout) is rounded up to whole milliseconds, so it stops ``EXACT_TAIL``
+        seconds short and a plain sleep, precise to tens of microseconds, covers the rest. An
+        entry committed during that last stretch is due at most that much earlier."""
         deadline = time.monotonic() + timeout
         while not self._stop.is_set():
             remaining = deadline - time.monotonic()
             if remaining <= 0 or self._pubsub is None:
                 return
+            if remaining <= EXACT_TAIL:
+                time.sleep(remaining)
+                return
             try:
-                if self._pubsub.get_message(timeout=remaining) is not None:
+                if self._pubsub.get_message(timeout=remaining - EXACT_TAIL) is not None:
                     return  # an earlier entry was committed (or stop): plan again
             except RedisError as error:
                 logger.warning("pump: lost the wake-up channel (%s)", error)

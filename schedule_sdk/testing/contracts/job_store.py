@@ -43,7 +43,7 @@ from ...domain.jobs import (
     ScheduledJob,
 )
 from ...domain.status import OPEN_STATUSES, JobStatus
-from ...ports import Guard, JobStore, WorkerInfo
+from ...ports import Guard, JobStore, Occurrence, OpenOccurrence, WorkerInfo
 from .rows import NOW, at, ids, insert, job
 
 PLUS_5 = timezone(timedelta(hours=5, minutes=30))
@@ -649,6 +649,27 @@ class JobStoreContract(_StoreContract):
         assert ids(self.job_store.scan_open(None, 4)) == open_ids[:4]
         assert ids(self.job_store.scan_open(open_ids[3], 100)) == open_ids[4:]
         assert self.job_store.scan_open(open_ids[-1], 100) == []
+
+    def test_scan_open_occurrences_are_the_open_rows_keys_in_id_order(self) -> None:
+        rows = insert(
+            self.job_store,
+            *(
+                job(status=[PENDING, ACTIVE, *CLOSED][n % 5], occurrence=n, attempt=n % 3, run_at=at(n))
+                for n in range(15)
+            ),
+        )
+        expected = [
+            OpenOccurrence(Occurrence.of(j), j.status is PENDING)
+            for j in sorted(rows, key=lambda j: j.id)
+            if j.status in (PENDING, ACTIVE)
+        ]
+        assert self.job_store.scan_open_occurrences(None, 100) == expected
+        assert self.job_store.scan_open_occurrences(None, 4) == expected[:4]
+        after = expected[3].occurrence.job_id
+        assert self.job_store.scan_open_occurrences(after, 100) == expected[4:]
+        assert self.job_store.scan_open_occurrences(expected[-1].occurrence.job_id, 100) == []
+        due = self.job_store.scan_open_occurrences(None, 1)[0].occurrence.due_at
+        assert due.utcoffset() == timedelta(0)
 
     def test_watch_returns_a_function_that_stops_watching(self) -> None:
         calls: list[datetime | None] = []

@@ -15,7 +15,8 @@ Per RQ queue ``q`` the SDK keeps, next to RQ's own keys:
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,6 +29,12 @@ from ....domain.errors import QueueUnavailable
 FIRE_FUNCTION = "schedule_sdk.entrypoints.rq_job.fire"
 #: Every name the fire function was enqueued under (entries queued by an earlier version still run).
 FIRE_FUNCTIONS = frozenset({FIRE_FUNCTION, "schedule_sdk.adapters.queues.rq.fire.fire"})
+#: The RQ job meta field holding the due instant (epoch ms) of a released job's entries: a job
+#: released ahead of it is held until then (:func:`hold_until_due`).
+DUE_META = "due_ms"
+#: The longest a released job is held for its due instant (seconds): a larger meta value is not
+#: the pump's (its lead is milliseconds), and the claim refuses what is not due anyway.
+MAX_HOLD = 1.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,6 +131,24 @@ end
 return 0
 """
 
+# Which occurrences have no entry (for the reconciler): not in the delay index, and neither staged
+# nor released since the cutoff (an older mark is a process that died mid-step). KEYS: delay,
+# staged, released. ARGV: cutoff ms, key, key... Returns the positions (1-based) of those keys.
+MISSING = """
+local fresh = tonumber(ARGV[1])
+local found = {}
+for i = 2, #ARGV do
+  if not redis.call('ZSCORE', KEYS[1], ARGV[i]) then
+    local staged = redis.call('ZSCORE', KEYS[2], ARGV[i])
+    if (not staged) or tonumber(staged) < fresh then
+      local released = redis.call('ZSCORE', KEYS[3], ARGV[i])
+      if (not released) or tonumber(released) < fresh then found[#found + 1] = i - 1 end
+    end
+  end
+end
+return found
+"""
+
 # Renew the lock only if we still hold it. KEYS: lock. ARGV: token, ttl ms.
 RENEW = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then
@@ -149,6 +174,26 @@ UNLOCK = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
 return 0
 """
+
+
+def due_of(meta: Any) -> float | None:
+    """The due instant (epoch ms) in a released RQ job's ``meta`` (``DUE_META``); None when
+    absent or malformed."""
+    due_ms = meta.get(DUE_META) if isinstance(meta, dict) else None
+    if isinstance(due_ms, bool) or not isinstance(due_ms, int | float):
+        return None
+    return float(due_ms)
+
+
+def hold_until_due(meta: Any, stop: Callable[[], bool] = lambda: False) -> None:
+    """Sleep until the due instant in a released RQ job's ``meta`` (:func:`due_of`), at most
+    ``MAX_HOLD`` seconds; at once when absent, malformed or past, or when ``stop()`` says so."""
+    due_ms = due_of(meta)
+    if due_ms is None:
+        return
+    deadline = min(due_ms / 1000.0 + 1e-6, time.time() + MAX_HOLD)  # + 1 µs for float rounding
+    while (left := deadline - time.time()) > 0 and not stop():
+        time.sleep(min(left, 0.05))
 
 
 def as_text(value: Any) -> str:

@@ -16,7 +16,9 @@ re-checks them against their rows.
 The pump side (``release_due``) pops due entries and pushes RQ jobs for them in the same
 ``MULTI``: the only callable is the SDK's fire function, the arguments are the queue name and
 occurrence keys (plain strings), the serializer is JSON, and a one-occurrence RQ job's id is the
-occurrence key itself (a double release overwrites, never duplicates).
+occurrence key itself (a double release overwrites, never duplicates). The job's meta carries the
+due instant of its entries (``due_ms``): the pump releases a few ms ahead, and consumers hold a
+job until then.
 """
 
 from __future__ import annotations
@@ -88,6 +90,7 @@ class RQExecutionQueue(ExecutionQueue, DelayIndex):
         self._activate = self.connection.register_script(plumbing.ACTIVATE)
         self._plan = self.connection.register_script(plumbing.PLAN)
         self._discard = self.connection.register_script(plumbing.DISCARD)
+        self._missing = self.connection.register_script(plumbing.MISSING)
         self._release_lock = threading.Lock()
 
     @classmethod
@@ -105,8 +108,15 @@ class RQExecutionQueue(ExecutionQueue, DelayIndex):
         if not occurrences:
             return
         now = _now_ms()
-        near = {o.key: now for o in occurrences if not self._far(o, now)}
-        far = {o.key: _ms(o) for o in occurrences if self._far(o, now)}
+        horizon = now + self.stale_after * 1000.0
+        near: dict[str, float] = {}
+        far: dict[str, float] = {}
+        for occurrence in occurrences:
+            due = _ms(occurrence)
+            if due > horizon:
+                far[occurrence.key] = due
+            else:
+                near[occurrence.key] = now
         with unavailable_as("could not enqueue in Redis"):
             pipe = self.connection.pipeline(transaction=True)
             if near:
@@ -129,21 +139,17 @@ class RQExecutionQueue(ExecutionQueue, DelayIndex):
         self.forget([o.key for o in occurrences])
 
     def missing(self, occurrences: Sequence[Occurrence]) -> list[Occurrence]:
-        if not occurrences:
-            return []
-        members = [o.key for o in occurrences]
+        """One script call per ``SCRIPT_CHUNK`` occurrences, answering with the positions of the
+        missing ones only (the reconciler asks about every open row)."""
+        fresh = repr(_now_ms() - self.stale_after * 1000.0)
+        keys = [self.keys.delay, self.keys.staged, self.keys.released]
+        found: list[Occurrence] = []
         with unavailable_as("could not read the delay index"):
-            pipe = self.connection.pipeline(transaction=False)
-            pipe.zmscore(self.keys.delay, members)
-            pipe.zmscore(self.keys.staged, members)
-            pipe.zmscore(self.keys.released, members)
-            delayed, staged, released = pipe.execute()
-        fresh = _now_ms() - self.stale_after * 1000.0
-        return [
-            o
-            for o, d, s, r in zip(occurrences, delayed, staged, released, strict=True)
-            if d is None and (s is None or s < fresh) and (r is None or r < fresh)
-        ]
+            for start in range(0, len(occurrences), SCRIPT_CHUNK):
+                chunk = occurrences[start : start + SCRIPT_CHUNK]
+                positions = self._missing(keys=keys, args=[fresh, *(o.key for o in chunk)])
+                found += [chunk[int(n) - 1] for n in positions]
+        return found
 
     def stranded(self, older_than: float) -> list[OccurrenceRef]:
         """Entries staged more than ``older_than`` seconds ago (their ``committed`` never came), and
@@ -216,30 +222,54 @@ class RQExecutionQueue(ExecutionQueue, DelayIndex):
             first = self._plan(keys=[self.keys.delay, self.keys.next])
         return None if first is None else float(first)
 
-    def release_due(self, now_ms: float, limit: int) -> list[str]:
-        """Pop up to ``limit`` entries due at ``now_ms`` and push RQ jobs for them, atomically."""
-        return self.release(now_ms, limit)[0]
+    def release_due(self, until_ms: float, limit: int) -> list[str]:
+        """Pop up to ``limit`` entries due by ``until_ms`` and push RQ jobs for them, atomically."""
+        return self.release(until_ms, limit)[0]
 
-    def release(self, now_ms: float, limit: int) -> tuple[list[str], float | None]:
+    def release(self, until_ms: float, limit: int) -> tuple[list[str], float | None]:
         """:meth:`release_due`, and then :meth:`plan` in the same ``MULTI`` (one round trip fewer
-        per release): the released entries and the earliest score left (None if empty)."""
+        per release): the released entries and the earliest score left (None if empty).
+
+        ``until_ms`` may lie a little ahead of now (the pump's ``RELEASE_AHEAD``): entries due
+        later than now go into RQ jobs of one due instant each, carried in the job's meta
+        (``due_ms``), and a consumer holds such a job until that instant before it claims."""
         with self._release_lock, unavailable_as("could not release due entries"):
-            found = self.connection.zrangebyscore(self.keys.delay, "-inf", now_ms, start=0, num=limit)
-            due = [as_text(m) for m in found]
-            if not due:
+            found: list[tuple[Any, float]] = self.connection.zrangebyscore(  # type: ignore[assignment]
+                self.keys.delay, "-inf", until_ms, start=0, num=limit, withscores=True
+            )
+            if not found:
                 return [], self.plan()
+            now = _now_ms()
+            due = [as_text(m) for m, _ in found]
             pipe = self.connection.pipeline(transaction=True)
             pipe.multi()  # explicit, as RQ's enqueue_job expects of a caller's pipeline
             pipe.zrem(self.keys.delay, *due)
-            pipe.zadd(self.keys.released, dict.fromkeys(due, now_ms))
-            for start in range(0, len(due), self.batch_size):
-                self._push(due[start : start + self.batch_size], pipe)
+            pipe.zadd(self.keys.released, dict.fromkeys(due, min(now, until_ms)))
+            for members, due_ms in self._jobs_of(found, now):
+                self._push(members, due_ms, pipe)
             # EVAL, not EVALSHA: a script cache emptied by a Redis restart cannot fail the MULTI.
             pipe.eval(plumbing.PLAN, 2, self.keys.delay, self.keys.next)
             first = pipe.execute()[-1]
         return due, None if first is None else float(first)
 
-    def _push(self, members: list[str], pipe: Any) -> None:
+    def _jobs_of(self, found: Sequence[Any], now_ms: float) -> list[tuple[list[str], float]]:
+        """Released ``(member, score)`` entries (in score order) as RQ jobs of at most
+        ``batch_size`` members, each with the latest due instant of its members: entries due by
+        ``now_ms`` together, later ones one job per due instant (none is held past its own)."""
+        jobs: list[tuple[list[str], float]] = []
+        group: float | None = None
+        for member, raw_score in found:
+            score = float(raw_score)
+            key = None if score <= now_ms else score
+            if not jobs or key != group or len(jobs[-1][0]) >= self.batch_size:
+                jobs.append(([], score))
+                group = key
+            members = jobs[-1][0]
+            members.append(as_text(member))
+            jobs[-1] = (members, score)  # scores ascend: the latest due of the job
+        return jobs
+
+    def _push(self, members: list[str], due_ms: float, pipe: Any) -> None:
         job = self.rq_queue.create_job(
             plumbing.FIRE_FUNCTION,
             args=[self.queue_name, members],
@@ -247,6 +277,7 @@ class RQExecutionQueue(ExecutionQueue, DelayIndex):
             result_ttl=0,
             timeout=self.job_timeout,
             description=f"schedule_sdk fire x{len(members)}",
+            meta={plumbing.DUE_META: due_ms},
         )
         self.rq_queue.enqueue_job(job, pipeline=pipe)
 
