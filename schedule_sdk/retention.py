@@ -1,13 +1,15 @@
-"""Retention: delete finished jobs (completed, cancelled, failed) some time after they finished.
+"""Retention: delete finished jobs (completed, cancelled, failed) some time after they finished,
+and the fire history (entries and the per-minute summary) as long after it was written.
 
 :class:`Purger` deletes in small batches (one short write transaction each, so fires are never
-held up for long), one purger at a time across processes (``JobStore.purge_finished`` holds the
-store's purge lock). A worker with ``retention`` set calls :meth:`Purger.tick` from its heartbeat:
-each tick works for at most ``tick_budget`` seconds, and starts at most every ``interval``
-seconds while nothing is left to delete. Between batches it rests three times as long as the
-batch took (``duty`` 0.25), so a purge of a million rows does not show in fire lateness.
-``schedule-sdk jobs purge --older-than 30d`` runs :meth:`Purger.purge` once, to the end. Open
-jobs (pending, active, paused) are never touched.
+held up for long), one purger of jobs at a time across processes (``JobStore.purge_finished``
+holds the store's purge lock). A worker with ``retention`` set calls :meth:`Purger.tick` from its
+heartbeat: each tick works for at most ``tick_budget`` seconds, finished jobs first, then the
+fire history, and starts at most every ``interval`` seconds while nothing is left to delete.
+Between batches it rests three times as long as the batch took (``duty`` 0.25), so a purge of a
+million rows does not show in fire lateness. ``schedule-sdk jobs purge --older-than 30d`` runs
+:meth:`Purger.purge` and :meth:`Purger.purge_history` once, to the end. Open jobs (pending,
+active, paused) are never touched.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import logging
 import re
 import time
 from collections.abc import Callable
-from datetime import datetime, timedelta
+from datetime import timedelta
 
 from .domain.errors import InvalidSetting
 from .ports import Clock, JobStore
@@ -78,41 +80,63 @@ class Purger:
         ``progress`` gets the running total after each batch. With ``wait`` (the default) it waits
         its turn when another process is purging; without, it stops there."""
         before = self._clock.now() - older_than
-        total = 0
-        while True:
-            deleted = self._batch_before(before, wait=wait)
-            if deleted is None:
-                break
-            total += deleted
-            if progress is not None:
-                progress(total)
-            if deleted < self._batch:
-                break
-        return total
+        return self._drain(lambda: self._store.purge_finished(before, self._batch, wait=wait), progress)[0]
+
+    def purge_history(self, older_than: timedelta, *, progress: Callable[[int], None] | None = None) -> int:
+        """Delete the fire history written more than ``older_than`` ago (entries, then the rows of
+        the store's per-minute summary); return how many rows. ``progress`` as for :meth:`purge`."""
+        before = self._clock.now() - older_than
+        return self._drain(lambda: self._store.purge_history(before, self._batch), progress)[0]
 
     def tick(self) -> int:
-        """Some of the retention work (a worker's heartbeat calls this); how many were deleted."""
+        """Some of the retention work (a worker's heartbeat calls this): finished jobs, then the
+        fire history; how many rows were deleted."""
         if self.retention is None or time.monotonic() < self._idle_until:
             return 0
         before = self._clock.now() - self.retention
         deadline = time.monotonic() + self._budget
-        total = 0
-        while time.monotonic() < deadline:
-            deleted = self._batch_before(before, wait=False)
-            total += deleted or 0
-            if deleted is None or deleted < self._batch:  # another process purges, or all done
-                self._idle_until = time.monotonic() + self._interval
-                break
-        if total:
-            logger.info(
-                "retention: purged %d finished jobs", total, extra={"action": "purge", "purged": total}
+        jobs, done = self._drain(
+            lambda: self._store.purge_finished(before, self._batch, wait=False), deadline=deadline
+        )
+        fires = 0
+        if done:
+            fires, done = self._drain(
+                lambda: self._store.purge_history(before, self._batch), deadline=deadline
             )
-        return total
+        if done:  # all deleted, or another process purges: rest until the next interval
+            self._idle_until = time.monotonic() + self._interval
+        if jobs or fires:
+            logger.info(
+                "retention: purged %d finished jobs and %d fire history rows",
+                jobs,
+                fires,
+                extra={"action": "purge", "purged": jobs, "purged_history": fires},
+            )
+        return jobs + fires
 
-    def _batch_before(self, before: datetime, *, wait: bool) -> int | None:
-        started = time.monotonic()
-        deleted = self._store.purge_finished(before, self._batch, wait=wait)
-        if deleted:
-            self.on_purged(deleted)
-            time.sleep((time.monotonic() - started) * self._rest)
-        return deleted
+    def _drain(
+        self,
+        batch: Callable[[], int | None],
+        progress: Callable[[int], None] | None = None,
+        *,
+        deadline: float | None = None,
+    ) -> tuple[int, bool]:
+        """Run ``batch`` (one purge transaction) until it deletes less than a batch, returns None
+        (another process holds the purge lock) or ``deadline`` (monotonic) passes; resting after
+        each batch as ``duty`` says. Return the total deleted and whether it stopped for the
+        first two reasons (nothing left here to do now)."""
+        total = 0
+        while deadline is None or time.monotonic() < deadline:
+            started = time.monotonic()
+            deleted = batch()
+            if deleted is None:
+                return total, True
+            total += deleted
+            if deleted:
+                self.on_purged(deleted)
+                time.sleep((time.monotonic() - started) * self._rest)
+            if progress is not None:
+                progress(total)
+            if deleted < self._batch:
+                return total, True
+        return total, False
