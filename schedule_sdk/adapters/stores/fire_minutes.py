@@ -1,8 +1,13 @@
 """The per-minute summary of the fire history (``schedule_fire_minutes``, ``schedule_fire_failures``):
-counted in Python per batch of fires and added to the stored counts by one upsert per table, in
-the transaction that writes the entries; purged with them.
+counted in Python per batch of fires and added to the stored counts in the transaction that
+writes the entries; purged with them.
 
-Rows are written in key order, so two transactions adding to the same minutes (two workers on
+On SQLite (no round trips) the entries and each summary table are one ``executemany`` each. On
+PostgreSQL the entries and both summaries are written by one statement (:func:`write_postgres`:
+data-modifying CTEs over ``unnest`` of one array per column), so a batch of fires costs one round
+trip and one statement however many rows it touches.
+
+Rows are added in key order, so two transactions adding to the same minutes (two workers on
 PostgreSQL) lock them in the same order and cannot deadlock.
 """
 
@@ -11,13 +16,15 @@ from __future__ import annotations
 import functools
 from collections.abc import Sequence
 from datetime import datetime
+from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.engine import Connection
+from sqlalchemy.engine import Connection, Dialect
 
 from ...domain.history import FireOutcome, FireRecord, lateness_class
 from .tables import schedule_fire_failures as failures
 from .tables import schedule_fire_minutes as minutes
+from .tables import schedule_fires as fires_table
 
 _COLUMN = {FireOutcome.SUCCEEDED: 0, FireOutcome.FAILED: 1, FireOutcome.SKIPPED: 2}
 
@@ -61,19 +68,63 @@ def _upsert(table: str, keys: tuple[str, ...], counts: tuple[str, ...], paramsty
     )
 
 
+_CLASS_KEYS, _CLASS_COUNTS = ("minute", "lateness_class"), ("succeeded", "failed", "skipped")
+_TOPIC_KEYS, _TOPIC_COUNTS = ("minute", "topic"), ("failed",)
+
+
 def add(conn: Connection, fires: Sequence[FireRecord]) -> None:
     """Add ``fires`` to the summary, in ``conn``'s transaction (one executemany per table; the
-    failures table only when a fire failed)."""
+    failures table only when a fire failed). The SQLite path: PostgreSQL uses :func:`write_postgres`."""
     if not fires:
         return
     by_class, by_topic = summarize(fires)
     style = str(conn.dialect.paramstyle)
-    conn.exec_driver_sql(
-        _upsert(minutes.name, ("minute", "lateness_class"), ("succeeded", "failed", "skipped"), style),
-        by_class,
-    )
+    conn.exec_driver_sql(_upsert(minutes.name, _CLASS_KEYS, _CLASS_COUNTS, style), by_class)
     if by_topic:
-        conn.exec_driver_sql(_upsert(failures.name, ("minute", "topic"), ("failed",), style), by_topic)
+        conn.exec_driver_sql(_upsert(failures.name, _TOPIC_KEYS, _TOPIC_COUNTS, style), by_topic)
+
+
+def _unnest(table: sa.Table, columns: Sequence[str], dialect: Dialect) -> str:
+    """``SELECT * FROM unnest(%s::type[], ...)``: one array parameter per column."""
+    arrays = ", ".join(f"%s::{table.c[name].type.compile(dialect)}[]" for name in columns)
+    return f"SELECT * FROM unnest({arrays})"
+
+
+def _add_from_arrays(
+    table: sa.Table, keys: tuple[str, ...], counts: tuple[str, ...], dialect: Dialect
+) -> str:
+    columns = keys + counts
+    added = ", ".join(f"{c} = {table.name}.{c} + excluded.{c}" for c in counts)
+    return (
+        f"INSERT INTO {table.name} ({', '.join(columns)}) {_unnest(table, columns, dialect)} "
+        f"ON CONFLICT ({', '.join(keys)}) DO UPDATE SET {added}"
+    )
+
+
+@functools.cache
+def _write_statement(fields: tuple[str, ...], dialect: Dialect) -> str:
+    return (
+        f"WITH by_class AS ({_add_from_arrays(minutes, _CLASS_KEYS, _CLASS_COUNTS, dialect)}), "
+        f"by_topic AS ({_add_from_arrays(failures, _TOPIC_KEYS, _TOPIC_COUNTS, dialect)}) "
+        f"INSERT INTO {fires_table.name} ({', '.join(fields)}) {_unnest(fires_table, fields, dialect)}"
+    )
+
+
+def write_postgres(
+    conn: Connection, fields: tuple[str, ...], rows: Sequence[tuple[Any, ...]], fires: Sequence[FireRecord]
+) -> None:
+    """Insert the history entries ``rows`` (driver values of the columns ``fields``) and add
+    ``fires`` to the summary, in one statement (PostgreSQL; one text, so the driver prepares it
+    once per connection)."""
+    by_class, by_topic = summarize(fires)
+    params = [list(column) for column in zip(*by_class, strict=True)] or [[]] * len(
+        _CLASS_KEYS + _CLASS_COUNTS
+    )
+    params += [list(column) for column in zip(*by_topic, strict=True)] or [[]] * len(
+        _TOPIC_KEYS + _TOPIC_COUNTS
+    )
+    params += [list(column) for column in zip(*rows, strict=True)]
+    conn.exec_driver_sql(_write_statement(fields, conn.dialect), tuple(params))
 
 
 def purge(conn: Connection, before: datetime, limit: int, *, skip_locked: bool) -> int:
