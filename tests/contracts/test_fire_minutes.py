@@ -6,6 +6,7 @@ the history stored before."""
 from __future__ import annotations
 
 import random
+import threading
 from collections import Counter
 from collections.abc import Callable, Iterator
 from datetime import timedelta
@@ -125,3 +126,25 @@ def entry(f: FireRecord) -> dict[str, object]:
     values = {c.name: getattr(f, c.name) for c in schedule_fires.c if c.name != "id"}
     values["outcome"] = f.outcome.value
     return values
+
+
+def test_workers_adding_to_the_same_minutes_at_once_neither_deadlock_nor_lose_counts(store):
+    """Four threads (four workers' recorders) add batches to the same few minutes, rows and
+    topics in every order; each batch its own transaction."""
+    batches = [random_fires(40, seed=100 + n) for n in range(48)]
+    errors: list[BaseException] = []
+
+    def work(mine: list[list[FireRecord]]) -> None:
+        try:
+            for batch in mine:
+                record(store, *batch)
+        except BaseException as error:  # reported below
+            errors.append(error)
+
+    threads = [threading.Thread(target=work, args=(batches[n::4],)) for n in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert errors == []
+    assert stored(store) == expected([f for batch in batches for f in batch])
