@@ -5,8 +5,10 @@ the history stored before."""
 
 from __future__ import annotations
 
+import itertools
 import random
 import threading
+import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from datetime import timedelta
@@ -17,6 +19,7 @@ from alembic import command
 
 from schedule_sdk.adapters.stores import schema
 from schedule_sdk.adapters.stores.engine import make_engine
+from schedule_sdk.adapters.stores.fire_minutes import PER_ENTRY_MAX
 from schedule_sdk.adapters.stores.sqlalchemy import SQLAlchemyJobStore
 from schedule_sdk.adapters.stores.tables import schedule_fire_failures, schedule_fire_minutes, schedule_fires
 from schedule_sdk.domain.history import LATENESS_BOUNDS, FireOutcome, FireRecord
@@ -36,14 +39,14 @@ def store(
     opened.close()
 
 
-def random_fires(n: int, seed: int = 7) -> list[FireRecord]:
-    """Fires over 40 minutes before ``NOW``, of 3 topics, with lateness across every class
+def random_fires(n: int, seed: int = 7, minutes: int = 40) -> list[FireRecord]:
+    """Fires over ``minutes`` before ``NOW``, of 3 topics, with lateness across every class
     (bounds, one past a bound, negative) and some failed and skipped."""
     rng = random.Random(seed)
     lateness = [*LATENESS_BOUNDS, *(b + 1 for b in LATENESS_BOUNDS), 0, -3, 7_200_000]
     return [
         fire(
-            seconds=-rng.uniform(0, 2400),
+            seconds=-rng.uniform(0, 60 * minutes),
             lateness_ms=rng.choice(lateness),
             outcome=rng.choice(OUTCOMES),
             topic=f"topic.{rng.randrange(3)}",
@@ -83,8 +86,12 @@ def stored(store: SQLAlchemyJobStore) -> tuple[Counter[tuple[int, int, str]], Co
 
 def test_the_summary_counts_every_recorded_fire_by_minute_lateness_class_and_outcome(store):
     fires = random_fires(600)
-    for start in range(0, len(fires), 37):  # many transactions adding to the same minutes
-        record(store, *fires[start : start + 37])
+    start = 0
+    for size in itertools.cycle((1, 5, PER_ENTRY_MAX, PER_ENTRY_MAX + 1, 37)):  # both ways of writing
+        if start >= len(fires):
+            break
+        record(store, *fires[start : start + size])  # many transactions adding to the same minutes
+        start += size
     assert stored(store) == expected(fires)
     assert sum(stored(store)[0].values()) == 600
 
@@ -131,13 +138,16 @@ def entry(f: FireRecord) -> dict[str, object]:
 def test_workers_adding_to_the_same_minutes_at_once_neither_deadlock_nor_lose_counts(store):
     """Four threads (four workers' recorders) add batches to the same few minutes, rows and
     topics in every order; each batch its own transaction."""
-    batches = [random_fires(40, seed=100 + n) for n in range(48)]
+    sizes = [40 if n % 4 == 3 else 12 for n in range(96)]  # both ways of writing
+    batches = [random_fires(size, seed=100 + n, minutes=2) for n, size in enumerate(sizes)]
     errors: list[BaseException] = []
 
     def work(mine: list[list[FireRecord]]) -> None:
         try:
             for batch in mine:
-                record(store, *batch)
+                with store.transaction() as tx:
+                    tx.record_fires(batch)
+                    time.sleep(0.002)  # holding the summary rows a while, as a commit does
         except BaseException as error:  # reported below
             errors.append(error)
 

@@ -258,7 +258,7 @@ class _Transaction(JobTransaction):
             with translate_errors():
                 dialect = self._conn.dialect
                 rows = [fire_params(f, dialect) for f in records]
-                if dialect.name == "postgresql":  # one statement: one round trip
+                if dialect.name == "postgresql" and len(records) <= fire_minutes.PER_ENTRY_MAX:
                     fire_minutes.write_postgres(self._conn, _FIRE_FIELDS, rows, records)
                 else:  # one executemany, like the outcomes it goes with
                     self._conn.exec_driver_sql(_insert_fires(str(dialect.paramstyle)), rows)
