@@ -5,19 +5,25 @@ Run:  .venv/bin/python bench/dashboard.py [--store sqlite|postgres|all] [--jobs 
 
 Data (bulk-loaded with executemany, then ANALYZE): N jobs over 20 topics, 100 tenants and 1,000
 owners (70% completed, 18% pending, 6% cancelled, 4% failed, 2% paused, none active; 1% cron
-jobs), one million fire history entries over the last 24 hours, and 10,000 timers of 20 tenants.
-PostgreSQL uses a fresh database ``schedule_sdk_bench_dashboard`` on 127.0.0.1:5432.
+jobs), one million fire history entries over the last 24 hours (written in time order through
+``JobTransaction.record_fires``, 20,000 a transaction, so the per-minute summary is kept as the
+fire path keeps it), and 10,000 timers of 20 tenants. PostgreSQL uses a fresh database on
+127.0.0.1:5432, ``schedule_sdk_bench_dashboard`` unless ``SCHEDULE_DASHBOARD_BENCH_DB`` names
+another (another worktree's bench may use the default at the same time).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import json
+import os
 import random
 import statistics
 import tempfile
 import time
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -31,13 +37,15 @@ from schedule_sdk.adapters.stores import schema
 from schedule_sdk.adapters.stores.engine import make_engine
 from schedule_sdk.adapters.stores.sqlalchemy import SQLAlchemyJobStore
 from schedule_sdk.adapters.stores.sqlalchemy_timers import timer_schedules
-from schedule_sdk.adapters.stores.tables import schedule_fires, schedule_jobs
+from schedule_sdk.adapters.stores.tables import schedule_jobs
 from schedule_sdk.dashboard import create_dashboard
+from schedule_sdk.domain.history import FireOutcome, FireRecord
 from schedule_sdk.domain.ids import new_id
 from schedule_sdk.service import ScheduleService
 from schedule_sdk.testing import FakeClock
 
-PG_BENCH = "postgresql+psycopg://postgres@127.0.0.1:5432/schedule_sdk_bench_dashboard"
+BENCH_DB = os.environ.get("SCHEDULE_DASHBOARD_BENCH_DB", "schedule_sdk_bench_dashboard")
+PG_BENCH = f"postgresql+psycopg://postgres@127.0.0.1:5432/{BENCH_DB}"
 STATUSES = ["completed"] * 70 + ["pending"] * 18 + ["cancelled"] * 6 + ["failed"] * 4 + ["paused"] * 2
 CHUNK = 20_000
 
@@ -46,8 +54,8 @@ def fresh_url(store: str) -> str:
     if store == "sqlite":
         return f"sqlite:///{tempfile.mkdtemp(prefix='sdk-dash-bench-')}/bench.db"
     with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
-        conn.execute("DROP DATABASE IF EXISTS schedule_sdk_bench_dashboard WITH (FORCE)")
-        conn.execute("CREATE DATABASE schedule_sdk_bench_dashboard")
+        conn.execute(f"DROP DATABASE IF EXISTS {BENCH_DB} WITH (FORCE)")
+        conn.execute(f"CREATE DATABASE {BENCH_DB}")
     return PG_BENCH
 
 
@@ -90,24 +98,37 @@ def job_rows(n: int, now: datetime, rng: random.Random):
         }
 
 
-def fire_rows(n: int, now: datetime, rng: random.Random, job_ids: list[str]):
-    for i in range(n):
-        fired = now - timedelta(seconds=rng.random() * 86_400)
+def fire_records(n: int, now: datetime, rng: random.Random, job_ids: list[str]):
+    """``n`` fires over the last 24 hours, oldest first, as the fire path writes them."""
+    offsets = sorted((rng.random() * 86_400 for _ in range(n)), reverse=True)
+    for i, offset in enumerate(offsets):
+        fired = now - timedelta(seconds=offset)
         late = int(rng.expovariate(1 / 15))
         failed = rng.random() < 0.03
-        yield {
-            "job_id": rng.choice(job_ids),
-            "topic": f"topic.{i % 20}",
-            "occurrence": 1,
-            "attempt": 1,
-            "due_at": fired - timedelta(milliseconds=late),
-            "fired_at": fired,
-            "lateness_ms": late,
-            "duration_ms": int(rng.expovariate(1 / 20)),
-            "outcome": "failed" if failed else "succeeded",
-            "error": "RuntimeError: boom" if failed else None,
-            "worker_id": f"worker-{i % 4}",
-        }
+        yield FireRecord(
+            job_id=rng.choice(job_ids),
+            topic=f"topic.{i % 20}",
+            occurrence=1,
+            attempt=1,
+            due_at=fired - timedelta(milliseconds=late),
+            fired_at=fired,
+            lateness_ms=late,
+            duration_ms=int(rng.expovariate(1 / 20)),
+            outcome=FireOutcome.FAILED if failed else FireOutcome.SUCCEEDED,
+            error="RuntimeError: boom" if failed else None,
+            worker_id=f"worker-{i % 4}",
+        )
+
+
+def record(store: SQLAlchemyJobStore, fires: Iterator[FireRecord]) -> None:
+    """Write ``fires`` with ``record_fires``, ``CHUNK`` a transaction."""
+    started = time.perf_counter()
+    count = 0
+    while batch := list(itertools.islice(fires, CHUNK)):
+        with store.transaction() as tx:
+            tx.record_fires(batch)
+        count += len(batch)
+    print(f"  recorded {count:,} fires in {time.perf_counter() - started:.0f} s", flush=True)
 
 
 def load(engine: sa.Engine, table: sa.Table, rows, label: str) -> None:
@@ -173,11 +194,11 @@ def bench(store: str, jobs: int, fires: int, repeat: int) -> None:
         cron_job = conn.execute(
             sa.select(schedule_jobs.c.id).where(schedule_jobs.c.repeat.is_not(None)).limit(1)
         ).scalar()
-    load(engine, schedule_fires, fire_rows(fires, now, rng, sample), "fires")
+    store_ = SQLAlchemyJobStore(engine)
+    record(store_, fire_records(fires, now, rng, sample))
     load(engine, timer_schedules, timer_rows(now), "timers")
     with engine.begin() as conn:
         conn.execute(sa.text("ANALYZE"))
-    store_ = SQLAlchemyJobStore(engine)
     clock = FakeClock(now)
     service = ScheduleService(store=store_, queue=SQLExecutionQueue(), clock=clock)
     app = create_dashboard(service, store=store_, clock=clock)

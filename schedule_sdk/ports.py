@@ -196,7 +196,9 @@ class JobTransaction(ABC):
 
     def record_fires(self, fires: Sequence[FireRecord]) -> None:
         """Append ``fires`` to the fire history, in this transaction (so a fire's entry commits
-        or rolls back with its outcome). Optional: the default keeps no history."""
+        or rolls back with its outcome), and to any summary the store keeps of it (the SQL
+        store's per-minute counts, which the dashboard reads). Optional: the default keeps no
+        history. Called on the fire path: keep it to a few statements per call."""
         return None
 
 
@@ -361,9 +363,11 @@ class JobStore(ABC):
         return []
 
     def purge_history(self, before: datetime, limit: int) -> int:
-        """Delete up to ``limit`` fire history entries fired before ``before``, oldest first, in
-        one transaction; return how many (the retention purger calls it until it returns less
-        than ``limit``). Optional: the default deletes nothing."""
+        """Delete up to ``limit`` rows of fire history fired before ``before``, oldest first, in
+        one transaction; return how many. Rows are entries and, once no entry before ``before``
+        is left, the rows of any summary the store keeps of whole minutes before ``before``. The
+        retention purger calls it until it returns less than ``limit``: then nothing before
+        ``before`` is left. Optional: the default deletes nothing."""
         return 0
 
     @abstractmethod

@@ -1,17 +1,19 @@
-"""Retention: delete finished jobs (completed, cancelled, failed) some time after they finished.
+"""Retention: delete finished jobs (completed, cancelled, failed) some time after they finished,
+and the fire history (entries and the per-minute summary) as long after it was written.
 
 :class:`Purger` deletes in small batches (one short write transaction each, so fires are never
-held up for long), one purger at a time across processes (``JobStore.purge_finished`` holds the
-store's purge lock). A worker with ``retention`` set calls :meth:`Purger.tick` from its heartbeat:
-each tick works for at most ``tick_budget`` seconds, and starts at most every ``interval``
-seconds while nothing is left to delete. Between batches it rests three times as long as the
-batch took (``duty`` 0.25). On a store with one writer at a time (SQLite, ``JobStore.one_writer``)
-a batch also fits before the next due instant: it deletes at most as many rows as take half the
-time left (the time per row is learnt from the batches), and when not even ``min_batch`` fits it
-waits for that instant to pass, so the claim at a due instant never waits for a purge batch. A
-backlog (the next due instant more than ``overdue_grace`` past) does not hold the purge back.
-``schedule-sdk jobs purge --older-than 30d`` runs :meth:`Purger.purge` once, to the end. Open
-jobs (pending, active, paused) are never touched.
+held up for long), one purger of jobs at a time across processes (``JobStore.purge_finished``
+holds the store's purge lock). A worker with ``retention`` set calls :meth:`Purger.tick` from its
+heartbeat: each tick works for at most ``tick_budget`` seconds, finished jobs first, then the
+fire history, and starts at most every ``interval`` seconds while nothing is left to delete.
+Between batches it rests three times as long as the batch took (``duty`` 0.25). On a store with
+one writer at a time (SQLite, ``JobStore.one_writer``) a batch also fits before the next due
+instant: it deletes at most as many rows as take half the time left (the time per row is learnt
+from the batches), and when not even ``min_batch`` fits it waits for that instant to pass, so the
+claim at a due instant never waits for a purge batch. A backlog (the next due instant more than
+``overdue_grace`` past) does not hold the purge back. ``schedule-sdk jobs purge --older-than
+30d`` runs :meth:`Purger.purge` and :meth:`Purger.purge_history` once, to the end. Open jobs
+(pending, active, paused) are never touched.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import logging
 import re
 import time
 from collections.abc import Callable
-from datetime import datetime, timedelta
+from datetime import timedelta
 
 from .domain.errors import InvalidSetting
 from .ports import Clock, JobStore
@@ -90,48 +92,68 @@ class Purger:
         ``progress`` gets the running total after each batch. With ``wait`` (the default) it waits
         its turn when another process is purging; without, it stops there."""
         before = self._clock.now() - older_than
-        total = 0
-        while True:
-            deleted, asked = self._batch_before(before, wait=wait)
-            if deleted is None:
-                break
-            total += deleted
-            if progress is not None:
-                progress(total)
-            if deleted < asked:
-                break
-        return total
+        return self._drain(lambda rows: self._store.purge_finished(before, rows, wait=wait), progress)[0]
+
+    def purge_history(self, older_than: timedelta, *, progress: Callable[[int], None] | None = None) -> int:
+        """Delete the fire history written more than ``older_than`` ago (entries, then the rows of
+        the store's per-minute summary); return how many rows. ``progress`` as for :meth:`purge`."""
+        before = self._clock.now() - older_than
+        return self._drain(lambda rows: self._store.purge_history(before, rows), progress)[0]
 
     def tick(self) -> int:
-        """Some of the retention work (a worker's heartbeat calls this); how many were deleted."""
+        """Some of the retention work (a worker's heartbeat calls this): finished jobs, then the
+        fire history; how many rows were deleted."""
         if self.retention is None or time.monotonic() < self._idle_until:
             return 0
         before = self._clock.now() - self.retention
         deadline = time.monotonic() + self._budget
-        total = 0
-        while time.monotonic() < deadline:
-            deleted, asked = self._batch_before(before, wait=False)
-            total += deleted or 0
-            if deleted is None or deleted < asked:  # another process purges, or all done
-                self._idle_until = time.monotonic() + self._interval
-                break
-        if total:
+        jobs, done = self._drain(
+            lambda rows: self._store.purge_finished(before, rows, wait=False), deadline=deadline
+        )
+        fires = 0
+        if done:
+            fires, done = self._drain(lambda rows: self._store.purge_history(before, rows), deadline=deadline)
+        if done:  # all deleted, or another process purges: rest until the next interval
+            self._idle_until = time.monotonic() + self._interval
+        if jobs or fires:
             logger.info(
-                "retention: purged %d finished jobs", total, extra={"action": "purge", "purged": total}
+                "retention: purged %d finished jobs and %d fire history rows",
+                jobs,
+                fires,
+                extra={"action": "purge", "purged": jobs, "purged_history": fires},
             )
-        return total
+        return jobs + fires
 
-    def _batch_before(self, before: datetime, *, wait: bool) -> tuple[int | None, int]:
-        """One batch: (how many it deleted, None if another process purges; how many it asked for)."""
-        asked = self._fitting_batch() if self._fit else self._batch
-        started = time.monotonic()
-        deleted = self._store.purge_finished(before, asked, wait=wait)
-        took = time.monotonic() - started
-        if deleted:
-            self._row_seconds = 0.7 * self._row_seconds + 0.3 * took / deleted
-            self.on_purged(deleted)
-            time.sleep(took * self._rest)
-        return deleted, asked
+    def _drain(
+        self,
+        batch: Callable[[int], int | None],
+        progress: Callable[[int], None] | None = None,
+        *,
+        deadline: float | None = None,
+    ) -> tuple[int, bool]:
+        """Run ``batch(rows)`` (one purge transaction of at most ``rows`` rows, as many as fit)
+        until it deletes fewer than it was asked, returns None (another process holds the purge
+        lock) or ``deadline`` (monotonic) passes; resting after each batch as ``duty`` says.
+        Return the total deleted and whether it stopped for the first two reasons (nothing left
+        here to do now)."""
+        total = 0
+        while deadline is None or time.monotonic() < deadline:
+            asked = self._fitting_batch() if self._fit else self._batch
+            started = time.monotonic()
+            deleted = batch(asked)
+            took = time.monotonic() - started
+            if deleted is None:
+                return total, True
+            total += deleted
+            if deleted:
+                self._row_seconds = 0.7 * self._row_seconds + 0.3 * took / deleted
+                self.on_purged(deleted)
+                time.sleep(took * self._rest)
+            if progress is not None:
+                progress(total)
+            if deleted < asked:
+                return total, True
+        return total, False
 
     def _fitting_batch(self) -> int:
         """How many rows the next batch may delete so that it ends well before the next due

@@ -1,10 +1,12 @@
 """The dashboard's reads that go beyond :class:`~schedule_sdk.ScheduleService`: aggregates over
 the fire history and capped counts, as SQL on the SQLAlchemy store's engine.
 
-Every statement is served by an index and reads a bounded number of rows: plots aggregate one
-time window of ``schedule_fires`` (``ix_schedule_fires_fired``) in the database and return one
-row per (bucket, lateness class); counts stop at :data:`COUNT_CAP`; timer tenants are found by a
-loose index scan of the primary key. Nothing here loads every row of a table.
+Every statement is served by an index and reads a bounded number of rows: plots sum the
+per-minute summary of the fire history (``schedule_fire_minutes``, ``schedule_fire_failures``:
+at most 1,440 x 22 rows a day, however many fires) and never read the entries; the workers page
+reads one hour of entries (``ix_schedule_fires_fired``); counts stop at :data:`COUNT_CAP`; timer
+tenants are found by a loose index scan of the primary key. Nothing here loads every row of a
+table.
 """
 
 from __future__ import annotations
@@ -18,27 +20,28 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
 from ..adapters.stores.engine import translate_errors
+from ..adapters.stores.fire_minutes import minute_of
 from ..adapters.stores.sqlalchemy_timers import entry_from_row
 from ..adapters.stores.sqlalchemy_timers import timer_schedules as timers
 from ..adapters.stores.tables import NOT_PENDING_CONDITION
+from ..adapters.stores.tables import schedule_fire_failures as fire_failures
+from ..adapters.stores.tables import schedule_fire_minutes as fire_minutes
 from ..adapters.stores.tables import schedule_fires as fires
 from ..adapters.stores.tables import schedule_jobs as jobs
+from ..domain.history import LATENESS_BOUNDS
 from ..domain.status import JobStatus
 from ..timer.domain import TimerEntry, TimerState
 
 #: Counts stop here (shown as "10,000+"): a count never reads more index entries than this.
 COUNT_CAP = 10_000
-#: Upper bounds (ms) of the lateness classes the percentiles are read from (1-2-5 steps to 1 h).
-LATENESS_BOUNDS: tuple[int, ...] = tuple(
-    m * 10**e for e in range(0, 7) for m in (1, 2, 5) if m * 10**e <= 3_600_000
-) + (3_600_000,)
 
-#: Plot windows: (minutes, characters of the ISO text kept as the bucket, bucket length).
-WINDOWS: dict[int, tuple[int, timedelta]] = {
-    60: (16, timedelta(minutes=1)),  # 'YYYY-MM-DDTHH:MM'
-    360: (15, timedelta(minutes=10)),  # 'YYYY-MM-DDTHH:M'
-    1440: (13, timedelta(hours=1)),  # 'YYYY-MM-DDTHH'
+#: Plot windows: minutes -> bucket length (a whole number of minutes).
+WINDOWS: dict[int, timedelta] = {
+    60: timedelta(minutes=1),
+    360: timedelta(minutes=10),
+    1440: timedelta(hours=1),
 }
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,24 +92,10 @@ class DashboardReads:
 
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
-        self._pg = engine.dialect.name == "postgresql"
 
     def _rows(self, statement: sa.Executable, **params: Any) -> list[tuple[Any, ...]]:
         with translate_errors(), self.engine.connect() as conn:
             return [tuple(row) for row in conn.execute(statement, params)]
-
-    def _bucket(self, width: int, step: timedelta) -> sa.ColumnElement[Any]:
-        """The time bucket of a fire: on SQLite the first ``width`` characters of the stored ISO
-        text; on PostgreSQL ``date_bin`` (an instant; :meth:`_key` turns both into the text)."""
-        if not self._pg:
-            return sa.func.substr(sa.cast(fires.c.fired_at, sa.String), 1, width)
-        origin = sa.literal(datetime(2000, 1, 1, tzinfo=UTC), type_=fires.c.fired_at.type)
-        return sa.func.date_bin(sa.literal(step, type_=sa.Interval), fires.c.fired_at, origin)
-
-    def _key(self, value: Any, width: int) -> str:
-        if isinstance(value, datetime):
-            return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M")[:width]
-        return str(value)
 
     # -- counts ---------------------------------------------------------------------------------
 
@@ -130,44 +119,51 @@ class DashboardReads:
 
     def overview(self, now: datetime, minutes: int = 60) -> Overview:
         """Fires per bucket, lateness p50/p99 per bucket and failures by topic in the window of
-        ``minutes`` (60, 360 or 1440) ending at ``now``."""
-        width, step = WINDOWS[minutes]
-        since = now - timedelta(minutes=minutes)
-        bucket = self._bucket(width, step).label("bucket")
-        lateness = sa.case(
-            *[(fires.c.lateness_ms <= bound, i) for i, bound in enumerate(LATENESS_BOUNDS)],
-            else_=len(LATENESS_BOUNDS),
-        ).label("cls")
-        failed = sa.func.sum(sa.case((fires.c.outcome == "failed", 1), else_=0))
-        window = (fires.c.fired_at >= since, fires.c.fired_at <= now, fires.c.outcome != "skipped")
+        ``minutes`` (60, 360 or 1440) ending at ``now``, from the per-minute summary: the window
+        is made of whole buckets, from the one holding ``now - minutes`` to the one holding
+        ``now`` (skipped occurrences are not fires)."""
+        step = WINDOWS[minutes]
+        width = step // timedelta(minutes=1)
+        since = _floor(now - timedelta(minutes=minutes), step)
+        first, last = minute_of(since), minute_of(now)
+        summary = fire_minutes.c
+        bucket = (summary.minute // width).label("bucket")
         grouped = (
-            sa.select(bucket, lateness, sa.func.count(), failed).where(*window).group_by(bucket, lateness)
+            sa.select(
+                bucket,
+                summary.lateness_class,
+                sa.func.sum(summary.succeeded + summary.failed),
+                sa.func.sum(summary.failed),
+            )
+            .where(summary.minute >= first, summary.minute <= last)
+            .group_by(bucket, summary.lateness_class)
         )
-        counts: dict[str, dict[int, int]] = defaultdict(dict)
-        failures: dict[str, int] = defaultdict(int)
-        for value, cls, n, bad in self._rows(grouped):
-            key = self._key(value, width)
-            counts[key][int(cls)] = int(n)
-            failures[key] += int(bad or 0)
+        counts: dict[int, dict[int, int]] = defaultdict(dict)
+        failures: dict[int, int] = defaultdict(int)
+        for number, cls, n, bad in self._rows(grouped):
+            if n:
+                counts[int(number)][int(cls)] = int(n)
+            failures[int(number)] += int(bad or 0)
+        failed = sa.func.sum(fire_failures.c.failed).label("n")
         by_topic = (
-            sa.select(fires.c.topic, sa.func.count().label("n"))
-            .where(*window, fires.c.outcome == "failed")
-            .group_by(fires.c.topic)
-            .order_by(sa.desc("n"), fires.c.topic)
+            sa.select(fire_failures.c.topic, failed)
+            .where(fire_failures.c.minute >= first, fire_failures.c.minute <= last)
+            .group_by(fire_failures.c.topic)
+            .order_by(sa.desc("n"), fire_failures.c.topic)
             .limit(12)
         )
-        topics = [(str(topic), int(n)) for topic, n in self._rows(by_topic)]
+        topics = [(str(topic), int(n)) for topic, n in self._rows(by_topic) if n]
         buckets: list[Bucket] = []
-        start = _floor(since, step)
+        start = since
         while start <= now:
-            key = start.strftime("%Y-%m-%dT%H:%M")[:width]
-            classes = counts.get(key, {})
+            number = minute_of(start) // width
+            classes = counts.get(number, {})
             total = sum(classes.values())
             buckets.append(
                 Bucket(
                     start=start,
                     fires=total,
-                    failures=failures.get(key, 0),
+                    failures=failures.get(number, 0),
                     p50_ms=_percentile(classes, total, 0.50),
                     p99_ms=_percentile(classes, total, 0.99),
                 )
@@ -265,5 +261,4 @@ _NEVER = datetime.min.replace(tzinfo=UTC)
 
 
 def _floor(instant: datetime, step: timedelta) -> datetime:
-    epoch = datetime(2000, 1, 1, tzinfo=instant.tzinfo)
-    return epoch + ((instant - epoch) // step) * step
+    return _EPOCH + ((instant - _EPOCH) // step) * step

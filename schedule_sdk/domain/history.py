@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import bisect
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
@@ -41,3 +42,19 @@ class FireRecord:
     error: str | None
     #: The id of the worker that held the claim.
     worker_id: str | None
+
+
+# -- lateness classes: the fixed histogram the per-minute summary and the dashboard share ------
+
+#: Upper bounds (ms) of the lateness classes, in 1-2-5 steps to one hour: class ``i`` holds the
+#: lateness values ``<= LATENESS_BOUNDS[i]`` not in a lower class; class ``len(LATENESS_BOUNDS)``
+#: holds everything later. Fixed: stored per-minute counts are per class, so changing a bound
+#: would need a migration that recounts them.
+LATENESS_BOUNDS: tuple[int, ...] = tuple(
+    m * 10**e for e in range(0, 7) for m in (1, 2, 5) if m * 10**e <= 3_600_000
+) + (3_600_000,)
+
+
+def lateness_class(lateness_ms: int) -> int:
+    """The class of a lateness in ms (negative values are in class 0)."""
+    return bisect.bisect_left(LATENESS_BOUNDS, lateness_ms)

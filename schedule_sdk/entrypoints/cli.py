@@ -412,7 +412,12 @@ def cmd_jobs_purge(ctx: Context) -> int:
     )
     total = purger.purge(older_than, progress=lambda n: ctx.progress(f"purging: {n} deleted"))
     ctx.progress(f"purged: {total} deleted", final=True)
+    history = purger.purge_history(
+        older_than, progress=lambda n: ctx.progress(f"purging fire history: {n} deleted")
+    )
+    ctx.progress(f"purged fire history: {history} deleted", final=True)
     ctx.out.write(f"purged {total} finished jobs older than {ctx.args.older_than}\n")
+    ctx.out.write(f"purged {history} fire history rows older than {ctx.args.older_than}\n")
     return OK
 
 
@@ -571,13 +576,16 @@ def build_parser() -> argparse.ArgumentParser:
     ):
         command(job_commands, name, cmd_jobs_steer, text).add_argument("job_id", metavar="ID")
     purge = command(
-        job_commands, "purge", cmd_jobs_purge, "delete finished jobs (completed, cancelled, failed)"
+        job_commands,
+        "purge",
+        cmd_jobs_purge,
+        "delete finished jobs (completed, cancelled, failed), then the fire history, older than AGE",
     )
     purge.add_argument(
         "--older-than",
         required=True,
         metavar="AGE",
-        help="that finished longer ago than AGE (30d, 12h, 90m, 45s)",
+        help="that finished (fired, for the history) longer ago than AGE (30d, 12h, 90m, 45s)",
     )
     purge.add_argument("--batch-size", type=int, default=500, help="rows per transaction (default 500)")
 

@@ -329,20 +329,83 @@ def test_jobs_purge_deletes_old_finished_jobs_with_progress(
     for job_id in finished:
         service.cancel(job_id)
     code, out, _ = cli(db_url, "jobs", "purge", "--older-than", "1h", capsys=capsys)
-    assert (code, out) == (0, "purged 0 finished jobs older than 1h\n")  # not old enough yet
+    assert (code, out) == (  # not old enough yet
+        0,
+        "purged 0 finished jobs older than 1h\npurged 0 fire history rows older than 1h\n",
+    )
     time.sleep(1.1)
     code, out, err = cli(db_url, "jobs", "purge", "--older-than", "1s", "--batch-size", "2", capsys=capsys)
-    assert (code, out) == (0, "purged 5 finished jobs older than 1s\n")
+    assert (code, out) == (
+        0,
+        "purged 5 finished jobs older than 1s\npurged 0 fire history rows older than 1s\n",
+    )
     assert err.splitlines() == [
         "purging: 2 deleted",
         "purging: 4 deleted",
         "purging: 5 deleted",
         "purged: 5 deleted",
+        "purging fire history: 0 deleted",
+        "purged fire history: 0 deleted",
     ]
     assert [service.get_by_id(j) for j in finished] == [None] * 5
     assert all(service.get_by_id(j) is not None for j in kept)
     code, _, err = cli(db_url, "jobs", "purge", "--older-than", "soon", capsys=capsys)
     assert code == 2 and "--older-than" in err
+
+
+def test_jobs_purge_deletes_old_fire_history_and_its_per_minute_summary(
+    db_url: str, service: ScheduleService, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (job_id,) = schedule(service)
+    now = datetime.now(UTC)
+    old = now - timedelta(days=2)
+    fires = [
+        FireRecord(
+            job_id=job_id,
+            topic="cli.test",
+            occurrence=n,
+            attempt=1,
+            due_at=fired_at,
+            fired_at=fired_at,
+            lateness_ms=lateness,
+            duration_ms=5,
+            outcome=FireOutcome.FAILED if n == 1 else FireOutcome.SUCCEEDED,
+            error="RuntimeError: x" if n == 1 else None,
+            worker_id="w1",
+        )
+        for n, fired_at, lateness in (
+            (1, old, 3),
+            (2, old, 3),
+            (3, old + timedelta(minutes=5), 700),
+            (4, now, 3),
+        )
+    ]
+    container = ScheduleContainer()
+    container.config.from_dict({"database_url": db_url})
+    with container.store().transaction() as tx:
+        tx.record_fires(fires)
+    summary = "SELECT minute FROM schedule_fire_minutes UNION ALL SELECT minute FROM schedule_fire_failures"
+    with container.engine().connect() as conn:
+        assert len(conn.exec_driver_sql(summary).all()) == 4  # old: 2 minutes, 1 failure; now: 1
+    code, out, err = cli(db_url, "jobs", "purge", "--older-than", "1d", "--batch-size", "2", capsys=capsys)
+    # 3 old entries, then 3 rows of the summary of their minutes; 2 rows per transaction
+    assert (code, out) == (
+        0,
+        "purged 0 finished jobs older than 1d\npurged 6 fire history rows older than 1d\n",
+    )
+    assert err.splitlines() == [
+        "purging: 0 deleted",
+        "purged: 0 deleted",
+        "purging fire history: 2 deleted",
+        "purging fire history: 4 deleted",
+        "purging fire history: 6 deleted",
+        "purging fire history: 6 deleted",
+        "purged fire history: 6 deleted",
+    ]
+    assert [f.occurrence for f in service.history(job_id)] == [4]
+    with container.engine().connect() as conn:
+        assert [row[0] for row in conn.exec_driver_sql(summary)] == [int(now.timestamp() // 60)]
+    container.shutdown_resources()
 
 
 @pytest.mark.parametrize("command", ["show", "cancel", "pause", "resume", "trigger"])

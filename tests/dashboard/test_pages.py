@@ -6,6 +6,7 @@ import re
 from datetime import timedelta
 
 import pytest
+import sqlalchemy as sa
 
 from schedule_sdk import (
     CronRepeat,
@@ -15,6 +16,7 @@ from schedule_sdk import (
     JobStatus,
     RepeatSpec,
 )
+from schedule_sdk.adapters.stores.tables import schedule_fires
 from schedule_sdk.dashboard import create_dashboard
 from schedule_sdk.dashboard.reads import DashboardReads
 
@@ -190,3 +192,28 @@ def test_the_overview_aggregates_fire_history_in_sql(any_site: Site):
     assert len(bars) == 2 and 'id="total-fires">6<' in html
     assert len(re.findall(r'<circle class="dot50"', html)) == 2
     assert "mail.send" in html
+
+
+def test_the_wide_windows_sum_whole_buckets_of_the_per_minute_summary(any_site: Site):
+    job_id = any_site.one_shot()
+    early = T0 - timedelta(hours=10, minutes=5)  # 01:55, in the 24 h window's 01:00 bucket
+    records = [fire(job_id, early + timedelta(seconds=i), 3) for i in range(3)]
+    records += [fire(job_id, early, 900, topic="mail.send", outcome=FireOutcome.FAILED)]
+    records += [fire(job_id, T0 - timedelta(seconds=30), 40)]
+    records += [fire(job_id, T0 - timedelta(hours=25), 1)]  # before the first bucket
+    any_site.fires(*records)
+    reads = DashboardReads(any_site.store.engine)
+    day = reads.overview(T0, 1440)
+    assert len(day.buckets) == 25 and day.since == T0 - timedelta(hours=24)  # 12:00 to 12:00, hourly
+    assert (day.total_fires, day.total_failures, day.failures_by_topic) == (5, 1, [("mail.send", 1)])
+    [one] = [b for b in day.buckets if b.start == T0 - timedelta(hours=11)]
+    assert (one.fires, one.failures, one.p50_ms, one.p99_ms) == (4, 1, 5, 1000)
+    six = reads.overview(T0, 360)
+    assert len(six.buckets) == 37 and (six.total_fires, six.buckets[-2].fires, six.buckets[-2].p50_ms) == (
+        1,
+        1,
+        50,
+    )
+    with any_site.store.engine.begin() as conn:  # the plots read the summary, never the entries
+        conn.execute(sa.delete(schedule_fires))
+    assert reads.overview(T0, 1440) == day

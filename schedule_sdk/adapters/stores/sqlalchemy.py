@@ -43,7 +43,7 @@ from ...ports import (
     TopicBacklog,
     WorkerInfo,
 )
-from . import bulk, django, joined, pg_claims, watch
+from . import bulk, django, fire_minutes, joined, pg_claims, watch
 from .engine import WRITE, make_engine, translate_errors
 from .tables import FINISHED_CONDITION, NOT_PENDING_CONDITION, UTCDateTime
 from .tables import schedule_fires as fires
@@ -257,11 +257,16 @@ class _Transaction(JobTransaction):
                 self._conn.execute(_update_statement(statuses, checks_claim), params)
 
     def record_fires(self, records: Sequence[FireRecord]) -> None:
+        """The entries and the dashboard's per-minute summary of them (:mod:`.fire_minutes`)."""
         if records:
-            with translate_errors():  # one executemany, like the outcomes it goes with
+            with translate_errors():
                 dialect = self._conn.dialect
                 rows = [fire_params(f, dialect) for f in records]
-                self._conn.exec_driver_sql(_insert_fires(str(dialect.paramstyle)), rows)
+                if dialect.name == "postgresql" and len(records) <= fire_minutes.PER_ENTRY_MAX:
+                    fire_minutes.write_postgres(self._conn, _FIRE_FIELDS, rows, records)
+                else:  # one executemany, like the outcomes it goes with
+                    self._conn.exec_driver_sql(_insert_fires(str(dialect.paramstyle)), rows)
+                    fire_minutes.add(self._conn, records)
 
 
 _Step = Callable[[], None]
@@ -715,11 +720,17 @@ class SQLAlchemyJobStore(JobStore):
             return [fire_from_row(r) for r in conn.execute(statement).mappings()]
 
     def purge_history(self, before: datetime, limit: int) -> int:
+        """Entries first; once they are all gone, the per-minute summary's rows of whole minutes
+        before ``before`` (at most ``limit`` rows in all per call)."""
         old = fires.c.fired_at < before
         chosen = sa.select(fires.c.id).where(old).order_by(fires.c.fired_at).limit(limit)
-        statement = sa.delete(fires).where(fires.c.id.in_(_once(chosen) if self._is_pg else chosen))
+        if self._is_pg:  # rows another purge is deleting are left to it
+            chosen = _once(chosen.with_for_update(skip_locked=True))
         with self._write() as conn:
-            return int(conn.execute(statement).rowcount)
+            deleted = int(conn.execute(sa.delete(fires).where(fires.c.id.in_(chosen))).rowcount)
+            if deleted < limit:
+                deleted += fire_minutes.purge(conn, before, limit - deleted, skip_locked=self._is_pg)
+            return deleted
 
     # -----------------------------------------------------------------------------------------
 

@@ -1,7 +1,7 @@
 """Lookup indexes leave out NULLs.
 
 Revision ID: 0011
-Revises: 0009
+Revises: 0010
 
 ``ix_schedule_jobs_owner``, ``ix_schedule_jobs_tenant`` and ``uq_schedule_jobs_client_request_id``
 now cover only rows whose column is set (``WHERE ... IS NOT NULL``). Nothing ever looks a job up by
@@ -17,7 +17,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0011"
-down_revision = "0009"
+down_revision = "0010"
 branch_labels = None
 depends_on = None
 

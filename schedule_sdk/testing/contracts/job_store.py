@@ -16,8 +16,9 @@ your store; pytest collects every test of the suite there::
 ``self.job_store`` is the store of the current test (opened on first use); ``close_stores``
 (run in ``teardown_method``) closes it; override it to close what ``reopen`` opened too. The suite
 needs pytest and nothing else: no fixtures, no conftest. :class:`JobStoreRetentionContract` and
-:class:`WorkerRegistryContract` cover the optional parts of the port (``purge_finished``, the
-worker registry); a store that implements them subclasses those too.
+:class:`WorkerRegistryContract` and :class:`FireHistoryContract` cover the optional parts of the port
+(``purge_finished``, the worker registry, ``record_fires``/``history``/``purge_history``); a store
+that implements them subclasses those too.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from datetime import UTC, datetime, timedelta, timezone
 import pytest
 
 from ...domain.errors import ClientRequestIdInUse
+from ...domain.history import FireOutcome
 from ...domain.jobs import (
     Backoff,
     CronRepeat,
@@ -44,7 +46,7 @@ from ...domain.jobs import (
 )
 from ...domain.status import OPEN_STATUSES, JobStatus
 from ...ports import Guard, JobStore, Occurrence, OpenOccurrence, WorkerInfo
-from .rows import NOW, at, ids, insert, job
+from .rows import FIRED_JOB_ID, NOW, at, fire, ids, insert, job, record
 
 PLUS_5 = timezone(timedelta(hours=5, minutes=30))
 
@@ -780,3 +782,76 @@ class WorkerRegistryContract(_StoreContract):
         assert self.job_store.forget_workers(at(-3600)) == 2
         assert [x.id for x in self.job_store.workers()] == ["w2", "w3"]
         assert self.job_store.forget_workers(at(-3600)) == 0
+
+
+PLUS_2 = timezone(timedelta(hours=2))
+
+
+class FireHistoryContract(_StoreContract):
+    """The fire history (``record_fires``, ``history``, ``purge_history``): entries commit and
+    roll back with the transaction that writes them."""
+
+    def test_a_recorded_fire_reads_back_field_for_field(self) -> None:
+        failed = fire(
+            occurrence=3,
+            attempt=2,
+            due_at=NOW.astimezone(PLUS_2),
+            fired_at=(NOW + timedelta(microseconds=7)).astimezone(PLUS_2),
+            lateness_ms=0,
+            outcome=FireOutcome.FAILED,
+            error="RuntimeError: <script>é</script>",
+        )
+        record(self.job_store, failed)
+        [back] = self.reopen().history(failed.job_id, 10)
+        assert back == failed  # frozen dataclass equality; aware datetimes compare as instants
+        assert back.fired_at.utcoffset() == timedelta(0) and back.outcome is FireOutcome.FAILED
+
+    def test_history_is_one_jobs_newest_first_limited_and_paged(self) -> None:
+        mine = [fire(seconds=s, occurrence=s + 1) for s in range(5)]
+        record(self.job_store, *mine[:2], fire(job_id="01900000-0000-7000-8000-00000000000b"))
+        record(self.job_store, *mine[2:])
+        page = self.job_store.history(FIRED_JOB_ID, 3)
+        assert [f.occurrence for f in page] == [5, 4, 3]
+        rest = self.job_store.history(FIRED_JOB_ID, 3, before=page[-1].fired_at)
+        assert [f.occurrence for f in rest] == [2, 1]
+        assert self.job_store.history("01900000-0000-7000-8000-00000000000c", 3) == []
+
+    def test_fires_roll_back_with_their_transaction(self) -> None:
+        with pytest.raises(RuntimeError), self.job_store.transaction() as tx:
+            tx.record_fires([fire()])
+            raise RuntimeError("abort")
+        assert self.job_store.history(FIRED_JOB_ID, 10) == []
+
+    def test_purge_history_deletes_old_entries_oldest_first_up_to_the_limit(self) -> None:
+        record(self.job_store, *(fire(seconds=s, occurrence=s + 1) for s in range(6)))
+        assert self.job_store.purge_history(at(3), 2) == 2  # fired at +0.25 and +1.25
+        assert [f.occurrence for f in self.job_store.history(FIRED_JOB_ID, 10)] == [6, 5, 4, 3]
+        assert self.job_store.purge_history(at(3), 10) == 1  # +2.25; +3.25 is not before +3
+        assert self.job_store.purge_history(at(3), 10) == 0
+        assert [f.occurrence for f in self.job_store.history(FIRED_JOB_ID, 10)] == [6, 5, 4]
+
+    def test_purge_history_returns_less_than_the_limit_only_when_nothing_old_is_left(self) -> None:
+        """Whatever else the store deletes with the entries (a summary of them), calls until one
+        returns less than ``limit`` leave nothing before the cutoff and keep everything after."""
+        minutes = range(-180, 0, 7)  # fires in many minutes, some failed, varied lateness
+        old = [
+            fire(seconds=60 * m, occurrence=n, lateness_ms=10**n % 7_000_000, topic=f"t{n % 3}")
+            for n, m in enumerate(minutes)
+        ]
+        old += [fire(seconds=60 * m, outcome=FireOutcome.FAILED, topic="t9") for m in minutes[::4]]
+        kept = [fire(seconds=s, occurrence=100 + s) for s in range(0, 300, 60)]
+        for start in range(0, len(old), 5):  # several transactions
+            record(self.job_store, *old[start : start + 5])
+        record(self.job_store, *kept)
+        total, calls = 0, 0
+        while True:
+            deleted = self.job_store.purge_history(at(0), 3)
+            assert 0 <= deleted <= 3
+            total, calls = total + deleted, calls + 1
+            if deleted < 3:
+                break
+            assert calls < 1000
+        assert total >= len(old)
+        assert self.job_store.purge_history(at(0), 3) == 0
+        left = self.reopen().history(FIRED_JOB_ID, 100)
+        assert sorted(f.occurrence for f in left) == [100 + s for s in range(0, 300, 60)]

@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from ...domain.history import FireOutcome, FireRecord
 from ...domain.ids import new_id
 from ...domain.jobs import NO_RETRY, JobMetadata, ScheduledJob
 from ...domain.status import JobStatus
@@ -49,3 +50,32 @@ def ids(jobs: list[ScheduledJob]) -> list[str]:
 def at(seconds: float) -> datetime:
     """``NOW`` shifted by ``seconds``."""
     return NOW + timedelta(seconds=seconds)
+
+
+#: The job id of :func:`fire` unless told otherwise.
+FIRED_JOB_ID = "01900000-0000-7000-8000-00000000000a"
+
+
+def fire(seconds: float = 0, **changes: Any) -> FireRecord:
+    """A fire history entry: a success due ``seconds`` after ``NOW``, fired 250 ms late."""
+    values: dict[str, Any] = {
+        "job_id": FIRED_JOB_ID,
+        "topic": "contract.test",
+        "occurrence": 1,
+        "attempt": 1,
+        "due_at": at(seconds),
+        "fired_at": at(seconds + 0.25),
+        "lateness_ms": 250,
+        "duration_ms": 12,
+        "outcome": FireOutcome.SUCCEEDED,
+        "error": None,
+        "worker_id": "host:1:abcdefgh",
+    }
+    values.update(changes)
+    return FireRecord(**values)
+
+
+def record(store: JobStore, *fires: FireRecord) -> None:
+    """Write ``fires`` to the history in one transaction."""
+    with store.transaction() as tx:
+        tx.record_fires(list(fires))
