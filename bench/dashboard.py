@@ -5,9 +5,10 @@ Run:  .venv/bin/python bench/dashboard.py [--store sqlite|postgres|all] [--jobs 
 
 Data (bulk-loaded with executemany, then ANALYZE): N jobs over 20 topics, 100 tenants and 1,000
 owners (70% completed, 18% pending, 6% cancelled, 4% failed, 2% paused, none active; 1% cron
-jobs), one million fire history entries over the last 24 hours (written in time order through
-``JobTransaction.record_fires``, 20,000 a transaction, so the per-minute summary is kept as the
-fire path keeps it), and 10,000 timers of 20 tenants. PostgreSQL uses a fresh database on
+jobs), one million fire history entries over the last 24 hours (written through
+``JobTransaction.record_fires``, 20,000 a transaction, by 16 threads on their own connections,
+so the per-minute summary is kept as workers keep it, on PostgreSQL in up to 16 shards), and
+10,000 timers of 20 tenants. PostgreSQL uses a fresh database on
 127.0.0.1:5432, ``schedule_sdk_bench_dashboard`` unless ``SCHEDULE_DASHBOARD_BENCH_DB`` names
 another (another worktree's bench may use the default at the same time).
 """
@@ -22,6 +23,7 @@ import os
 import random
 import statistics
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -120,15 +122,33 @@ def fire_records(n: int, now: datetime, rng: random.Random, job_ids: list[str]):
         )
 
 
-def record(store: SQLAlchemyJobStore, fires: Iterator[FireRecord]) -> None:
-    """Write ``fires`` with ``record_fires``, ``CHUNK`` a transaction."""
+def record(store: SQLAlchemyJobStore, fires: Iterator[FireRecord], writers: int) -> None:
+    """Write ``fires`` with ``record_fires``, ``CHUNK`` a transaction, from ``writers`` threads at
+    once (each on its own connection: on PostgreSQL the counts of a minute are spread over as
+    many summary shards, up to 16, which the overview then sums)."""
     started = time.perf_counter()
-    count = 0
-    while batch := list(itertools.islice(fires, CHUNK)):
-        with store.transaction() as tx:
-            tx.record_fires(batch)
-        count += len(batch)
-    print(f"  recorded {count:,} fires in {time.perf_counter() - started:.0f} s", flush=True)
+    lock = threading.Lock()
+    counts: list[int] = []
+
+    def write() -> None:
+        count = 0
+        while True:
+            with lock:
+                batch = list(itertools.islice(fires, CHUNK))
+            if not batch:
+                break
+            with store.transaction() as tx:
+                tx.record_fires(batch)
+            count += len(batch)
+        counts.append(count)
+
+    threads = [threading.Thread(target=write) for _ in range(writers)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    elapsed = time.perf_counter() - started
+    print(f"  recorded {sum(counts):,} fires in {elapsed:.0f} s ({writers} writers)", flush=True)
 
 
 def load(engine: sa.Engine, table: sa.Table, rows, label: str) -> None:
@@ -178,9 +198,9 @@ def timed(app: Any, path: str, repeat: int) -> tuple[float, int]:
     return asyncio.run(run())
 
 
-def bench(store: str, jobs: int, fires: int, repeat: int) -> None:
+def bench(store: str, jobs: int, fires: int, repeat: int, writers: int) -> None:
     url = fresh_url(store)
-    engine = make_engine(url, pool_size=4)
+    engine = make_engine(url, pool_size=max(4, writers))
     schema.upgrade(engine)
     now = datetime.now(UTC).replace(microsecond=0)
     rng = random.Random(13)
@@ -195,7 +215,7 @@ def bench(store: str, jobs: int, fires: int, repeat: int) -> None:
             sa.select(schedule_jobs.c.id).where(schedule_jobs.c.repeat.is_not(None)).limit(1)
         ).scalar()
     store_ = SQLAlchemyJobStore(engine)
-    record(store_, fire_records(fires, now, rng, sample))
+    record(store_, fire_records(fires, now, rng, sample), writers)
     load(engine, timer_schedules, timer_rows(now), "timers")
     with engine.begin() as conn:
         conn.execute(sa.text("ANALYZE"))
@@ -237,9 +257,10 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=1_000_000)
     parser.add_argument("--fires", type=int, default=1_000_000)
     parser.add_argument("--repeat", type=int, default=7, help="requests per page (the median is printed)")
+    parser.add_argument("--writers", type=int, default=16, help="threads writing the fires (default 16)")
     args = parser.parse_args()
     for store in ["sqlite", "postgres"] if args.store == "all" else [args.store]:
-        bench(store, args.jobs, args.fires, args.repeat)
+        bench(store, args.jobs, args.fires, args.repeat, args.writers)
 
 
 if __name__ == "__main__":

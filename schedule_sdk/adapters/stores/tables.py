@@ -220,15 +220,18 @@ sa.Index(
 
 #: The per-minute summary of the fire history (migration 0010), kept by the transaction that
 #: writes the entries (``record_fires``) and read by the dashboard's overview instead of the
-#: entries: a day is at most 1,440 x 22 rows however many fires it had. ``minute`` counts whole
+#: entries: a day is at most 1,440 x 22 rows per shard however many fires it had. ``minute`` counts whole
 #: minutes since 1970-01-01 UTC of ``fired_at``; ``lateness_class`` indexes
 #: :data:`~schedule_sdk.domain.history.LATENESS_BOUNDS` (a histogram with fixed bounds, so
-#: percentiles over any span are read from summed counts).
+#: percentiles over any span are read from summed counts); ``shard`` spreads a minute's counts
+#: over several rows that concurrent writers add to without waiting for each other (see
+#: :mod:`.fire_minutes`): readers sum them.
 schedule_fire_minutes = sa.Table(
     "schedule_fire_minutes",
     metadata,
     sa.Column("minute", sa.Integer, primary_key=True, autoincrement=False),
     sa.Column("lateness_class", sa.SmallInteger, primary_key=True, autoincrement=False),
+    sa.Column("shard", sa.SmallInteger, primary_key=True, autoincrement=False),
     sa.Column("succeeded", sa.Integer, nullable=False),
     sa.Column("failed", sa.Integer, nullable=False),
     sa.Column("skipped", sa.Integer, nullable=False),
@@ -240,5 +243,6 @@ schedule_fire_failures = sa.Table(
     metadata,
     sa.Column("minute", sa.Integer, primary_key=True, autoincrement=False),
     sa.Column("topic", sa.String(200), primary_key=True),
+    sa.Column("shard", sa.SmallInteger, primary_key=True, autoincrement=False),
     sa.Column("failed", sa.Integer, nullable=False),
 )

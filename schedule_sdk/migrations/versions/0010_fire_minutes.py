@@ -3,13 +3,15 @@
 Revision ID: 0010
 Revises: 0009
 
-- ``schedule_fire_minutes (minute, lateness_class) -> succeeded, failed, skipped``: fires per
-  minute of ``fired_at`` (whole minutes since 1970-01-01 UTC) and lateness class (the fixed
+- ``schedule_fire_minutes (minute, lateness_class, shard) -> succeeded, failed, skipped``: fires
+  per minute of ``fired_at`` (whole minutes since 1970-01-01 UTC) and lateness class (the fixed
   bounds of ``schedule_sdk.domain.history.LATENESS_BOUNDS``);
-- ``schedule_fire_failures (minute, topic) -> failed``: failed fires per minute and topic.
+- ``schedule_fire_failures (minute, topic, shard) -> failed``: failed fires per minute and topic.
 
-Both are kept by the transaction that writes the fire history and purged with it. The upgrade
-fills them from the history already stored (one aggregate over ``schedule_fires``).
+``shard`` spreads the counts of a minute over rows that concurrent writers update without
+waiting for each other; readers sum them. Both are kept by the transaction that writes the fire
+history and purged with it. The upgrade fills them (shard 0) from the history already stored
+(one aggregate over ``schedule_fires``).
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ def upgrade() -> None:
         "schedule_fire_minutes",
         sa.Column("minute", sa.Integer, primary_key=True, autoincrement=False),
         sa.Column("lateness_class", sa.SmallInteger, primary_key=True, autoincrement=False),
+        sa.Column("shard", sa.SmallInteger, primary_key=True, autoincrement=False),
         sa.Column("succeeded", sa.Integer, nullable=False),
         sa.Column("failed", sa.Integer, nullable=False),
         sa.Column("skipped", sa.Integer, nullable=False),
@@ -50,20 +53,21 @@ def upgrade() -> None:
         "schedule_fire_failures",
         sa.Column("minute", sa.Integer, primary_key=True, autoincrement=False),
         sa.Column("topic", sa.String(200), primary_key=True),
+        sa.Column("shard", sa.SmallInteger, primary_key=True, autoincrement=False),
         sa.Column("failed", sa.Integer, nullable=False),
     )
     minute = _minute(op.get_bind().dialect.name)
     op.execute(
-        "INSERT INTO schedule_fire_minutes (minute, lateness_class, succeeded, failed, skipped) "
-        f"SELECT {minute}, {_lateness_class()}, "
+        "INSERT INTO schedule_fire_minutes (minute, lateness_class, shard, succeeded, failed, skipped) "
+        f"SELECT {minute}, {_lateness_class()}, 0, "
         "SUM(CASE WHEN outcome = 'succeeded' THEN 1 ELSE 0 END), "
         "SUM(CASE WHEN outcome = 'failed' THEN 1 ELSE 0 END), "
         "SUM(CASE WHEN outcome = 'skipped' THEN 1 ELSE 0 END) "
         "FROM schedule_fires GROUP BY 1, 2"
     )
     op.execute(
-        "INSERT INTO schedule_fire_failures (minute, topic, failed) "
-        f"SELECT {minute}, topic, COUNT(*) FROM schedule_fires WHERE outcome = 'failed' GROUP BY 1, 2"
+        "INSERT INTO schedule_fire_failures (minute, topic, shard, failed) "
+        f"SELECT {minute}, topic, 0, COUNT(*) FROM schedule_fires WHERE outcome = 'failed' GROUP BY 1, 2"
     )
 
 
