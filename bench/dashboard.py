@@ -34,16 +34,16 @@ import psycopg
 import sqlalchemy as sa
 from _stats import PG_ADMIN  # bench/ is on sys.path when run as a script
 
-from schedule_sdk.adapters.queues.sql import SQLExecutionQueue
 from schedule_sdk.adapters.stores import schema
 from schedule_sdk.adapters.stores.engine import make_engine
 from schedule_sdk.adapters.stores.sqlalchemy import SQLAlchemyJobStore
 from schedule_sdk.adapters.stores.sqlalchemy_timers import timer_schedules
 from schedule_sdk.adapters.stores.tables import schedule_jobs
+from schedule_sdk.core.service import ScheduleService
 from schedule_sdk.dashboard import create_dashboard
 from schedule_sdk.domain.history import FireOutcome, FireRecord
 from schedule_sdk.domain.ids import new_id
-from schedule_sdk.service import ScheduleService
+from schedule_sdk.substrates.sql.queue import SQLExecutionQueue
 from schedule_sdk.testing import FakeClock
 
 BENCH_DB = os.environ.get("SCHEDULE_DASHBOARD_BENCH_DB", "schedule_sdk_bench_dashboard")

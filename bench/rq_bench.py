@@ -36,7 +36,7 @@ import psycopg
 from _stats import PG_ADMIN, percentile  # bench/ is on sys.path when run as a script
 
 from schedule_sdk import OneShotSpec, ScheduleContainer
-from schedule_sdk.reconciler import Reconciler
+from schedule_sdk.core.reconciler import Reconciler
 
 ROOT = Path(__file__).resolve().parents[1]
 #: Another worktree's bench may use the default name at the same time: set SCHEDULE_RQ_BENCH_DB.

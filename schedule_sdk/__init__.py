@@ -7,9 +7,14 @@ listeners — at least once, across crashes and restarts.
 
 from __future__ import annotations
 
-from .async_service import AsyncScheduleService
-from .container import ScheduleContainer
-from .domain.errors import (
+from schedule_sdk.aio.service import AsyncScheduleService
+from schedule_sdk.bootstrap.container import ScheduleContainer
+from schedule_sdk.bootstrap.settings import Settings
+from schedule_sdk.core.listeners import ListenerRegistry, on_event
+from schedule_sdk.core.reconciler import ReconcileReport
+from schedule_sdk.core.service import ScheduleService
+from schedule_sdk.core.worker import ScheduleWorker
+from schedule_sdk.domain.errors import (
     BrokerUnavailable,
     ClientRequestIdInUse,
     InvalidCron,
@@ -40,7 +45,7 @@ from .domain.errors import (
     StoreUnavailable,
     TransactionNotJoinable,
 )
-from .domain.events import (
+from schedule_sdk.domain.events import (
     SCHEDULE_ARRIVED_EVENT,
     SCHEDULE_MISSED_EVENT,
     ScheduleArrivedEvent,
@@ -48,8 +53,8 @@ from .domain.events import (
     schedule_arrived_event_name,
     schedule_missed_event_name,
 )
-from .domain.history import FireOutcome, FireRecord
-from .domain.jobs import (
+from schedule_sdk.domain.history import FireOutcome, FireRecord
+from schedule_sdk.domain.jobs import (
     Backoff,
     CronRepeat,
     IntervalRepeat,
@@ -61,13 +66,8 @@ from .domain.jobs import (
     RetryPolicy,
     ScheduledJob,
 )
-from .domain.status import JobStatus
-from .domain.timing import FireTime
-from .listeners import ListenerRegistry, on_event
-from .reconciler import ReconcileReport
-from .runtimes.worker import ScheduleWorker
-from .service import ScheduleService
-from .settings import Settings
+from schedule_sdk.domain.status import JobStatus
+from schedule_sdk.domain.timing import FireTime
 
 __all__ = [
     "SCHEDULE_ARRIVED_EVENT",

@@ -4,6 +4,6 @@ from __future__ import annotations
 
 import sys
 
-from .entrypoints.cli import main
+from schedule_sdk.entrypoints.cli import main
 
 sys.exit(main())

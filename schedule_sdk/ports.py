@@ -14,11 +14,12 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
 
-from .domain.errors import TransactionNotJoinable
-from .domain.events import ScheduleArrivedEvent, ScheduleMissedEvent
-from .domain.history import FireRecord
-from .domain.jobs import JobQuery, ScheduledJob
-from .domain.status import JobStatus
+from schedule_sdk.domain.errors import ScheduleValidationError, TransactionNotJoinable
+from schedule_sdk.domain.events import ScheduleArrivedEvent, ScheduleMissedEvent
+from schedule_sdk.domain.history import FireRecord
+from schedule_sdk.domain.jobs import JobQuery, ScheduledJob
+from schedule_sdk.domain.status import JobStatus
+from schedule_sdk.domain.timers import Envelope, ScheduleTimer, TimerEntry
 
 
 class Clock(ABC):
@@ -430,7 +431,7 @@ class ExecutionQueue(ABC):
 
 class DelayIndex(ABC):
     """The delay index of a substrate that releases due entries by itself (the ``rq`` substrate:
-    :class:`~schedule_sdk.adapters.queues.rq.queue.RQExecutionQueue`): what its pump and fire
+    :class:`~schedule_sdk.substrates.rq.queue.RQExecutionQueue`): what its pump and fire
     runtimes (``schedule_sdk/runtimes/rq/``) call besides the :class:`ExecutionQueue` methods.
 
     An entry is an occurrence key (:attr:`Occurrence.key`) with a due instant in epoch
@@ -502,8 +503,8 @@ class EventPublisher(ABC):
 
 class Runner(Protocol):
     """What an execution substrate runs inside a worker: the due poller
-    (:class:`~schedule_sdk.runtimes.poller.DuePoller`) or the rq pump and consumer
-    (:class:`~schedule_sdk.runtimes.rq.runner.RQRunner`). Both calls return promptly."""
+    (:class:`~schedule_sdk.substrates.sql.poller.DuePoller`) or the rq pump and consumer
+    (:class:`~schedule_sdk.substrates.rq.runner.RQRunner`). Both calls return promptly."""
 
     def start(self) -> None:
         """Start driving fires (threads of its own)."""
@@ -517,3 +518,98 @@ class Runner(Protocol):
         """These workers were just declared dead: take over what only they were doing (the rq
         pump's lock). Must not raise for a backend error."""
         ...
+
+
+# --- the timer's ports: where timers are kept, where commands come from, where events go ---
+
+
+class TimerStore(ABC):
+    """``timer_schedules``. Every method that serves a tenant takes ``tenant_id`` and filters by it;
+    writes run inside the job store's transaction (``tx``), so a timer row and the job that fires
+    it commit together.
+
+    :raises StoreUnavailable: the database is unreachable or failed.
+    """
+
+    @abstractmethod
+    def get(
+        self, tenant_id: str, service_call_id: str, tx: JobTransaction | None = None
+    ) -> TimerEntry | None:
+        """The tenant's timer, or None (inside ``tx``: locked until it ends)."""
+
+    @abstractmethod
+    def get_many(
+        self, tx: JobTransaction, keys: Sequence[tuple[str, str]]
+    ) -> dict[tuple[str, str], TimerEntry]:
+        """The timers of these ``(tenant_id, service_call_id)`` keys that exist, locked until ``tx`` ends."""
+
+    @abstractmethod
+    def insert_many(self, tx: JobTransaction, entries: Sequence[TimerEntry]) -> set[tuple[str, str]]:
+        """Insert each entry unless its tenant already has a timer for its serviceCallId; return
+        the keys inserted.
+
+        :raises InvalidTimerCommand: the host's ``service_calls`` foreign key refused one of them.
+        """
+
+    @abstractmethod
+    def move(self, tx: JobTransaction, tenant_id: str, service_call_id: str, due_at: datetime) -> bool:
+        """Set the due time of the tenant's timer if it is still Scheduled; return whether it did."""
+
+    @abstractmethod
+    def mark_reached(self, tx: JobTransaction, entry: TimerEntry, reached_at: datetime) -> bool:
+        """Mark the timer Reached if it is still Scheduled *and still due at* ``entry.due_at``
+        (a move that landed meanwhile wins); return whether it did."""
+
+    @abstractmethod
+    def find_due(self, tenant_id: str, now: datetime, limit: int = 100) -> list[TimerEntry]:
+        """The tenant's Scheduled timers due at or before ``now``, earliest first."""
+
+    @abstractmethod
+    def by_correlation(self, tenant_id: str, correlation_id: str) -> list[TimerEntry]:
+        """The tenant's timers carrying ``correlation_id``, earliest due first."""
+
+    @abstractmethod
+    def unarmed(self, topic: str, limit: int) -> list[TimerEntry]:
+        """Scheduled timers (any tenant: a maintenance query) with no pending or active job of
+        ``topic`` for them: nothing would fire them. Used to heal."""
+
+
+class MessageBus(ABC):
+    """Where DueTimeReached envelopes go."""
+
+    @abstractmethod
+    def publish(self, envelope: Envelope) -> None:
+        """Publish ``envelope``; return only once the broker has accepted it.
+
+        :raises BrokerUnavailable: not accepted (the fire is retried).
+        """
+
+    def close(self) -> None:
+        return None
+
+
+class CommandSink(Protocol):
+    """What a command source hands commands to (the :class:`~schedule_sdk.core.timers.TimerService`)."""
+
+    def handle_each(self, commands: Sequence[ScheduleTimer]) -> Sequence[object]:
+        """Persist ``commands`` before returning; one result per command: an outcome, or the
+        :class:`ScheduleValidationError` that refused it.
+
+        :raises StoreUnavailable: nothing was persisted (the source should redeliver).
+        """
+        ...
+
+    def malformed(self, error: ScheduleValidationError, raw: bytes | str) -> None:
+        """Record a message that is not a valid command."""
+        ...
+
+
+class CommandSource(ABC):
+    """Where ScheduleTimer commands come from. A source acknowledges a command only after
+    ``sink.handle_each`` persisted it; it terminates (never redelivers) a malformed one."""
+
+    @abstractmethod
+    def start(self, sink: CommandSink) -> None: ...
+
+    @abstractmethod
+    def stop(self) -> None: ...

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from ..ports import Clock
+from schedule_sdk.ports import Clock
 
 
 class SystemClock(Clock):

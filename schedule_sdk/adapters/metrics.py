@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator
 from datetime import datetime
 from typing import Any
 
-from ..ports import Metrics, TopicBacklog
+from schedule_sdk.ports import Metrics, TopicBacklog
 
 #: Every counter, with its label names.
 COUNTERS: dict[str, tuple[str, ...]] = {

@@ -22,9 +22,9 @@ from opentelemetry import propagate, trace
 from opentelemetry.context import Context
 from opentelemetry.trace import SpanKind, Status, StatusCode, TracerProvider
 
-from ..domain.errors import ListenerFailed
-from ..domain.jobs import ScheduledJob
-from ..ports import FireSpan, Tracing
+from schedule_sdk.domain.errors import ListenerFailed
+from schedule_sdk.domain.jobs import ScheduledJob
+from schedule_sdk.ports import FireSpan, Tracing
 
 #: The instrumentation scope's name.
 SCOPE = "schedule_sdk"

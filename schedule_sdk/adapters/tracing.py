@@ -11,9 +11,9 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 
-from ..domain.errors import InvalidSetting
-from ..domain.jobs import ScheduledJob
-from ..ports import FireSpan, Tracing
+from schedule_sdk.domain.errors import InvalidSetting
+from schedule_sdk.domain.jobs import ScheduledJob
+from schedule_sdk.ports import FireSpan, Tracing
 
 
 class _NoSpan(FireSpan):
@@ -41,7 +41,7 @@ def tracing_for(setting: str) -> Tracing:
     if setting == "none":
         return NoTracing()
     try:
-        from .otel import OtelTracing
+        from schedule_sdk.adapters.otel import OtelTracing
     except ImportError as missing:
         if setting == "otel":
             raise InvalidSetting(

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from .jobs import JobMetadata, JsonObject, validate_topic
+from schedule_sdk.domain.jobs import JobMetadata, JsonObject, validate_topic
 
 #: Emitted on every fire of every job.
 SCHEDULE_ARRIVED_EVENT = "schedule.arrived"

@@ -2,7 +2,7 @@
 
 Specs are frozen and keyword-only; an invalid one cannot be built, so a refused call never
 reaches the store. Checks that need "now" or the service's settings (``run_at`` in the past,
-the payload size limit) are made by :class:`~schedule_sdk.service.ScheduleService`.
+the payload size limit) are made by :class:`~schedule_sdk.core.service.ScheduleService`.
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Literal, Self
 
-from . import timing
-from .errors import (
+from schedule_sdk.domain import timing
+from schedule_sdk.domain.errors import (
     InvalidMetadata,
     InvalidMisfire,
     InvalidPayload,
@@ -25,7 +25,7 @@ from .errors import (
     InvalidTimezone,
     InvalidTopic,
 )
-from .status import JobStatus
+from schedule_sdk.domain.status import JobStatus
 
 JsonObject = Mapping[str, Any]
 

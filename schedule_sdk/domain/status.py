@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from enum import StrEnum
 
-from .errors import InvalidTransition
+from schedule_sdk.domain.errors import InvalidTransition
 
 
 class JobStatus(StrEnum):

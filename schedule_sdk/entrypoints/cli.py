@@ -25,8 +25,11 @@ from typing import Any, TextIO
 
 import sqlalchemy as sa
 
-from ..container import ScheduleContainer
-from ..domain.errors import (
+from schedule_sdk.bootstrap.container import ScheduleContainer
+from schedule_sdk.bootstrap.settings import Settings
+from schedule_sdk.core.reconciler import ReconcileReport
+from schedule_sdk.core.retention import parse_duration
+from schedule_sdk.domain.errors import (
     JobFinished,
     JobNotFound,
     NotReschedulable,
@@ -34,12 +37,9 @@ from ..domain.errors import (
     ScheduleUnavailable,
     ScheduleValidationError,
 )
-from ..domain.history import FireRecord
-from ..domain.jobs import CronRepeat, ScheduledJob
-from ..domain.timing import FireTime
-from ..reconciler import ReconcileReport
-from ..retention import parse_duration
-from ..settings import Settings
+from schedule_sdk.domain.history import FireRecord
+from schedule_sdk.domain.jobs import CronRepeat, ScheduledJob
+from schedule_sdk.domain.timing import FireTime
 
 OK, ERROR, USAGE, NOT_FOUND, UNAVAILABLE = 0, 1, 2, 3, 4
 UNHEALTHY = 5  # `health`: the services answer but a check failed (no live worker, old backlog)
@@ -179,7 +179,7 @@ def cmd_dashboard(ctx: Context) -> int:
     try:
         import uvicorn
 
-        from ..dashboard import create_dashboard
+        from schedule_sdk.dashboard import create_dashboard
     except ImportError as error:
         raise UsageError(f"the dashboard needs: pip install 'schedule-sdk[dashboard]' ({error})") from error
     token = os.environ.get(DASHBOARD_TOKEN_ENV) or None
@@ -228,7 +228,7 @@ def _table(ctx: Context, rows: Sequence[tuple[str, ...]]) -> None:
 
 
 def cmd_workers(ctx: Context) -> int:
-    from ..runtimes.liveness import is_dead
+    from schedule_sdk.core.liveness import is_dead
 
     now = ctx.container.clock().now()
     workers = ctx.container.store().workers()
@@ -264,7 +264,7 @@ def cmd_workers(ctx: Context) -> int:
 
 
 def cmd_health(ctx: Context) -> int:
-    from ..health import container_health
+    from schedule_sdk.core.health import container_health
 
     report = container_health(
         ctx.container, min_workers=ctx.args.min_workers, max_backlog_age=ctx.args.max_backlog_age
@@ -402,7 +402,7 @@ def cmd_jobs_purge(ctx: Context) -> int:
         raise UsageError(f"--older-than: {error}") from error
     if not 1 <= ctx.args.batch_size <= 100_000:
         raise UsageError("--batch-size must be between 1 and 100000")
-    from ..retention import Purger
+    from schedule_sdk.core.retention import Purger
 
     purger = Purger(
         store=ctx.container.store(),
@@ -423,7 +423,7 @@ def cmd_jobs_purge(ctx: Context) -> int:
 
 @contextlib.contextmanager
 def _engine(ctx: Context) -> Iterator[sa.Engine]:
-    from ..adapters.stores.engine import make_engine
+    from schedule_sdk.adapters.stores.engine import make_engine
 
     engine = make_engine(ctx.settings.database_url, pool_size=1)
     try:
@@ -433,7 +433,7 @@ def _engine(ctx: Context) -> Iterator[sa.Engine]:
 
 
 def cmd_db_current(ctx: Context) -> int:
-    from ..adapters.stores import schema
+    from schedule_sdk.adapters.stores import schema
 
     with _engine(ctx) as engine:
         current, head = schema.current_revision(engine), schema.head_revision()
@@ -443,7 +443,7 @@ def cmd_db_current(ctx: Context) -> int:
 
 
 def cmd_db_upgrade(ctx: Context) -> int:
-    from ..adapters.stores import schema
+    from schedule_sdk.adapters.stores import schema
 
     with _engine(ctx) as engine:
         current, head = schema.current_revision(engine), schema.head_revision()
@@ -660,7 +660,7 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None, err: T
         return int(exit_.code or 0)
     handler = logging.StreamHandler(err)
     if args.log_format == "json":
-        from .logs import JsonFormatter
+        from schedule_sdk.entrypoints.logs import JsonFormatter
 
         handler.setFormatter(JsonFormatter())
     else:

@@ -3,7 +3,7 @@
 A stock ``rq worker --serializer rq.serializers.JSONSerializer`` process runs it; it builds the
 process's container once from the ``SCHEDULE_*`` environment (listener modules from
 ``SCHEDULE_LISTENER_MODULES``) and fires the released occurrences through that container's
-``rq_job_runtime`` (:class:`~schedule_sdk.runtimes.rq.fire.SyncRuntime`). Inside a
+``rq_job_runtime`` (:class:`~schedule_sdk.substrates.rq.fire.SyncRuntime`). Inside a
 ``schedule-sdk`` worker the consumer thread fires released entries itself and never calls this.
 """
 
@@ -13,9 +13,9 @@ import threading
 
 from rq import get_current_job
 
-from ..adapters.queues.rq.plumbing import hold_until_due
-from ..container import ScheduleContainer
-from ..runtimes.rq.fire import SyncRuntime
+from schedule_sdk.bootstrap.container import ScheduleContainer
+from schedule_sdk.substrates.rq.fire import SyncRuntime
+from schedule_sdk.substrates.rq.plumbing import hold_until_due
 
 _default: SyncRuntime | None = None
 _default_lock = threading.Lock()

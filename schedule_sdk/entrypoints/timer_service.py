@@ -3,7 +3,7 @@ command intake and firing in one process. Run it with ``schedule-sdk timer`` or
 ``python -m schedule_sdk.timer``.
 
 Settings come from the ``TIMER_*`` environment variables (see
-:class:`~schedule_sdk.timer.settings.TimerSettings`); the options below override them. SIGTERM or
+:class:`~schedule_sdk.bootstrap.timer_settings.TimerSettings`); the options below override them. SIGTERM or
 SIGINT stops it cleanly: intake stops, in-flight fires finish, exit status 0.
 """
 
@@ -17,12 +17,12 @@ import signal
 import threading
 from typing import Any
 
-from ..adapters.metrics import InMemoryMetrics, PrometheusMetrics
-from ..domain.errors import ScheduleError
-from ..timer.app import Timer
-from ..timer.domain import Envelope
-from ..timer.ports import Metrics
-from ..timer.settings import TimerSettings
+from schedule_sdk.adapters.metrics import InMemoryMetrics, PrometheusMetrics
+from schedule_sdk.bootstrap.timer import Timer
+from schedule_sdk.bootstrap.timer_settings import TimerSettings
+from schedule_sdk.domain.errors import ScheduleError
+from schedule_sdk.domain.timers import Envelope
+from schedule_sdk.ports import Metrics
 
 logger = logging.getLogger(__name__)
 

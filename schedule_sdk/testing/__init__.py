@@ -18,7 +18,7 @@ publisher that records every event.
         assert sent == [{"to": "ana"}]
 
 ``kit.service`` is the real :class:`~schedule_sdk.ScheduleService` and fires go through the real
-fire path (:class:`~schedule_sdk.firing.Firing`): validation, retries with backoff, repeats,
+fire path (:class:`~schedule_sdk.core.firing.Firing`): validation, retries with backoff, repeats,
 cancel and reschedule behave exactly as in production. Nothing runs in the background: a fire
 happens only inside ``kit.run_due()``, in the calling thread. The kit is a
 :class:`~schedule_sdk.ScheduleContainer` with its clock, store, queue, publisher and listeners
@@ -38,21 +38,21 @@ from typing import cast
 
 from dependency_injector import providers
 
-from ..adapters.metrics import NoMetrics
-from ..adapters.publishers.blinker import deliver
-from ..adapters.queues.inline import InlineExecutionQueue, InlineRunner
-from ..adapters.stores.memory import MemoryJobStore
-from ..container import ScheduleContainer
-from ..domain.errors import ListenerFailed
-from ..domain.events import ScheduleArrivedEvent, ScheduleMissedEvent
-from ..domain.jobs import ScheduledJob
-from ..domain.timing import ensure_aware
-from ..firing import FireResult, Firing
-from ..listeners import ListenerRegistry
-from ..ports import Clock, EventPublisher
-from ..service import ScheduleService
-from ..settings import Settings
-from .timers import MemoryTimerStore
+from schedule_sdk.adapters.metrics import NoMetrics
+from schedule_sdk.adapters.publishers.blinker import deliver
+from schedule_sdk.adapters.stores.memory import MemoryJobStore
+from schedule_sdk.bootstrap.container import ScheduleContainer
+from schedule_sdk.bootstrap.settings import Settings
+from schedule_sdk.core.firing import FireResult, Firing
+from schedule_sdk.core.listeners import ListenerRegistry
+from schedule_sdk.core.service import ScheduleService
+from schedule_sdk.domain.errors import ListenerFailed
+from schedule_sdk.domain.events import ScheduleArrivedEvent, ScheduleMissedEvent
+from schedule_sdk.domain.jobs import ScheduledJob
+from schedule_sdk.domain.timing import ensure_aware
+from schedule_sdk.ports import Clock, EventPublisher
+from schedule_sdk.substrates.inline import InlineExecutionQueue, InlineRunner
+from schedule_sdk.testing.timers import MemoryTimerStore
 
 __all__ = [
     "FakeClock",

@@ -1,4 +1,4 @@
-"""``MemoryTimerStore``: the timer store (:class:`~schedule_sdk.timer.ports.TimerStore`) in a dict,
+"""``MemoryTimerStore``: the timer store (:class:`~schedule_sdk.ports.TimerStore`) in a dict,
 sharing the transactions of a :class:`~schedule_sdk.adapters.stores.memory.MemoryJobStore`.
 
 Writes made in a job store transaction are applied when it commits and dropped when it rolls back,
@@ -15,12 +15,11 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from ..adapters.stores.memory import MemoryJobStore, _Transaction
-from ..domain.jobs import JobQuery
-from ..domain.status import JobStatus
-from ..ports import JobTransaction
-from ..timer.domain import TimerEntry, TimerState
-from ..timer.ports import TimerStore
+from schedule_sdk.adapters.stores.memory import MemoryJobStore, _Transaction
+from schedule_sdk.domain.jobs import JobQuery
+from schedule_sdk.domain.status import JobStatus
+from schedule_sdk.domain.timers import TimerEntry, TimerState
+from schedule_sdk.ports import JobTransaction, TimerStore
 
 Key = tuple[str, str]
 _MS = 1000

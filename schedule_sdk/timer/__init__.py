@@ -10,7 +10,9 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from .domain import (
+from schedule_sdk.bootstrap.timer_settings import TimerSettings
+from schedule_sdk.core.timers import TimerQueries, TimerService
+from schedule_sdk.domain.timers import (
     DUE_TIME_REACHED,
     TIMER_TOPIC,
     DueTimeReached,
@@ -20,21 +22,19 @@ from .domain import (
     TimerOutcome,
     TimerState,
 )
-from .service import TimerQueries, TimerService
-from .settings import TimerSettings
 
 if TYPE_CHECKING:
-    from ..adapters.brokers.inprocess import InProcessBus, InProcessCommandSource
-    from ..adapters.metrics import InMemoryMetrics, PrometheusMetrics
-    from .app import Timer, TimerContainer
+    from schedule_sdk.adapters.brokers.inprocess import InProcessBus, InProcessCommandSource
+    from schedule_sdk.adapters.metrics import InMemoryMetrics, PrometheusMetrics
+    from schedule_sdk.bootstrap.timer import Timer, TimerContainer
 
 _LAZY = {
     "InMemoryMetrics": "schedule_sdk.adapters.metrics",
     "InProcessBus": "schedule_sdk.adapters.brokers.inprocess",
     "InProcessCommandSource": "schedule_sdk.adapters.brokers.inprocess",
     "PrometheusMetrics": "schedule_sdk.adapters.metrics",
-    "Timer": "schedule_sdk.timer.app",
-    "TimerContainer": "schedule_sdk.timer.app",
+    "Timer": "schedule_sdk.bootstrap.timer",
+    "TimerContainer": "schedule_sdk.bootstrap.timer",
 }
 
 

@@ -4,6 +4,6 @@ from __future__ import annotations
 
 import sys
 
-from ..entrypoints.timer_service import main
+from schedule_sdk.entrypoints.timer_service import main
 
 sys.exit(main())

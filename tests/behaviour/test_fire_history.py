@@ -20,7 +20,7 @@ from schedule_sdk import (
     RepeatSpec,
     RetryPolicy,
 )
-from schedule_sdk.firing import Firing
+from schedule_sdk.core.firing import Firing
 from schedule_sdk.testing import make_test_kit
 
 T0 = datetime(2030, 1, 7, 9, 0, tzinfo=UTC)

@@ -21,10 +21,10 @@ from opentelemetry.trace import SpanKind, StatusCode
 from schedule_sdk import SCHEDULE_ARRIVED_EVENT, ListenerRegistry, OneShotSpec, RetryPolicy
 from schedule_sdk.adapters.otel import OtelTracing
 from schedule_sdk.adapters.tracing import NoTracing, tracing_for
+from schedule_sdk.bootstrap.settings import Settings
+from schedule_sdk.core.firing import Firing
+from schedule_sdk.core.service import ScheduleService
 from schedule_sdk.domain.errors import InvalidSetting
-from schedule_sdk.firing import Firing
-from schedule_sdk.service import ScheduleService
-from schedule_sdk.settings import Settings
 from schedule_sdk.testing import (
     FakeClock,
     InlineExecutionQueue,

@@ -9,11 +9,11 @@ import pytest
 
 from schedule_sdk.adapters.publishers.blinker import BlinkerEventPublisher
 from schedule_sdk.adapters.publishers.redis import RedisEventPublisher
-from schedule_sdk.adapters.queues.inline import InlineExecutionQueue
-from schedule_sdk.adapters.queues.rq.queue import RQExecutionQueue
-from schedule_sdk.adapters.queues.sql import SQLExecutionQueue
-from schedule_sdk.listeners import ListenerRegistry
+from schedule_sdk.core.listeners import ListenerRegistry
 from schedule_sdk.ports import EventPublisher, ExecutionQueue
+from schedule_sdk.substrates.inline import InlineExecutionQueue
+from schedule_sdk.substrates.rq.queue import RQExecutionQueue
+from schedule_sdk.substrates.sql.queue import SQLExecutionQueue
 from schedule_sdk.testing.contracts.event_publisher import EventPublisherContract
 from schedule_sdk.testing.contracts.execution_queue import ExecutionQueueContract
 from tests.support import services

@@ -18,7 +18,7 @@ from schedule_sdk import (
 )
 from schedule_sdk.adapters.stores.tables import schedule_fires
 from schedule_sdk.dashboard import create_dashboard
-from schedule_sdk.dashboard.reads import DashboardReads
+from schedule_sdk.entrypoints.dashboard.reads import DashboardReads
 
 from .conftest import T0, Client, Site, fire
 

@@ -44,7 +44,7 @@ def install(point: str, container: ScheduleContainer) -> None:
     if point not in POINTS:
         raise ValueError(f"unknown crash point {point!r}; one of {POINTS}")
     if point == "claim":
-        from schedule_sdk.runtimes.rq.fire import DispatchRuntime
+        from schedule_sdk.substrates.rq.fire import DispatchRuntime
 
         def claim(self: Any, members: list[str]) -> Any:
             die()

@@ -19,8 +19,8 @@ import pytest
 import redis
 
 from schedule_sdk import Backoff, IntervalRepeat, JobStatus, OneShotSpec, RepeatSpec, RetryPolicy
-from schedule_sdk.adapters.queues.rq.plumbing import Keys
 from schedule_sdk.ports import Occurrence
+from schedule_sdk.substrates.rq.plumbing import Keys
 from tests.rq.conftest import ROOT, env_of, read_events, spawn_worker, wait_until
 
 pytestmark = [pytest.mark.redis, pytest.mark.slow]

@@ -12,9 +12,9 @@ import pytest
 import redis
 
 from schedule_sdk import OneShotSpec
-from schedule_sdk.adapters.queues.rq import RQExecutionQueue
 from schedule_sdk.ports import Occurrence, WorkerInfo
-from schedule_sdk.runtimes.rq.pump import DuePump
+from schedule_sdk.substrates.rq import RQExecutionQueue
+from schedule_sdk.substrates.rq.pump import DuePump
 
 pytestmark = pytest.mark.redis
 

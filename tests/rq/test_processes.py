@@ -12,8 +12,8 @@ import pytest
 import redis
 
 from schedule_sdk import OneShotSpec, ScheduleContainer
-from schedule_sdk.adapters.queues.rq.plumbing import Keys
-from schedule_sdk.runtimes.rq.pump import DuePump
+from schedule_sdk.substrates.rq.plumbing import Keys
+from schedule_sdk.substrates.rq.pump import DuePump
 from tests.rq.conftest import ROOT, env_of, read_events, spawn_worker, wait_until
 
 pytestmark = [pytest.mark.redis, pytest.mark.slow]

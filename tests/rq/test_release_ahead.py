@@ -11,8 +11,8 @@ from rq.job import Job
 from rq.serializers import JSONSerializer
 
 from schedule_sdk import OneShotSpec
-from schedule_sdk.adapters.queues.rq import RQExecutionQueue, plumbing
-from schedule_sdk.adapters.queues.rq.plumbing import DUE_META, hold_until_due
+from schedule_sdk.substrates.rq import RQExecutionQueue, plumbing
+from schedule_sdk.substrates.rq.plumbing import DUE_META, hold_until_due
 
 pytestmark = pytest.mark.redis
 

@@ -18,10 +18,10 @@ from rq import Queue
 from rq.serializers import JSONSerializer
 
 from schedule_sdk import JobStatus, OneShotSpec, QueueUnavailable, StoreUnavailable
-from schedule_sdk.adapters.queues.rq import RQExecutionQueue
-from schedule_sdk.adapters.queues.rq.plumbing import FIRE_FUNCTION, Keys
+from schedule_sdk.core.reconciler import Reconciler
 from schedule_sdk.ports import Occurrence
-from schedule_sdk.reconciler import Reconciler
+from schedule_sdk.substrates.rq import RQExecutionQueue
+from schedule_sdk.substrates.rq.plumbing import FIRE_FUNCTION, Keys
 
 pytestmark = pytest.mark.redis
 
@@ -229,21 +229,18 @@ def test_rescue_hands_pending_stranded_entries_over_again_and_drops_the_others(r
     assert h.events_for(gone.id) == []
 
 
-def test_entries_queued_under_the_former_fire_function_name_still_run() -> None:
+def test_only_the_fire_function_is_run_from_an_rq_entry() -> None:
     import redis
     from rq.job import Job
     from rq.serializers import JSONSerializer
     from rq.utils import import_attribute
 
     from schedule_sdk.entrypoints import rq_job
-    from schedule_sdk.runtimes.rq.consumer import _members
+    from schedule_sdk.substrates.rq.consumer import _members
 
     unused = redis.Redis()  # creating a job issues no command
-    former = "schedule_sdk.adapters.queues.rq.fire.fire"
-    assert import_attribute(former) is rq_job.fire
     assert import_attribute(FIRE_FUNCTION) is rq_job.fire
-    for name in (former, FIRE_FUNCTION):
-        job = Job.create(name, args=["q", ["k_1_1"]], serializer=JSONSerializer, connection=unused)
-        assert _members(job, "q") == ["k_1_1"]
+    job = Job.create(FIRE_FUNCTION, args=["q", ["k_1_1"]], serializer=JSONSerializer, connection=unused)
+    assert _members(job, "q") == ["k_1_1"]
     foreign = Job.create("os.getcwd", args=["q", ["k_1_1"]], serializer=JSONSerializer, connection=unused)
     assert _members(foreign, "q") is None

@@ -17,12 +17,11 @@ from schedule_sdk.adapters.stores.memory import MemoryJobStore
 from schedule_sdk.adapters.stores.sqlalchemy import SQLAlchemyJobStore
 from schedule_sdk.adapters.stores.sqlalchemy_timers import SQLAlchemyTimerStore
 from schedule_sdk.domain.errors import ScheduleError
-from schedule_sdk.ports import JobStore
+from schedule_sdk.ports import CommandSource, JobStore, MessageBus, TimerStore
 from schedule_sdk.testing import MemoryTimerStore
 from schedule_sdk.testing.contracts.brokers import CommandSourceContract, MessageBusContract
 from schedule_sdk.testing.contracts.timer_store import TimerStoreContract
 from schedule_sdk.timer import Envelope, TimerSettings
-from schedule_sdk.timer.ports import CommandSource, MessageBus, TimerStore
 
 from .probe import Probe
 

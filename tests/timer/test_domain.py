@@ -9,8 +9,8 @@ import pytest
 
 from schedule_sdk.domain.errors import InvalidTimerCommand, ScheduleValidationError
 from schedule_sdk.domain.ids import uuid7
+from schedule_sdk.domain.timers import format_instant, to_ms
 from schedule_sdk.timer import Envelope, ScheduleTimer, TimerEntry
-from schedule_sdk.timer.domain import format_instant, to_ms
 
 VALID = {"tenantId": "t1", "serviceCallId": "sc1", "dueAt": "2026-11-21T10:00:00.123Z"}
 

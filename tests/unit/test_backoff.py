@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from schedule_sdk.backoff import CAP, FIRST, Reconnect
+from schedule_sdk.domain.backoff import CAP, FIRST, Reconnect
 
 
 def test_delays_double_up_to_the_cap_and_reset_after_a_success() -> None:

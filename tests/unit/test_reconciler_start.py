@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from schedule_sdk.adapters.queues.inline import InlineExecutionQueue
-from schedule_sdk.adapters.queues.sql import SQLExecutionQueue
 from schedule_sdk.adapters.stores.memory import MemoryJobStore
+from schedule_sdk.core.reconciler import Reconciler
 from schedule_sdk.domain.ids import new_id
 from schedule_sdk.domain.jobs import NO_RETRY, JobMetadata, ScheduledJob
 from schedule_sdk.domain.status import JobStatus
-from schedule_sdk.reconciler import Reconciler
+from schedule_sdk.substrates.inline import InlineExecutionQueue
+from schedule_sdk.substrates.sql.queue import SQLExecutionQueue
 from schedule_sdk.testing import FakeClock
 
 NOW = datetime(2030, 1, 1, tzinfo=UTC)

@@ -1,4 +1,4 @@
-"""The retention purger (schedule_sdk/retention.py): finished jobs, then the fire history, in
+"""The retention purger (schedule_sdk/core/retention.py): finished jobs, then the fire history, in
 batches, within each tick's budget (on the in-memory store; the SQL stores' purges are in the
 contract suites)."""
 
@@ -7,9 +7,9 @@ from __future__ import annotations
 from datetime import timedelta
 
 from schedule_sdk.adapters.stores.memory import MemoryJobStore
+from schedule_sdk.core.retention import Purger
 from schedule_sdk.domain.jobs import JobQuery
 from schedule_sdk.domain.status import JobStatus
-from schedule_sdk.retention import Purger
 from schedule_sdk.testing import FakeClock
 from schedule_sdk.testing.contracts.rows import FIRED_JOB_ID, NOW, at, fire, insert, job, record
 

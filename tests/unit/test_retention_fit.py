@@ -12,8 +12,8 @@ import time
 from datetime import UTC, datetime, timedelta
 
 from schedule_sdk.adapters.clock import SystemClock
+from schedule_sdk.core.retention import Purger
 from schedule_sdk.ports import JobStore
-from schedule_sdk.retention import Purger
 from schedule_sdk.testing import MemoryJobStore
 
 ROW_SECONDS = 20e-6

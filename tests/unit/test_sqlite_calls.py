@@ -17,8 +17,8 @@ import pytest
 import sqlalchemy as sa
 
 from schedule_sdk import OneShotSpec, ScheduleContainer
-from schedule_sdk.adapters.stores.sqlite_calls import SQLiteCalls
-from schedule_sdk.runtimes.blocking import BlockingCalls
+from schedule_sdk.aio.blocking import BlockingCalls
+from schedule_sdk.aio.sqlite_calls import SQLiteCalls
 
 LOOP_THREAD = "MainThread"
 
@@ -154,7 +154,7 @@ def test_blocking_calls_hand_back_results_and_errors_and_log_posted_failures(
 
     try:
         assert asyncio.run(scenario()).startswith("schedule-sdk-store")
-        with caplog.at_level(logging.WARNING, logger="schedule_sdk.runtimes.blocking"):
+        with caplog.at_level(logging.WARNING, logger="schedule_sdk.aio.blocking"):
             calls.post(boom)
             calls.close()  # the posted call runs before the threads stop
     finally:

@@ -6,10 +6,10 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from ...domain.errors import BrokerUnavailable, InvalidTimerCommand, ScheduleValidationError
-from ...listeners import ListenerRegistry
-from ...timer.domain import DUE_TIME_REACHED, Envelope, ScheduleTimer, TimerOutcome
-from ...timer.ports import CommandSink, CommandSource, MessageBus
+from schedule_sdk.core.listeners import ListenerRegistry
+from schedule_sdk.domain.errors import BrokerUnavailable, InvalidTimerCommand, ScheduleValidationError
+from schedule_sdk.domain.timers import DUE_TIME_REACHED, Envelope, ScheduleTimer, TimerOutcome
+from schedule_sdk.ports import CommandSink, CommandSource, MessageBus
 
 logger = logging.getLogger(__name__)
 

@@ -25,10 +25,15 @@ import nats
 from nats.js.api import AckPolicy, ConsumerConfig, StorageType
 from nats.js.errors import NotFoundError
 
-from ...backoff import Reconnect
-from ...domain.errors import BrokerUnavailable, InvalidTimerCommand, ScheduleError, ScheduleValidationError
-from ...timer.domain import Envelope, ScheduleTimer
-from ...timer.ports import CommandSink, CommandSource, MessageBus
+from schedule_sdk.domain.backoff import Reconnect
+from schedule_sdk.domain.errors import (
+    BrokerUnavailable,
+    InvalidTimerCommand,
+    ScheduleError,
+    ScheduleValidationError,
+)
+from schedule_sdk.domain.timers import Envelope, ScheduleTimer
+from schedule_sdk.ports import CommandSink, CommandSource, MessageBus
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")

@@ -7,15 +7,15 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from ...domain.errors import ListenerFailed
-from ...domain.events import (
+from schedule_sdk.core.listeners import ListenerRegistry
+from schedule_sdk.core.loop import ListenerLoop, shared_loop
+from schedule_sdk.domain.errors import ListenerFailed
+from schedule_sdk.domain.events import (
     ScheduleArrivedEvent,
     ScheduleEvent,
     ScheduleMissedEvent,
 )
-from ...listeners import ListenerRegistry
-from ...ports import EventPublisher
-from ...runtimes.loop import ListenerLoop, shared_loop
+from schedule_sdk.ports import EventPublisher
 
 logger = logging.getLogger(__name__)
 
@@ -24,7 +24,7 @@ def call_listener(
     listener: Callable[..., Any], event: ScheduleEvent, loop: ListenerLoop | None = None
 ) -> None:
     """Call one listener; an ``async def`` listener runs to completion on ``loop`` (the app's loop
-    or one long-lived loop, see :class:`~schedule_sdk.runtimes.loop.ListenerLoop`) while this
+    or one long-lived loop, see :class:`~schedule_sdk.core.loop.ListenerLoop`) while this
     thread waits."""
     result = listener(event)
     if inspect.isawaitable(result):

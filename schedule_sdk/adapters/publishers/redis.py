@@ -22,13 +22,13 @@ from typing import Any
 import redis
 from redis.exceptions import RedisError
 
-from ...backoff import Reconnect
-from ...domain.errors import BrokerUnavailable, ListenerFailed
-from ...domain.events import ScheduleArrivedEvent, ScheduleEvent, ScheduleMissedEvent
-from ...listeners import ListenerRegistry
-from ...ports import EventPublisher
-from ...runtimes.loop import ListenerLoop, shared_loop
-from .blinker import deliver
+from schedule_sdk.adapters.publishers.blinker import deliver
+from schedule_sdk.core.listeners import ListenerRegistry
+from schedule_sdk.core.loop import ListenerLoop, shared_loop
+from schedule_sdk.domain.backoff import Reconnect
+from schedule_sdk.domain.errors import BrokerUnavailable, ListenerFailed
+from schedule_sdk.domain.events import ScheduleArrivedEvent, ScheduleEvent, ScheduleMissedEvent
+from schedule_sdk.ports import EventPublisher
 
 logger = logging.getLogger(__name__)
 

@@ -21,9 +21,9 @@ import sqlalchemy as sa
 from sqlalchemy import exc
 from sqlalchemy.engine import Connection
 
-from ...domain.errors import ClientRequestIdInUse
-from .engine import translate_errors
-from .tables import schedule_jobs as t
+from schedule_sdk.adapters.stores.engine import translate_errors
+from schedule_sdk.adapters.stores.tables import schedule_jobs as t
+from schedule_sdk.domain.errors import ClientRequestIdInUse
 
 _NAMES = [c.name for c in t.c]
 _USED = re.compile(r"\(client_request_id\)=\((.*)\) already exists")

@@ -20,7 +20,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.pool import NullPool
 
-from ...domain.errors import TransactionNotJoinable
+from schedule_sdk.domain.errors import TransactionNotJoinable
 
 _engines: dict[tuple[str, str], Engine] = {}
 _lock = threading.Lock()

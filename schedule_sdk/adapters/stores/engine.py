@@ -20,7 +20,7 @@ from sqlalchemy.engine import Connection, Engine
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncEngine
 
-from ...domain.errors import ClientRequestIdInUse, InvalidSetting, StoreUnavailable
+from schedule_sdk.domain.errors import ClientRequestIdInUse, InvalidSetting, StoreUnavailable
 
 WRITE = "schedule_sdk_write"
 

@@ -31,10 +31,10 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from ...domain.history import FireOutcome, FireRecord, lateness_class
-from .tables import schedule_fire_failures as failures
-from .tables import schedule_fire_minutes as minutes
-from .tables import schedule_fires as entries
+from schedule_sdk.adapters.stores.tables import schedule_fire_failures as failures
+from schedule_sdk.adapters.stores.tables import schedule_fire_minutes as minutes
+from schedule_sdk.adapters.stores.tables import schedule_fires as entries
+from schedule_sdk.domain.history import FireOutcome, FireRecord, lateness_class
 
 _CLASS_KEYS, _CLASS_COUNTS = ("minute", "lateness_class"), ("succeeded", "failed", "skipped")
 _TOPIC_KEYS, _TOPIC_COUNTS = ("minute", "topic"), ("failed",)

@@ -29,7 +29,7 @@ from sqlalchemy import event
 from sqlalchemy.engine import Connection
 from sqlalchemy.orm import Session, SessionTransaction
 
-from ...domain.errors import TransactionNotJoinable
+from schedule_sdk.domain.errors import TransactionNotJoinable
 
 logger = logging.getLogger(__name__)
 

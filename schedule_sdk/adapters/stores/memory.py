@@ -17,11 +17,11 @@ from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from ...domain.errors import ClientRequestIdInUse, StoreUnavailable
-from ...domain.history import FireRecord
-from ...domain.jobs import MUTABLE_FIELDS, JobQuery, ScheduledJob, encode_json, repeated_request_id
-from ...domain.status import FINISHED_STATUSES, JobStatus
-from ...ports import Guard, JobStore, JobTransaction, JoinedTransaction, OccurrenceRef, WorkerInfo
+from schedule_sdk.domain.errors import ClientRequestIdInUse, StoreUnavailable
+from schedule_sdk.domain.history import FireRecord
+from schedule_sdk.domain.jobs import MUTABLE_FIELDS, JobQuery, ScheduledJob, encode_json, repeated_request_id
+from schedule_sdk.domain.status import FINISHED_STATUSES, JobStatus
+from schedule_sdk.ports import Guard, JobStore, JobTransaction, JoinedTransaction, OccurrenceRef, WorkerInfo
 
 _TIMES = (
     "run_at",

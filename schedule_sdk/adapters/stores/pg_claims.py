@@ -19,9 +19,9 @@ from typing import Any
 from sqlalchemy import exc
 from sqlalchemy.engine import Engine
 
-from ...domain.errors import StoreUnavailable
-from .tables import UTCDateTime
-from .tables import schedule_jobs as t
+from schedule_sdk.adapters.stores.tables import UTCDateTime
+from schedule_sdk.adapters.stores.tables import schedule_jobs as t
+from schedule_sdk.domain.errors import StoreUnavailable
 
 _COLUMNS = [c.name for c in t.c]
 _UTC_COLUMNS = frozenset(c.name for c in t.c if isinstance(c.type, UTCDateTime))

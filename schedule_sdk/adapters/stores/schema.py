@@ -17,7 +17,7 @@ from alembic.script import ScriptDirectory
 from sqlalchemy import text
 from sqlalchemy.engine import Engine
 
-from .engine import WRITE, translate_errors
+from schedule_sdk.adapters.stores.engine import WRITE, translate_errors
 
 VERSION_TABLE = "schedule_sdk_alembic_version"
 _LOCK_KEY = 0x5C4ED_5D4  # arbitrary constant for pg_advisory_xact_lock
@@ -25,7 +25,7 @@ _LOCK_KEY = 0x5C4ED_5D4  # arbitrary constant for pg_advisory_xact_lock
 
 def _config() -> Config:
     config = Config()
-    config.set_main_option("script_location", "schedule_sdk:migrations")
+    config.set_main_option("script_location", "schedule_sdk.adapters.stores:migrations")
     return config
 
 

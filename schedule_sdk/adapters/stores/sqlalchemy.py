@@ -16,9 +16,15 @@ import sqlalchemy as sa
 from sqlalchemy import exc
 from sqlalchemy.engine import Connection, Dialect, Engine
 
-from ...domain.errors import ClientRequestIdInUse
-from ...domain.history import FireOutcome, FireRecord
-from ...domain.jobs import (
+from schedule_sdk.adapters.stores import bulk, django, fire_minutes, joined, pg_claims, watch
+from schedule_sdk.adapters.stores.engine import WRITE, make_engine, translate_errors
+from schedule_sdk.adapters.stores.tables import FINISHED_CONDITION, NOT_PENDING_CONDITION, UTCDateTime
+from schedule_sdk.adapters.stores.tables import schedule_fires as fires
+from schedule_sdk.adapters.stores.tables import schedule_jobs as t
+from schedule_sdk.adapters.stores.tables import schedule_workers as w
+from schedule_sdk.domain.errors import ClientRequestIdInUse
+from schedule_sdk.domain.history import FireOutcome, FireRecord
+from schedule_sdk.domain.jobs import (
     FIRE_ONCE,
     MUTABLE_FIELDS,
     JobMetadata,
@@ -31,8 +37,8 @@ from ...domain.jobs import (
     repeat_from_dict,
     repeated_request_id,
 )
-from ...domain.status import JobStatus
-from ...ports import (
+from schedule_sdk.domain.status import JobStatus
+from schedule_sdk.ports import (
     Guard,
     JobStore,
     JobTransaction,
@@ -43,12 +49,6 @@ from ...ports import (
     TopicBacklog,
     WorkerInfo,
 )
-from . import bulk, django, fire_minutes, joined, pg_claims, watch
-from .engine import WRITE, make_engine, translate_errors
-from .tables import FINISHED_CONDITION, NOT_PENDING_CONDITION, UTCDateTime
-from .tables import schedule_fires as fires
-from .tables import schedule_jobs as t
-from .tables import schedule_workers as w
 
 NOTIFY_CHANNEL = "schedule_sdk_jobs"
 
@@ -753,7 +753,7 @@ class SQLAlchemyJobStore(JobStore):
 class ConnectionJobStore(SQLAlchemyJobStore):
     """The store's reads and writes, on one given connection (the asyncio service runs the sync
     code in SQLAlchemy's greenlet bridge over an ``AsyncConnection``: the same statements, async
-    I/O). Only what :class:`~schedule_sdk.service.ScheduleService` calls is meant to be used."""
+    I/O). Only what :class:`~schedule_sdk.core.service.ScheduleService` calls is meant to be used."""
 
     def __init__(self, conn: Connection, home: Engine) -> None:  # no super().__init__: no engines of its own
         self.engine = home  # the SDK's database (a caller's connection= must reach it)

@@ -19,13 +19,12 @@ from sqlalchemy import exc
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection, Engine
 
-from ...domain.errors import InvalidTimerCommand
-from ...ports import JobTransaction
-from ...timer.domain import TimerEntry, TimerState
-from ...timer.ports import TimerStore
-from .engine import translate_errors
-from .tables import UTCDateTime
-from .tables import schedule_jobs as jobs
+from schedule_sdk.adapters.stores.engine import translate_errors
+from schedule_sdk.adapters.stores.tables import UTCDateTime
+from schedule_sdk.adapters.stores.tables import schedule_jobs as jobs
+from schedule_sdk.domain.errors import InvalidTimerCommand
+from schedule_sdk.domain.timers import TimerEntry, TimerState
+from schedule_sdk.ports import JobTransaction, TimerStore
 
 #: ``YYYY-MM-DDTHH:MM:SS.sssZ`` text on SQLite (the wire format), timestamptz on PostgreSQL.
 TimerTimestamp = UTCDateTime(milliseconds=True)

@@ -14,7 +14,7 @@ from datetime import datetime
 
 from sqlalchemy.engine import URL
 
-from ...backoff import Reconnect
+from schedule_sdk.domain.backoff import Reconnect
 
 logger = logging.getLogger(__name__)
 

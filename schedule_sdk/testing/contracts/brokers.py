@@ -1,5 +1,5 @@
-"""The timer's broker contracts: :class:`~schedule_sdk.timer.ports.MessageBus` (where
-DueTimeReached envelopes go) and :class:`~schedule_sdk.timer.ports.CommandSource` (where
+"""The timer's broker contracts: :class:`~schedule_sdk.ports.MessageBus` (where
+DueTimeReached envelopes go) and :class:`~schedule_sdk.ports.CommandSource` (where
 ScheduleTimer commands come from), as tests any broker adapter must pass.
 
 ::
@@ -28,9 +28,9 @@ import time
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 
-from ...domain.errors import InvalidTimerCommand, ScheduleValidationError
-from ...timer.domain import Envelope, ScheduleTimer, TimerEntry, TimerOutcome
-from ...timer.ports import CommandSource, MessageBus
+from schedule_sdk.domain.errors import InvalidTimerCommand, ScheduleValidationError
+from schedule_sdk.domain.timers import Envelope, ScheduleTimer, TimerEntry, TimerOutcome
+from schedule_sdk.ports import CommandSource, MessageBus
 
 T0 = datetime(2030, 3, 30, 12, 0, 0, 250_000, tzinfo=UTC)
 
@@ -95,7 +95,7 @@ class MessageBusContract:
 
 
 class RecordingSink:
-    """A :class:`~schedule_sdk.timer.ports.CommandSink` that records what it is handed; it
+    """A :class:`~schedule_sdk.ports.CommandSink` that records what it is handed; it
     refuses commands whose serviceCallId starts with ``refuse`` (as validation would)."""
 
     def __init__(self) -> None:

@@ -21,8 +21,9 @@ from typing import Any
 
 import pytest
 
-from ...domain.errors import ListenerFailed
-from ...domain.events import (
+from schedule_sdk.core.listeners import ListenerRegistry
+from schedule_sdk.domain.errors import ListenerFailed
+from schedule_sdk.domain.events import (
     SCHEDULE_ARRIVED_EVENT,
     SCHEDULE_MISSED_EVENT,
     ScheduleArrivedEvent,
@@ -30,11 +31,10 @@ from ...domain.events import (
     schedule_arrived_event_name,
     schedule_missed_event_name,
 )
-from ...domain.ids import new_id
-from ...domain.jobs import JobMetadata
-from ...listeners import ListenerRegistry
-from ...ports import EventPublisher
-from .rows import NOW
+from schedule_sdk.domain.ids import new_id
+from schedule_sdk.domain.jobs import JobMetadata
+from schedule_sdk.ports import EventPublisher
+from schedule_sdk.testing.contracts.rows import NOW
 
 TOPIC = "contract.publisher"
 

@@ -17,9 +17,9 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from ...domain.ids import new_id
-from ...ports import ExecutionQueue, Occurrence
-from .rows import NOW
+from schedule_sdk.domain.ids import new_id
+from schedule_sdk.ports import ExecutionQueue, Occurrence
+from schedule_sdk.testing.contracts.rows import NOW
 
 
 def occurrence(due_in: float = 3600.0, occurrence: int = 1, attempt: int = 1) -> Occurrence:

@@ -32,9 +32,9 @@ from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
-from ...domain.errors import ClientRequestIdInUse
-from ...domain.history import FireOutcome
-from ...domain.jobs import (
+from schedule_sdk.domain.errors import ClientRequestIdInUse
+from schedule_sdk.domain.history import FireOutcome
+from schedule_sdk.domain.jobs import (
     Backoff,
     CronRepeat,
     IntervalRepeat,
@@ -44,9 +44,9 @@ from ...domain.jobs import (
     RetryPolicy,
     ScheduledJob,
 )
-from ...domain.status import OPEN_STATUSES, JobStatus
-from ...ports import Guard, JobStore, Occurrence, OpenOccurrence, WorkerInfo
-from .rows import FIRED_JOB_ID, NOW, at, fire, ids, insert, job, record
+from schedule_sdk.domain.status import OPEN_STATUSES, JobStatus
+from schedule_sdk.ports import Guard, JobStore, Occurrence, OpenOccurrence, WorkerInfo
+from schedule_sdk.testing.contracts.rows import FIRED_JOB_ID, NOW, at, fire, ids, insert, job, record
 
 PLUS_5 = timezone(timedelta(hours=5, minutes=30))
 

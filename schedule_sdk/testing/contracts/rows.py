@@ -5,11 +5,11 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from ...domain.history import FireOutcome, FireRecord
-from ...domain.ids import new_id
-from ...domain.jobs import NO_RETRY, JobMetadata, ScheduledJob
-from ...domain.status import JobStatus
-from ...ports import JobStore
+from schedule_sdk.domain.history import FireOutcome, FireRecord
+from schedule_sdk.domain.ids import new_id
+from schedule_sdk.domain.jobs import NO_RETRY, JobMetadata, ScheduledJob
+from schedule_sdk.domain.status import JobStatus
+from schedule_sdk.ports import JobStore
 
 #: A fixed "now" with microseconds, so truncation by a backend would show.
 NOW = datetime(2030, 3, 30, 12, 0, 0, 123456, tzinfo=UTC)

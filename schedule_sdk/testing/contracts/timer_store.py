@@ -1,4 +1,4 @@
-"""The timer store contract (:class:`~schedule_sdk.timer.ports.TimerStore`), as tests any timer
+"""The timer store contract (:class:`~schedule_sdk.ports.TimerStore`), as tests any timer
 store must pass.
 
 ::
@@ -19,12 +19,11 @@ from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
-from ...domain.jobs import JobMetadata, ScheduledJob
-from ...domain.status import JobStatus
-from ...ports import JobStore
-from ...timer.domain import TimerEntry, TimerState
-from ...timer.ports import TimerStore
-from .rows import insert, job
+from schedule_sdk.domain.jobs import JobMetadata, ScheduledJob
+from schedule_sdk.domain.status import JobStatus
+from schedule_sdk.domain.timers import TimerEntry, TimerState
+from schedule_sdk.ports import JobStore, TimerStore
+from schedule_sdk.testing.contracts.rows import insert, job
 
 #: A fixed instant with whole milliseconds (timer times are kept to the millisecond).
 T0 = datetime(2030, 3, 30, 12, 0, 0, 250_000, tzinfo=UTC)

@@ -1,0 +1,194 @@
+"""Every setting, its environment variable and its default, in one frozen object.
+
+Values come from (highest first): the mapping given to :meth:`Settings.load` (for example the
+container's ``config.from_dict``), then environment variables, then the defaults below.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import socket
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any, Literal, TypeVar
+
+from schedule_sdk.core.retention import parse_duration
+from schedule_sdk.domain.errors import InvalidSetting
+from schedule_sdk.domain.ids import new_id
+
+
+def _env(name: str) -> dict[str, str]:
+    return {"env": name}
+
+
+S = TypeVar("S")
+
+
+def load_settings(
+    cls: type[S],
+    overrides: Mapping[str, Any] | None = None,
+    environ: Mapping[str, str] | None = None,
+    what: str = "setting",
+) -> S:
+    """An instance of the settings dataclass ``cls``: each field from ``overrides`` (by field name),
+    else from the environment variable in its ``env`` metadata, else its default."""
+    environ = os.environ if environ is None else environ
+    overrides = {k: v for k, v in (overrides or {}).items() if v is not None}
+    fields = {f.name: f for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+    unknown = set(overrides) - set(fields)
+    if unknown:
+        raise InvalidSetting(f"unknown {what}(s): {', '.join(sorted(unknown))}")
+    values: dict[str, Any] = {}
+    for name, f in fields.items():
+        if name in overrides:
+            values[name] = _coerce(f, overrides[name])
+        elif f.metadata.get("env") in environ:
+            values[name] = _coerce(f, environ[f.metadata["env"]])
+    return cls(**values)
+
+
+def default_worker_id() -> str:
+    return f"{socket.gethostname()[:30]}:{os.getpid()}:{new_id()[-8:]}"
+
+
+#: The settings that take one of a few names, and those names.
+_CHOICES: dict[str, tuple[str, ...]] = {
+    "metrics": ("none", "memory", "prometheus"),
+    "tracing": ("auto", "otel", "none"),
+    "events": ("local", "redis"),
+}
+
+
+def _one_of(names: tuple[str, ...]) -> str:
+    quoted = [f"'{name}'" for name in names]
+    return ", ".join(quoted[:-1]) + " or " + quoted[-1]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Settings:
+    #: SQLAlchemy URL of the job store: ``sqlite:///path.db`` or ``postgresql+psycopg://user@host/db``.
+    database_url: str = field(default="sqlite:///schedule_sdk.db", metadata=_env("SCHEDULE_DATABASE_URL"))
+    #: Redis URL; when set, the execution substrate defaults to ``rq``.
+    redis_url: str | None = field(default=None, metadata=_env("SCHEDULE_REDIS_URL"))
+    #: ``sql`` (the store is the delay index; no server needed) or ``rq`` (Redis + RQ). Default:
+    #: ``rq`` when ``redis_url`` is set, else ``sql``.
+    substrate: Literal["sql", "rq"] | None = field(default=None, metadata=_env("SCHEDULE_SUBSTRATE"))
+    #: Where events go: ``local`` (in-process listeners) or ``redis`` (pub/sub to every app instance).
+    events: Literal["local", "redis"] = field(default="local", metadata=_env("SCHEDULE_EVENTS"))
+    #: Listener threads per worker: fires run concurrently up to this many.
+    worker_concurrency: int = field(default=8, metadata=_env("SCHEDULE_WORKER_CONCURRENCY"))
+    #: How long a worker's claim on a firing job lasts without renewal (seconds); after a crash
+    #: the job fires again once this has passed.
+    lease_seconds: float = field(default=30.0, metadata=_env("SCHEDULE_LEASE_SECONDS"))
+    #: A worker whose heartbeat stops for this long (seconds) is declared dead by any live worker,
+    #: which releases its claims at once (the lease stays as the fallback). Workers beat every
+    #: ``min(lease_seconds / 3, dead_after / 4, 1)`` seconds. Keep it above the clock skew between
+    #: hosts and the longest pause a live worker may take (GC, a stalled VM).
+    dead_after: float = field(default=10.0, metadata=_env("SCHEDULE_DEAD_AFTER"))
+    #: Most due jobs claimed per query.
+    claim_batch_size: int = field(default=500, metadata=_env("SCHEDULE_CLAIM_BATCH_SIZE"))
+    #: Most fires a worker holds claimed at once (claimed and not yet recorded).
+    max_in_flight: int = field(default=2000, metadata=_env("SCHEDULE_MAX_IN_FLIGHT"))
+    #: The poller's safety net: it re-reads the next due time at least this often (seconds).
+    poll_interval: float = field(default=1.0, metadata=_env("SCHEDULE_POLL_INTERVAL"))
+    #: How long ``stop()`` lets in-flight fires finish before releasing them (seconds).
+    stop_timeout: float = field(default=5.0, metadata=_env("SCHEDULE_STOP_TIMEOUT"))
+    #: Largest payload accepted, in bytes of JSON.
+    max_payload_bytes: int = field(default=65_536, metadata=_env("SCHEDULE_MAX_PAYLOAD_BYTES"))
+    #: Create or upgrade the schema when the store is first used.
+    auto_migrate: bool = field(default=True, metadata=_env("SCHEDULE_AUTO_MIGRATE"))
+    #: Re-run the reconciler this often while the worker runs (seconds); 0 = only at start.
+    #: Default: 300 on the ``rq`` substrate (heals a Redis flush without a restart; an entry a dead
+    #: process left mid-hand-off is handed over sooner, by the heartbeat, after ``lease_seconds``),
+    #: 0 on ``sql`` (the row is the queue entry).
+    reconcile_interval: float | None = field(default=None, metadata=_env("SCHEDULE_RECONCILE_INTERVAL"))
+    #: This worker's identity in claims (default: host:pid:random).
+    worker_id: str = field(default_factory=default_worker_id, metadata=_env("SCHEDULE_WORKER_ID"))
+    #: Modules the ``schedule-sdk worker`` command imports so their ``@on_event`` listeners register.
+    listener_modules: tuple[str, ...] = field(default=(), metadata=_env("SCHEDULE_LISTENER_MODULES"))
+    #: RQ queue name (``rq`` substrate).
+    rq_queue: str = field(default="schedule_sdk", metadata=_env("SCHEDULE_RQ_QUEUE"))
+    #: Where job metrics go: ``none`` (not collected), ``memory`` (``InMemoryMetrics``, for tests)
+    #: or ``prometheus`` (``PrometheusMetrics``; needs the ``prometheus`` extra). The worker
+    #: command's ``--metrics-port`` selects ``prometheus``.
+    metrics: Literal["none", "memory", "prometheus"] = field(
+        default="none", metadata=_env("SCHEDULE_METRICS")
+    )
+    #: Traces of fires: ``auto`` (OpenTelemetry when the ``otel`` extra is installed, else none),
+    #: ``otel`` (an error without the extra) or ``none``. Spans are recorded only once the
+    #: application configures an OpenTelemetry tracer provider.
+    tracing: Literal["auto", "otel", "none"] = field(default="auto", metadata=_env("SCHEDULE_TRACING"))
+    #: Database connections per process (PostgreSQL).
+    pool_size: int = field(default=10, metadata=_env("SCHEDULE_POOL_SIZE"))
+    #: Test each pooled connection before use (PostgreSQL): survives a database restart without a
+    #: failed call, at the cost of one more round trip per operation.
+    pool_pre_ping: bool = field(default=False, metadata=_env("SCHEDULE_POOL_PRE_PING"))
+
+    #: Delete finished jobs (completed, cancelled, failed) this long after they finished:
+    #: ``30d``, ``12h``, ``90m``, ``45s`` or seconds. Unset (the default): keep them forever.
+    #: Workers purge in small batches from their heartbeat, one process at a time.
+    retention: str | None = field(default=None, metadata=_env("SCHEDULE_RETENTION"))
+
+    def __post_init__(self) -> None:
+        if self.retention is not None:
+            parse_duration(self.retention)
+        if self.substrate is None:
+            object.__setattr__(self, "substrate", "rq" if self.redis_url else "sql")
+        if self.reconcile_interval is None:
+            object.__setattr__(self, "reconcile_interval", 300.0 if self.substrate == "rq" else 0.0)
+        if self.substrate not in ("sql", "rq"):
+            raise InvalidSetting(f"substrate must be 'sql' or 'rq', not {self.substrate!r}")
+        if self.substrate == "rq" and not self.redis_url:
+            raise InvalidSetting("the rq substrate needs redis_url (SCHEDULE_REDIS_URL)")
+        for name, allowed in _CHOICES.items():
+            if getattr(self, name) not in allowed:
+                raise InvalidSetting(f"{name} must be {_one_of(allowed)}, not {getattr(self, name)!r}")
+        for name in (
+            "worker_concurrency",
+            "claim_batch_size",
+            "max_in_flight",
+            "max_payload_bytes",
+            "pool_size",
+        ):
+            if getattr(self, name) < 1:
+                raise InvalidSetting(f"{name} must be at least 1")
+        for name in ("lease_seconds", "poll_interval", "dead_after"):
+            if getattr(self, name) <= 0:
+                raise InvalidSetting(f"{name} must be positive")
+
+    @property
+    def retention_period(self) -> timedelta | None:
+        """``retention`` as a timedelta (None: keep finished jobs)."""
+        return None if self.retention is None else parse_duration(self.retention)
+
+    @property
+    def execution_substrate(self) -> Literal["sql", "rq"]:
+        return "rq" if self.substrate == "rq" else "sql"
+
+    @classmethod
+    def load(
+        cls, overrides: Mapping[str, Any] | None = None, environ: Mapping[str, str] | None = None
+    ) -> Settings:
+        """Settings from ``overrides``, then ``environ`` (default ``os.environ``), then defaults."""
+        return load_settings(cls, overrides, environ)
+
+
+def _coerce(f: dataclasses.Field[Any], value: Any) -> Any:
+    kind = str(f.type)
+    try:
+        if kind.startswith("int"):
+            return int(value)
+        if kind.startswith("float"):
+            return float(value)
+        if kind == "bool":
+            return (
+                value if isinstance(value, bool) else str(value).strip().lower() in ("1", "true", "yes", "on")
+            )
+        if kind.startswith("tuple"):
+            items = value.split(",") if isinstance(value, str) else value
+            return tuple(str(i).strip() for i in items if str(i).strip())
+    except (TypeError, ValueError) as error:
+        raise InvalidSetting(f"setting {f.name}: {value!r} is not a valid {kind}") from error
+    return value or None if kind.endswith("None") else value

@@ -1,0 +1,195 @@
+"""``FireDispatcher``: runs claimed jobs on a bounded pool of listener threads and records their
+outcomes in batches (one transaction for many fires when many are due at once).
+
+It tracks every fire it holds (claimed, not yet recorded) so the worker can renew their leases,
+and on stop it lets running fires finish within a timeout and releases the rest for another
+worker, so nothing is lost.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from collections.abc import Callable, Sequence
+
+from schedule_sdk.core.firing import FireResult, Firing, job_fields
+from schedule_sdk.domain.backoff import Reconnect
+from schedule_sdk.domain.errors import ScheduleError
+from schedule_sdk.domain.jobs import ScheduledJob
+from schedule_sdk.ports import JobStore
+
+logger = logging.getLogger(__name__)
+
+RECORD_BATCH = 500
+
+
+class FireDispatcher:
+    def __init__(
+        self,
+        *,
+        firing: Firing,
+        store: JobStore,
+        worker_id: str,
+        concurrency: int = 8,
+        max_in_flight: int = 2000,
+    ) -> None:
+        self._firing = firing
+        self._store = store
+        self.worker_id = worker_id
+        self._concurrency = concurrency
+        self._max_in_flight = max_in_flight
+        self._jobs: queue.SimpleQueue[ScheduledJob | None] = queue.SimpleQueue()
+        self._results: queue.SimpleQueue[FireResult | None] = queue.SimpleQueue()
+        self._held: dict[str, ScheduledJob] = {}  # claimed and not yet recorded
+        self._running: set[str] = set()
+        self._changed = threading.Condition()
+        self._threads: list[threading.Thread] = []
+        self._stopping = False
+        #: Called (from a recorder thread) whenever capacity frees up.
+        self.on_capacity: Callable[[], None] = lambda: None
+        #: Called with the jobs ``stop`` returned to pending, so a substrate whose queue entry was
+        #: consumed (``rq``) can hand them over again.
+        self.on_release: Callable[[list[ScheduledJob]], None] = lambda jobs: None
+        #: Called by ``stop`` once the unfinished fires were released: abandon what still runs
+        #: (the worker cancels async listeners still awaited, so their threads return).
+        self.on_overdue: Callable[[], object] = lambda: None
+
+    # -- pool --------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        self._stopping = False
+        for n in range(self._concurrency):
+            self._spawn(self._work, f"schedule-sdk-listener-{n}")
+        self._recorder = self._spawn(self._record_loop, "schedule-sdk-recorder")
+
+    def _spawn(self, target: Callable[[], None], name: str) -> threading.Thread:
+        thread = threading.Thread(target=target, name=name, daemon=True)
+        thread.start()
+        self._threads.append(thread)
+        return thread
+
+    def capacity(self) -> int:
+        """How many more claimed jobs the dispatcher accepts now."""
+        with self._changed:
+            return 0 if self._stopping else self._max_in_flight - len(self._held)
+
+    def held_ids(self) -> list[str]:
+        with self._changed:
+            return list(self._held)
+
+    def submit(self, jobs: Sequence[ScheduledJob]) -> None:
+        """Queue claimed jobs for firing (they must be claimed by ``worker_id``)."""
+        with self._changed:
+            for job in jobs:
+                self._held[job.id] = job
+        for job in jobs:
+            self._jobs.put(job)
+
+    def _work(self) -> None:
+        while (job := self._jobs.get()) is not None:
+            with self._changed:
+                if self._stopping:
+                    continue  # released by stop()
+                self._running.add(job.id)
+            try:
+                result = self._firing.run(job)
+            except Exception:  # never lose the thread; the claim expires and the job fires again
+                logger.exception("firing job %s crashed", job.id, extra=job_fields(job))
+                self._forget([job.id])
+                continue
+            finally:
+                with self._changed:
+                    self._running.discard(job.id)
+                    self._changed.notify_all()
+            self._results.put(result)
+
+    # -- recorder ----------------------------------------------------------------------------
+
+    def _record_loop(self) -> None:
+        done = False
+        while not done:
+            first = self._results.get()
+            batch = [] if first is None else [first]
+            done = first is None
+            while len(batch) < RECORD_BATCH:
+                try:
+                    item = self._results.get_nowait()
+                except queue.Empty:
+                    break
+                if item is None:
+                    done = True
+                    break
+                batch.append(item)
+            if batch:
+                self._record(batch)
+
+    def _record(self, batch: list[FireResult]) -> None:
+        backoff = Reconnect()
+        while True:
+            try:
+                self._firing.record(batch)
+                break
+            except ScheduleError as error:
+                if self._stopping:
+                    logger.error(
+                        "could not record %d outcomes at stop (%s); they fire again", len(batch), error
+                    )
+                    break
+                delay = backoff.next()
+                logger.warning(
+                    "recording %d outcomes failed (%s); retrying in %.2fs", len(batch), error, delay
+                )
+                time.sleep(delay)
+        self._forget([r.claimed.id for r in batch])
+
+    def _forget(self, job_ids: list[str]) -> None:
+        with self._changed:
+            for job_id in job_ids:
+                self._held.pop(job_id, None)
+            self._changed.notify_all()
+        self.on_capacity()
+
+    # -- stop --------------------------------------------------------------------------------
+
+    def stop(self, timeout: float) -> None:
+        """Stop taking jobs; let running fires finish within ``timeout`` seconds; release the
+        claims of everything else so another worker fires it."""
+        deadline = time.monotonic() + timeout
+        with self._changed:
+            self._stopping = True
+            self._changed.wait_for(lambda: not self._running, timeout=max(0.0, deadline - time.monotonic()))
+            overdue = set(self._running)
+        for _ in range(self._concurrency):
+            self._jobs.put(None)
+        self._results.put(None)
+        self._recorder.join(timeout=max(0.5, deadline - time.monotonic()))
+        with self._changed:
+            unfinished = [j for j in self._held if j not in overdue] + sorted(overdue)
+        self._release(unfinished)
+        if overdue:
+            self.on_overdue()
+        for thread in self._threads:
+            thread.join(timeout=0.2)
+        alive = [t.name for t in self._threads if t.is_alive()]
+        if alive:
+            logger.warning("listener threads still running after stop: %s", ", ".join(alive))
+        self._threads.clear()
+
+    def _release(self, job_ids: list[str]) -> None:
+        if not job_ids:
+            return
+        with self._changed:
+            jobs = [self._held[j] for j in job_ids if j in self._held]
+        try:
+            released = self._store.release_claims(self.worker_id, job_ids)
+            logger.info("released %d unfinished fires for other workers", released)
+            self.on_release(jobs)
+        except ScheduleError as error:
+            logger.warning(
+                "could not release %d claims (%s); they fire again when the lease ends", len(job_ids), error
+            )
+        with self._changed:
+            for job_id in job_ids:
+                self._held.pop(job_id, None)

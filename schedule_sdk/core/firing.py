@@ -1,0 +1,334 @@
+"""The one fire path every substrate uses: run the listeners of a claimed job, then record the
+outcome (completed, retry with backoff, failed, or the next occurrence of a repeating job).
+
+A fire starts from a *claimed* row (status ``active``, claimed by this worker), so a cancelled,
+paused or already-fired job can never fire; the outcome is written only if the row is still
+claimed by this worker for the same occurrence, so a cancel or a pause that lands mid-fire wins.
+The job's misfire policy (:mod:`schedule_sdk.domain.misfire`) decides whether a late occurrence fires;
+occurrences that do not fire are reported as a ``schedule.missed`` event.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from schedule_sdk.adapters.metrics import NoMetrics
+from schedule_sdk.adapters.tracing import NoTracing
+from schedule_sdk.core.write_order import write_order
+from schedule_sdk.domain import misfire
+from schedule_sdk.domain.errors import ListenerFailed
+from schedule_sdk.domain.events import ScheduleArrivedEvent, ScheduleMissedEvent
+from schedule_sdk.domain.history import FireOutcome, FireRecord
+from schedule_sdk.domain.jobs import ScheduledJob
+from schedule_sdk.domain.misfire import Missed
+from schedule_sdk.domain.status import JobStatus, check_transition
+from schedule_sdk.ports import (
+    Clock,
+    EventPublisher,
+    ExecutionQueue,
+    Guard,
+    JobStore,
+    Metrics,
+    Occurrence,
+    Tracing,
+)
+
+logger = logging.getLogger(__name__)
+
+_ACTIVE = frozenset({JobStatus.ACTIVE})
+MAX_ERROR_LENGTH = 2000
+
+
+@dataclass(frozen=True, slots=True)
+class FireResult:
+    """A finished fire: the job as claimed, the state to record, and the fire history entry
+    written with it (None: nothing ran, e.g. a substrate that records no history)."""
+
+    claimed: ScheduledJob
+    outcome: ScheduledJob
+    fire: FireRecord | None = None
+
+
+def arrived_event(job: ScheduledJob, fired_at: datetime) -> ScheduleArrivedEvent:
+    return ScheduleArrivedEvent(
+        scheduled_job_id=job.id,
+        topic=job.topic,
+        user_payload=job.payload,
+        metadata=job.metadata,
+        timezone=job.timezone,
+        scheduled_for=job.scheduled_for,
+        fired_at=fired_at,
+        attempt=job.attempt,
+        occurrence=job.occurrence,
+    )
+
+
+def outcome_of(
+    job: ScheduledJob, fired_at: datetime, error: BaseException | None, now: datetime
+) -> ScheduledJob:
+    """The state to record after attempt ``job.attempt`` of occurrence ``job.occurrence`` ran
+    (:func:`settle` without the missed occurrences)."""
+    return settle(job, fired_at, error, now)[0]
+
+
+def settle(
+    job: ScheduledJob, fired_at: datetime | None, error: BaseException | None, now: datetime
+) -> tuple[ScheduledJob, Missed]:
+    """The state to record after attempt ``job.attempt`` of occurrence ``job.occurrence`` ran
+    (``fired_at`` None: its misfire policy skipped it), and the occurrences that will not fire.
+
+    Success completes a one-shot and moves a repeating job to its next occurrence as its misfire
+    policy says (by default one catch-up fire after downtime, then the first occurrence after
+    now); an extra fire from ``trigger`` hands over to the regular occurrence it was put before.
+    A failure is retried with backoff while attempts remain; then a one-shot fails and a
+    repeating series continues.
+    """
+    outcome = _outcome(job, fired_at, error, now)
+    check_transition(job.status, outcome[0].status)
+    return outcome
+
+
+def _outcome(
+    job: ScheduledJob, fired_at: datetime | None, error: BaseException | None, now: datetime
+) -> tuple[ScheduledJob, Missed]:
+    last_fired_at = job.last_fired_at if fired_at is None else fired_at
+    released = {"claimed_by": None, "claimed_until": None, "updated_at": now, "last_fired_at": last_fired_at}
+    if error is not None and job.attempt < job.retry.attempts:
+        retry_at = now + timedelta(milliseconds=job.retry.backoff.delay_after(job.attempt))
+        return job.evolve(
+            status=JobStatus.PENDING,
+            attempt=job.attempt + 1,
+            run_at=retry_at,
+            last_error=_describe(error),
+            **released,
+        ), misfire.NONE
+    last_error = None if error is None else _describe(error)
+    skipped = misfire.Missed((job.scheduled_for,), 1) if fired_at is None else misfire.NONE
+    # limit counts scheduled occurrences that fired: not skipped ones, not extra fires.
+    counted = fired_at is not None and job.regular_due is None
+    finished = job.occurrence_count + counted
+    if job.repeat is None:
+        status = JobStatus.COMPLETED if error is None else JobStatus.FAILED
+        return job.evolve(
+            status=status, occurrence_count=finished, last_error=last_error, **released
+        ), skipped
+    if job.regular_due is not None:
+        following, missed = job.regular_due, misfire.NONE
+    else:
+        following, missed = misfire.following(job, now)
+    ended = (job.limit is not None and finished >= job.limit) or (
+        job.ends_at is not None and following > job.ends_at
+    )
+    if ended:
+        return job.evolve(
+            status=JobStatus.COMPLETED,
+            occurrence_count=finished,
+            last_error=last_error,
+            regular_due=None,
+            **released,
+        ), skipped + missed
+    return job.evolve(
+        status=JobStatus.PENDING,
+        occurrence=job.occurrence + 1,
+        attempt=1,
+        occurrence_count=finished,
+        run_at=following,
+        scheduled_for=following,
+        regular_due=None,
+        last_error=last_error if error is not None else job.last_error,
+        **released,
+    ), skipped + missed
+
+
+def missed_event(job: ScheduledJob, missed: Missed, detected_at: datetime) -> ScheduleMissedEvent:
+    return ScheduleMissedEvent(
+        scheduled_job_id=job.id,
+        topic=job.topic,
+        user_payload=job.payload,
+        metadata=job.metadata,
+        timezone=job.timezone,
+        policy=job.misfire.mode,
+        missed=missed.named,
+        count=missed.count,
+        detected_at=detected_at,
+    )
+
+
+def fire_outcome(job: ScheduledJob, outcome: ScheduledJob, failed: bool) -> str:
+    """What a fire led to: ``completed`` (the job is done), ``next`` (a repeating job moved on
+    after a success), ``retry`` (a failure to be retried) or ``failed`` (a failure out of
+    attempts; a repeating job still moves on)."""
+    if not failed:
+        return "completed" if outcome.status is JobStatus.COMPLETED else "next"
+    same = (outcome.occurrence, outcome.status) == (job.occurrence, JobStatus.PENDING)
+    return "retry" if same and outcome.attempt > job.attempt else "failed"
+
+
+def job_fields(job: ScheduledJob) -> dict[str, object]:
+    """The structured fields of every log line about a job (``extra=``)."""
+    return {"job_id": job.id, "occurrence": job.occurrence, "attempt": job.attempt, "topic": job.topic}
+
+
+# -- fire history (issue 13) ------------------------------------------------------------------
+
+
+def fire_record(
+    job: ScheduledJob, fired_at: datetime, ended: datetime, error: BaseException | None, *, fired: bool
+) -> FireRecord:
+    """The history entry of attempt ``job.attempt`` of occurrence ``job.occurrence`` (as claimed):
+    it ran from ``fired_at`` to ``ended`` (``fired`` False: the misfire policy skipped it)."""
+    if not fired:
+        outcome = FireOutcome.SKIPPED
+    else:
+        outcome = FireOutcome.SUCCEEDED if error is None else FireOutcome.FAILED
+    return FireRecord(
+        job_id=job.id,
+        topic=job.topic,
+        occurrence=job.occurrence,
+        attempt=job.attempt,
+        due_at=job.run_at,
+        fired_at=fired_at,
+        lateness_ms=(fired_at - job.run_at) // _MS,
+        duration_ms=(ended - fired_at) // _MS if fired else 0,
+        outcome=outcome,
+        error=None if error is None else _describe(error),
+        worker_id=job.claimed_by,
+    )
+
+
+_MS = timedelta(milliseconds=1)
+
+# ---------------------------------------------------------------------------------------------
+
+
+def _describe(error: BaseException) -> str:
+    return f"{type(error).__name__}: {error}"[:MAX_ERROR_LENGTH]
+
+
+class Firing:
+    """Runs claimed jobs' listeners and records their outcomes."""
+
+    def __init__(
+        self,
+        *,
+        store: JobStore,
+        queue: ExecutionQueue,
+        publisher: EventPublisher,
+        clock: Clock,
+        metrics: Metrics | None = None,
+        tracing: Tracing | None = None,
+    ) -> None:
+        self._store = store
+        self._queue = queue
+        self._publisher = publisher
+        self._clock = clock
+        self._metrics = metrics or NoMetrics()
+        self._tracing = tracing or NoTracing()  # issue 12: a span per fire, in the job's trace
+        #: Called with every missed event before it is published (``event.count`` occurrences
+        #: of ``event.topic`` did not fire; they are also counted as ``schedule.jobs.missed``).
+        #: Must not block.
+        self.on_missed: Callable[[ScheduleMissedEvent], None] = lambda event: None
+
+    def run(self, job: ScheduledJob) -> FireResult:
+        """Emit the arrived event for a claimed job (unless its misfire policy skips it), then
+        report the occurrences that will not fire; never raises for a listener's error."""
+        fired_at = self._clock.now()
+        start = misfire.at_start(job, fired_at)
+        late = (fired_at - job.run_at).total_seconds()
+        error: BaseException | None = None
+        with self._tracing.fire(start.job, late) as span:
+            started = time.perf_counter()
+            if start.fire:
+                error = self._publish(start.job, fired_at)
+            duration = time.perf_counter() - started
+            ended = self._clock.now()
+            outcome, missed = settle(start.job, fired_at if start.fire else None, error, ended)
+            kind = fire_outcome(start.job, outcome, error is not None) if start.fire else "skipped"
+            span.finish(kind, error)
+        if start.fire:
+            self._count(start.job, outcome, error is not None, late, duration)
+            if logger.isEnabledFor(logging.DEBUG):
+                logger.debug("fired job %s in %.1f ms", job.id, duration * 1000, extra=job_fields(job))
+        missed = start.missed + missed
+        if missed.count:
+            self._report_missed(start.job, missed)
+        return FireResult(job, outcome, fire_record(job, fired_at, ended, error, fired=start.fire))
+
+    def _publish(self, job: ScheduledJob, fired_at: datetime) -> BaseException | None:
+        """Emit the arrived event; the error that fails the attempt, if any."""
+        try:
+            self._publisher.publish(arrived_event(job, fired_at))
+        except ListenerFailed as failed:
+            return failed
+        except Exception as unexpected:  # a publisher fault (e.g. a broker) also fails the attempt
+            logger.exception("publishing job %s failed", job.id, extra=job_fields(job))
+            return unexpected
+        return None
+
+    def _report_missed(self, job: ScheduledJob, missed: Missed) -> None:
+        """Log, count (:attr:`on_missed`) and emit the ``schedule.missed`` event; a failing
+        listener is logged, never retried, and does not fail the fire."""
+        event = missed_event(job, missed, self._clock.now())
+        logger.warning(
+            "job %s missed %d occurrence(s) from %s (misfire policy %s)",
+            job.id,
+            missed.count,
+            missed.named[0].isoformat(),
+            job.misfire.mode,
+            extra={
+                "job_id": job.id,
+                "occurrence": job.occurrence,
+                "topic": job.topic,
+                "missed": missed.count,
+            },
+        )
+        self._metrics.increment("schedule.jobs.missed", missed.count, topic=job.topic)
+        try:
+            self.on_missed(event)
+            self._publisher.publish_missed(event)
+        except Exception:
+            logger.exception("reporting missed fires of %s failed", job.id, extra=job_fields(job))
+
+    def _count(
+        self, job: ScheduledJob, outcome: ScheduledJob, failed: bool, late: float, took: float
+    ) -> None:
+        """Metrics of one fire: counters and two histogram samples, no I/O."""
+        kind = fire_outcome(job, outcome, failed)
+        metrics, topic = self._metrics, job.topic
+        metrics.increment("schedule.jobs.fired", topic=topic, outcome=kind)
+        if failed:
+            metrics.increment("schedule.jobs.failed", topic=topic)
+            if kind == "retry":
+                metrics.increment("schedule.jobs.retried", topic=topic)
+        metrics.observe("schedule.fire.lateness", max(0.0, late), topic=topic)
+        metrics.observe("schedule.listener.duration", took, topic=topic, outcome=kind)
+
+    def record(self, results: Sequence[FireResult]) -> None:
+        """Write outcomes and their fire history in one transaction, handing next occurrences and
+        retries to the queue inside it (the write order); rows no longer claimed by the firing
+        worker are left alone (their fires still go to the history: the listeners did run).
+
+        :raises StoreUnavailable, QueueUnavailable: nothing was recorded; the fires will repeat
+            once their claims expire (at-least-once).
+        """
+        if not results:
+            return
+        following = [Occurrence.of(r.outcome) for r in results if r.outcome.status is JobStatus.PENDING]
+        changes = [
+            (r.outcome, Guard(_ACTIVE, claimed_by=r.claimed.claimed_by, occurrence=r.claimed.occurrence))
+            for r in results
+        ]
+        with write_order(self._store, self._queue) as (tx, hand_off):
+            tx.update_many(changes)
+            tx.record_fires([r.fire for r in results if r.fire is not None])
+            hand_off.enqueue(following)
+
+    def fire(self, job: ScheduledJob) -> FireResult:
+        """Run and record one claimed job (the path of substrates that fire one job at a time)."""
+        result = self.run(job)
+        self.record([result])
+        return result

@@ -1,0 +1,114 @@
+"""``@on_event`` and the registry that maps event names to listeners.
+
+``@on_event`` only *marks* a function or method; nothing is registered at import time and nothing
+is process-wide. Each :class:`~schedule_sdk.ScheduleContainer` owns one :class:`ListenerRegistry`
+(``container.listeners()``), which binds the marked functions of the modules named in its
+``listener_modules`` setting (``SCHEDULE_LISTENER_MODULES``) when it is first built. Bind more
+with ``container.listeners().register(target)``, where ``target`` is a marked function, an
+object with marked methods, a module, or a module's dotted name.
+
+Listeners are held by strong references, so a lambda or a temporary object never vanishes
+silently (blinker's default of weak references would drop them); ``unregister`` removes them.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import threading
+from collections.abc import Awaitable, Callable, Iterable
+from types import ModuleType
+from typing import Any, TypeVar
+
+import blinker
+
+from schedule_sdk.domain.events import ScheduleArrivedEvent
+
+Listener = Callable[[ScheduleArrivedEvent], Awaitable[None] | None]
+F = TypeVar("F", bound=Callable[..., Any])
+
+_MARK = "__schedule_sdk_events__"
+
+
+def on_event(*names: str) -> Callable[[F], F]:
+    """Subscribe the decorated function or method to the named events.
+
+    ``@on_event(SCHEDULE_ARRIVED_EVENT)`` receives every fire; ``@on_event(schedule_arrived_event_name(t))``
+    only fires of topic ``t``. ``async def`` listeners are supported. The decorator only marks the
+    function: it runs for the containers it is registered with (see the module docstring).
+    """
+    if not names or not all(isinstance(n, str) and n for n in names):
+        raise TypeError("on_event needs at least one event name")
+
+    def decorate(fn: F) -> F:
+        setattr(fn, _MARK, (*getattr(fn, _MARK, ()), *names))
+        return fn
+
+    return decorate
+
+
+class ListenerRegistry:
+    """Event name → listeners, on a private blinker namespace (never the process-global one)."""
+
+    def __init__(self) -> None:
+        self._namespace = blinker.Namespace()
+        self._lock = threading.Lock()
+
+    def connect(self, name: str, listener: Callable[..., Any]) -> None:
+        with self._lock:
+            self._namespace.signal(name).connect(listener, weak=False)
+
+    def disconnect(self, name: str, listener: Callable[..., Any]) -> None:
+        with self._lock:
+            self._namespace.signal(name).disconnect(listener)
+
+    @classmethod
+    def of_modules(cls, modules: Iterable[str | ModuleType] = ()) -> ListenerRegistry:
+        """A registry holding the ``@on_event`` functions of ``modules`` (imported if named).
+
+        :raises ImportError: a named module cannot be imported.
+        """
+        registry = cls()
+        for module in modules:
+            registry.register(module)
+        return registry
+
+    def register(self, target: object) -> object:
+        """Connect ``target``'s ``@on_event`` listeners: ``target`` itself if it is a marked
+        function, the marked methods of an object, or the marked functions of a module (given as
+        a module or its dotted name, which is imported). Registering twice is harmless."""
+        for name, fn in _marked(target):
+            self.connect(name, fn)
+        return target
+
+    def unregister(self, target: object) -> None:
+        for name, fn in _marked(target):
+            self.disconnect(name, fn)
+
+    def listeners(self, name: str) -> list[Callable[..., Any]]:
+        with self._lock:
+            if name not in self._namespace:
+                return []
+            signal = self._namespace[name]
+            return list(signal.receivers_for(blinker.ANY))
+
+    def clear(self) -> None:
+        with self._lock:
+            for signal in list(self._namespace.values()):
+                signal.receivers.clear()
+
+
+def _marked(target: object) -> list[tuple[str, Callable[..., Any]]]:
+    if isinstance(target, str):
+        target = importlib.import_module(target)
+    if callable(target) and hasattr(target, _MARK) and not inspect.isclass(target):
+        return [(n, target) for n in getattr(target, _MARK)]
+    found: list[tuple[str, Callable[..., Any]]] = []
+    if isinstance(target, ModuleType):
+        for member in list(vars(target).values()):
+            if inspect.isfunction(member):
+                found.extend((n, member) for n in getattr(member, _MARK, ()))
+        return found
+    for _, member in inspect.getmembers(target, inspect.ismethod):
+        found.extend((n, member) for n in getattr(member.__func__, _MARK, ()))
+    return found

@@ -1,0 +1,143 @@
+"""``Reconciler``: heals the execution substrate from the store, the source of truth.
+
+At worker start (and, optionally, on an interval) it returns expired claims to ``pending`` (a
+worker died mid-fire: the job fires again), then scans every pending and active row (their key
+columns only) and re-enqueues those the substrate has no entry for; a past-due entry fires at
+once. Enqueueing is idempotent per occurrence, and a fire starts only from a successful claim, so
+two reconcilers running at once cannot double-fire an occurrence.
+
+Between those runs, the worker's heartbeat calls :meth:`Reconciler.release_expired` and
+:meth:`Reconciler.rescue`: the latter re-checks entries the substrate reports stranded for longer
+than the lease (a process died between two steps of a hand-off) against their rows.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from schedule_sdk.core.write_order import hand_over_committed
+from schedule_sdk.domain.jobs import ScheduledJob
+from schedule_sdk.ports import Clock, ExecutionQueue, JobStore, Occurrence, OccurrenceRef
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class ReconcileReport:
+    scanned: int = 0  #: pending and active rows examined
+    healed: int = 0  #: entries re-enqueued because the substrate had lost them
+    skipped: int = 0  #: rows whose entry was present (or which are firing now)
+    released: int = 0  #: expired claims returned to pending
+
+    def as_dict(self) -> dict[str, int]:
+        return {
+            "scanned": self.scanned,
+            "healed": self.healed,
+            "skipped": self.skipped,
+            "released": self.released,
+        }
+
+
+class Reconciler:
+    def __init__(
+        self,
+        *,
+        store: JobStore,
+        queue: ExecutionQueue,
+        clock: Clock,
+        batch_size: int = 1000,
+        lease_seconds: float = 30.0,
+    ) -> None:
+        self._store = store
+        self._queue = queue
+        self._clock = clock
+        self._batch = batch_size
+        self._lease = lease_seconds
+
+    def release_expired(self) -> int:
+        """Return expired claims to pending and hand them to the queue again; return how many."""
+        total = self._hand_back(lambda: self._store.release_expired(self._clock.now(), self._batch))
+        if total:
+            logger.warning("released %d expired claims (a worker stopped mid-fire)", total)
+        return total
+
+    def release_dead(self, beat_before: datetime, also: Sequence[str] = ()) -> int:
+        """Return the claims of registered workers that last beat before ``beat_before`` (or are in
+        ``also``) to pending and hand them to the queue again (on ``rq`` their entries were
+        consumed); return how many."""
+        total = self._hand_back(
+            lambda: self._store.release_dead(beat_before, also, self._clock.now(), self._batch)
+        )
+        if total:
+            logger.warning("released %d claims of dead workers", total)
+        return total
+
+    def _hand_back(self, release: Callable[[], list[ScheduledJob]]) -> int:
+        total = 0
+        while released := release():
+            hand_over_committed(self._queue, [Occurrence.of(j) for j in released])
+            total += len(released)
+            if len(released) < self._batch:
+                break
+        return total
+
+    def rescue(self, older_than: float | None = None) -> int:
+        """Hand over again each entry stranded for longer than ``older_than`` seconds (default:
+        the lease) whose row is still pending at that occurrence and attempt; drop the others
+        (their rows moved on, or a transaction that lasted longer than that wrote them: its
+        ``committed`` adds them again). Return how many were handed over again.
+
+        A shorter ``older_than`` is for the seconds after a worker was declared dead (see
+        :data:`~schedule_sdk.core.liveness.DEAD_RESCUE_AGE`): an entry a live consumer holds is
+        younger than that, and handing one over twice is harmless (a fire starts only from a
+        claim of the pending row, so the second entry finds it taken and is dropped)."""
+        age = self._lease if older_than is None else older_than
+        stranded = self._queue.stranded(age)
+        if not stranded:
+            return 0
+        again: list[Occurrence] = []
+        moved_on: list[OccurrenceRef] = []
+        for job_id, occurrence, attempt in stranded:
+            row = self._store.get(job_id)
+            if row is not None and row.pending_at(occurrence, attempt):
+                again.append(Occurrence.of(row))
+            else:
+                moved_on.append((job_id, occurrence, attempt))
+        self._queue.discard_stranded(moved_on, age)
+        if again:
+            hand_over_committed(self._queue, again)
+            logger.warning("handed over %d stranded entries again (a process died mid-hand-off)", len(again))
+        return len(again)
+
+    def run_at_start(self) -> None:
+        """What a starting worker heals: everything (:meth:`run`) when the queue holds entries of
+        its own; otherwise only expired claims (nothing can be missing, and reading every open row,
+        a million of them, would hold back the first fires)."""
+        if self._queue.holds_entries:
+            self.run()
+        else:
+            self.release_expired()
+
+    def run(self, progress: Callable[[ReconcileReport], None] | None = None) -> ReconcileReport:
+        """Heal everything once; ``progress`` is called after each batch."""
+        released = self.release_expired()
+        self.rescue()
+        scanned = healed = 0
+        after: str | None = None
+        while page := self._store.scan_open_occurrences(after, self._batch):
+            after = page[-1].occurrence.job_id
+            pending = [row.occurrence for row in page if row.pending]
+            missing = self._queue.missing(pending)
+            hand_over_committed(self._queue, missing)
+            scanned += len(page)
+            healed += len(missing)
+            if progress is not None:
+                progress(ReconcileReport(scanned, healed, scanned - healed, released))
+            if len(page) < self._batch:
+                break
+        report = ReconcileReport(scanned, healed, scanned - healed, released)
+        logger.info("reconciled %s", report.as_dict(), extra={"action": "reconcile", **report.as_dict()})
+        return report

@@ -1,0 +1,568 @@
+"""``ScheduleService``: the API applications call."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import builtins
+import copy
+import logging
+from collections.abc import Callable, Iterable, Sequence
+from datetime import datetime, timedelta
+
+from schedule_sdk.adapters.metrics import NoMetrics
+from schedule_sdk.adapters.tracing import NoTracing
+from schedule_sdk.core.write_order import write_order
+from schedule_sdk.domain import timing
+from schedule_sdk.domain.errors import (
+    ClientRequestIdInUse,
+    InvalidCursor,
+    InvalidPayload,
+    InvalidStatus,
+    JobFinished,
+    JobNotFound,
+    NotReschedulable,
+    NotTriggerable,
+    RunAtInPast,
+    ScheduleError,
+)
+from schedule_sdk.domain.history import FireRecord
+from schedule_sdk.domain.ids import new_id
+from schedule_sdk.domain.jobs import (
+    CronRepeat,
+    JobPage,
+    JobQuery,
+    JobSpec,
+    OneShotSpec,
+    Repeat,
+    RepeatSpec,
+    ScheduledJob,
+    encode_json,
+    repeated_request_id,
+)
+from schedule_sdk.domain.status import FINISHED_STATUSES, OPEN_STATUSES, JobStatus, check_transition
+from schedule_sdk.domain.timing import FireTime
+from schedule_sdk.ports import (
+    Clock,
+    ExecutionQueue,
+    Guard,
+    JobStore,
+    JobTransaction,
+    Metrics,
+    Occurrence,
+    Tracing,
+)
+
+logger = logging.getLogger(__name__)
+
+_MICROSECOND = timedelta(microseconds=1)
+
+MAX_PAGE_SIZE = 500
+
+
+class ScheduleService:
+    """Schedule, cancel, reschedule and query jobs.
+
+    Every write follows the write order (:mod:`schedule_sdk.core.write_order`): one store transaction
+    writes the row and, inside it, hands the occurrence to the execution queue; a queue error
+    rolls the row back, and a failed commit is followed by withdrawing the queue entry. Invalid input raises a
+    :class:`~schedule_sdk.ScheduleValidationError` subclass before anything is written.
+
+    The writes also take ``connection=``: the caller's SQLAlchemy ``Connection`` or ``Session`` on
+    the database that holds the SDK's tables. The row is then written in the caller's open
+    transaction and the hand-off to the execution queue happens after the caller commits; if the
+    caller rolls back, the job never existed. If such a call raises, roll the transaction back.
+    """
+
+    def __init__(
+        self,
+        *,
+        store: JobStore,
+        queue: ExecutionQueue,
+        clock: Clock,
+        max_payload_bytes: int = 65_536,
+        metrics: Metrics | None = None,
+        tracing: Tracing | None = None,
+    ) -> None:
+        self._store = store
+        self._queue = queue
+        self._clock = clock
+        self._max_payload_bytes = max_payload_bytes
+        self._metrics = metrics or NoMetrics()  # issue 12: schedule.jobs.scheduled / .cancelled
+        self._tracing = tracing or NoTracing()  # issue 12: the caller's trace, stored with the job
+
+    def with_store(self, store: JobStore) -> ScheduleService:
+        """This service (same queue, clock, limits, metrics and tracing) writing to ``store``."""
+        twin = copy.copy(self)
+        twin._store = store
+        return twin
+
+    def schedule_at(self, spec: OneShotSpec, *, connection: object | None = None) -> ScheduledJob:
+        """Schedule a one-shot job to fire once at ``spec.run_at`` (in ``connection``'s transaction if given).
+
+        :raises RunAtInPast: ``run_at`` is before now.
+        :raises ClientRequestIdInUse: ``spec.metadata.client_request_id`` is already used.
+        :raises StoreUnavailable, QueueUnavailable: nothing was written.
+        :raises TransactionNotJoinable: ``connection`` is not on the database of the job tables.
+        """
+        if not isinstance(spec, OneShotSpec):
+            raise TypeError("schedule_at takes a OneShotSpec")
+        job = self._new_job(spec)
+        self._write(job, connection=connection)
+        return job
+
+    def schedule_repeat(self, spec: RepeatSpec, *, connection: object | None = None) -> ScheduledJob:
+        """Schedule a cron or interval job; its first occurrence is the first one after now."""
+        if not isinstance(spec, RepeatSpec):
+            raise TypeError("schedule_repeat takes a RepeatSpec")
+        job = self._new_job(spec)
+        self._write(job, connection=connection)
+        return job
+
+    def schedule_many(self, specs: Sequence[JobSpec]) -> builtins.list[ScheduledJob]:
+        """Schedule many jobs (one-shot and repeating specs, mixed) in one call, all or nothing.
+
+        Every spec is validated before anything is written. The jobs are then written in the
+        write order as one transaction (one bulk insert) and one hand-off of all their
+        occurrences to the execution queue. Returns the jobs in the order of ``specs``.
+
+        :raises ScheduleValidationError: a spec is invalid (as ``schedule_at`` or
+            ``schedule_repeat`` would refuse it); the error's ``index`` is its position in
+            ``specs``. Nothing was written.
+        :raises ClientRequestIdInUse: a spec's ``client_request_id`` is already used, or used
+            by an earlier spec of the call (``index`` names the spec). Nothing was written.
+        :raises TypeError: an item of ``specs`` is not a ``OneShotSpec`` or ``RepeatSpec``.
+        :raises StoreUnavailable, QueueUnavailable: nothing was written.
+        """
+        jobs = self._new_jobs(specs)
+        if not jobs:
+            return []
+        with write_order(self._store, self._queue) as (tx, hand_off):
+            try:
+                tx.insert_many(jobs)
+            except ClientRequestIdInUse as error:
+                used = error.client_request_id
+                index = next((i for i, j in enumerate(jobs) if j.metadata.client_request_id == used), None)
+                raise _refused_at(index, error) from error.__cause__
+            hand_off.enqueue([Occurrence.of(job) for job in jobs])
+        return jobs
+
+    def cancel(self, job_id: str, *, connection: object | None = None) -> None:
+        """Cancel a job. Idempotent: no error if it is already cancelled, completed or failed.
+        A cancelled job never fires afterwards, even if its fire was already taken by a worker.
+
+        :raises JobNotFound: no job has this id.
+        """
+        now = self._clock.now()
+        if connection is not None:
+            with self._store.join(connection) as joined:
+                open_job = cancel_row(joined, job_id, now)
+                if open_job is not None:
+                    withdrawn = [Occurrence.of(open_job)]
+                    joined.when_done(lambda: self._queue.withdraw(withdrawn), lambda: None)
+            return
+        with self._store.transaction() as tx:
+            job = cancel_row(tx, job_id, now)
+            if job is None:
+                return
+        self._queue.withdraw([Occurrence.of(job)])
+        self._metrics.increment("schedule.jobs.cancelled", topic=job.topic)
+
+    def reschedule(self, job_id: str, spec: JobSpec, *, connection: object | None = None) -> ScheduledJob:
+        """Replace a pending or active job: in one transaction the old job is cancelled and a new
+        one (with a new id, linked both ways) is created from ``spec``.
+
+        :raises JobNotFound: no job has this id.
+        :raises NotReschedulable: the job is completed, failed or cancelled.
+        """
+        new = self._new_job(spec)
+        old = self._write(new, replace=job_id, connection=connection)
+        assert old is not None
+        if connection is None:  # in the caller's transaction, this happens after its commit
+            self._queue.withdraw([Occurrence.of(old)])
+        return new.evolve(rescheduled_from=job_id)
+
+    # -- steering: pause, resume, trigger ------------------------------------------------------
+
+    def pause(self, job_id: str) -> ScheduledJob:
+        """Hold a job (status ``paused``): it never fires until :meth:`resume`. Idempotent.
+
+        A fire already in flight finishes running its listeners, but its outcome is not recorded
+        (the pause wins, as a cancel does): the job stays paused at that occurrence, which fires
+        again after ``resume`` with the same ``dedup_key`` (at least once).
+
+        :raises JobNotFound: no job has this id.
+        :raises JobFinished: the job is completed, cancelled or failed (nothing is written).
+        """
+        return self._steer(job_id, paused, hand_over=False)
+
+    def resume(self, job_id: str) -> ScheduledJob:
+        """Let a paused job fire again. Idempotent (a pending or active job is left as it is).
+
+        The job's next fire is the one it was paused at: if that is overdue, the job's misfire
+        policy decides (``fire_once``: one catch-up fire for everything missed; ``skip``: the
+        missed occurrences do not fire; ``fire_all``: they fire in turn, up to its cap), and
+        what does not fire is reported in a ``schedule.missed`` event.
+
+        :raises JobNotFound: no job has this id.
+        :raises JobFinished: the job is completed, cancelled or failed (nothing is written).
+        """
+        return self._steer(job_id, resumed, hand_over=True)
+
+    def trigger(self, job_id: str) -> ScheduledJob:
+        """Fire a pending job now, as one extra fire with its own ``schedule.arrived`` event.
+
+        A one-shot fires now instead of at its ``run_at`` (and then completes). A repeating job's
+        extra fire takes the occurrence number of its next regular occurrence, which follows it
+        with the next number at its unchanged due instant: every fire keeps a distinct, stable
+        ``dedup_key`` and the schedule (``limit`` too) is unchanged. The event's
+        ``scheduled_for`` is the instant of the trigger.
+
+        :raises JobNotFound: no job has this id.
+        :raises JobFinished: the job is completed, cancelled or failed.
+        :raises NotTriggerable: the job is paused, a fire is in flight, a retry is pending, or
+            its next fire is already due (nothing is written).
+        """
+        return self._steer(job_id, triggered, hand_over=True)
+
+    def get_by_id(self, job_id: str) -> ScheduledJob | None:
+        """The job, or None if no job has this id."""
+        return self._store.get(job_id)
+
+    def preview(self, spec_or_job_id: JobSpec | str, n: int = 5) -> list[FireTime]:
+        """The next ``n`` (1 to 1000) fire times, in order, of a spec (as if it were scheduled
+        now: the first is the ``run_at`` that ``schedule_at`` / ``schedule_repeat`` would store)
+        or of a stored job (from its ``run_at``; for a job waiting to retry, the retry comes first).
+        The list stops at the spec's or the job's ``limit`` and ``ends_at``; it is empty for a
+        completed, failed or cancelled job. Each :class:`~schedule_sdk.FireTime` has the UTC
+        instant, the local time in the cron's (else the job's) zone and a DST ``mark``.
+
+        :raises JobNotFound: no job has this id.
+        """
+        timing.check_count(n)
+        if isinstance(spec_or_job_id, str):
+            job = self._store.get(spec_or_job_id)
+            if job is None:
+                raise JobNotFound(spec_or_job_id)
+            return _job_fire_times(job, n)
+        if isinstance(spec_or_job_id, OneShotSpec):
+            return [_fire_at(spec_or_job_id.run_at, spec_or_job_id.timezone)]
+        if not isinstance(spec_or_job_id, RepeatSpec):
+            raise TypeError("preview takes a OneShotSpec, a RepeatSpec or a job id")
+        spec = spec_or_job_id
+        fires = _repeat_fire_times(spec.repeat, spec.timezone, self._clock.now(), n)
+        return _bounded(fires, spec.limit, spec.ends_at)
+
+    def list(
+        self,
+        *,
+        owner_id: str | None = None,
+        tenant_id: str | None = None,
+        topic: str | None = None,
+        status: JobStatus | str | Iterable[JobStatus | str] | None = None,
+        limit: int = 20,
+        cursor: str | None = None,
+    ) -> JobPage:
+        """A page of jobs matching every given filter, in creation order (keyset pagination:
+        pass the returned ``next_cursor`` to get the next page; None means this is the last).
+
+        :raises InvalidStatus: ``status`` names no job status.
+        :raises InvalidCursor: the cursor is malformed or ``limit`` is out of range.
+        """
+        if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= MAX_PAGE_SIZE:
+            raise InvalidCursor(f"limit must be an int between 1 and {MAX_PAGE_SIZE}")
+        query = JobQuery(
+            owner_id=owner_id,
+            tenant_id=tenant_id,
+            topic=topic,
+            statuses=_statuses(status),
+            limit=limit + 1,
+            after_id=_decode_cursor(cursor),
+        )
+        rows = self._store.list_jobs(query)
+        items = rows[:limit]
+        more = len(rows) > limit
+        return JobPage(items=items, next_cursor=_encode_cursor(items[-1].id) if more else None)
+
+    def history(
+        self, job_id: str, *, limit: int = 50, before: datetime | None = None
+    ) -> builtins.list[FireRecord]:
+        """What happened to a job: up to ``limit`` (1-500) of its fires, newest first, each with
+        its occurrence, attempt, due and fire instants, lateness, duration, outcome, error and
+        worker. Pass the last entry's ``fired_at`` as ``before`` for the next page. Entries are
+        kept until retention purges them, even after the job itself is gone; an unknown id has
+        none (an empty list, not an error).
+
+        :raises InvalidCursor: ``limit`` is out of range or ``before`` is naive.
+        """
+        if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= MAX_PAGE_SIZE:
+            raise InvalidCursor(f"limit must be an int between 1 and {MAX_PAGE_SIZE}")
+        if before is not None and before.tzinfo is None:
+            raise InvalidCursor("before must be an aware datetime")
+        return self._store.history(job_id, limit, before)
+
+    # -- internals ---------------------------------------------------------------------------
+
+    def _new_job(self, spec: JobSpec) -> ScheduledJob:
+        now = self._clock.now()
+        if spec.payload is not None and len(encode_json(spec.payload).encode()) > self._max_payload_bytes:
+            raise InvalidPayload(f"payload is larger than {self._max_payload_bytes} bytes")
+        if isinstance(spec, OneShotSpec):
+            if spec.run_at < now:
+                raise RunAtInPast(f"run_at {spec.run_at.isoformat()} is before now ({now.isoformat()})")
+            first, repeat, limit, ends_at = spec.run_at, None, None, None
+        else:
+            repeat, limit, ends_at = spec.repeat, spec.limit, spec.ends_at
+            first = spec.first_occurrence(now)
+            if ends_at is not None and first > ends_at:
+                raise RunAtInPast(f"the first occurrence {first.isoformat()} is after ends_at")
+        return ScheduledJob(
+            id=new_id(),
+            topic=spec.topic,
+            status=JobStatus.PENDING,
+            run_at=first,
+            scheduled_for=first,
+            timezone=spec.timezone,
+            payload=spec.payload,
+            metadata=spec.metadata,
+            repeat=repeat,
+            retry=spec.retry,
+            limit=limit,
+            ends_at=ends_at,
+            misfire=spec.misfire,
+            created_at=now,
+            updated_at=now,
+            trace_context=self._tracing.capture(),
+        )
+
+    def _new_jobs(self, specs: Sequence[JobSpec]) -> builtins.list[ScheduledJob]:
+        """``_new_job`` for each spec, then refuse a ``client_request_id`` used twice in ``specs``
+        (a refusal names the spec's index)."""
+        jobs: builtins.list[ScheduledJob] = []
+        for index, spec in enumerate(specs):
+            if not isinstance(spec, OneShotSpec | RepeatSpec):
+                raise TypeError(f"specs[{index}] is not a OneShotSpec or RepeatSpec")
+            try:
+                jobs.append(self._new_job(spec))
+            except ScheduleError as error:
+                raise _refused_at(index, error) from error.__cause__
+        repeated = repeated_request_id(jobs)
+        if repeated is not None:
+            raise _refused_at(repeated[1], ClientRequestIdInUse(repeated[0]))
+        return jobs
+
+    def _write(
+        self, job: ScheduledJob, replace: str | None = None, connection: object | None = None
+    ) -> ScheduledJob | None:
+        """Insert ``job`` (cancelling job ``replace`` in the same transaction) in the write order;
+        return the replaced job as it was before."""
+        if connection is not None:
+            return self._write_joined(job, replace, connection)
+        replaced: ScheduledJob | None = None
+        with write_order(self._store, self._queue) as (tx, hand_off):
+            if replace is not None:
+                replaced = cancel_row(tx, replace, job.created_at, replaced_by=job.id)
+                job = job.evolve(rescheduled_from=replace)
+            tx.insert(job)
+            hand_off.enqueue([Occurrence.of(job)])
+        self._metrics.increment("schedule.jobs.scheduled", topic=job.topic)
+        return replaced
+
+    def _steer(
+        self,
+        job_id: str,
+        change: Callable[[ScheduledJob, datetime], ScheduledJob | None],
+        *,
+        hand_over: bool,
+    ) -> ScheduledJob:
+        """Apply ``change`` to the locked row in one transaction (None: nothing to write), in the
+        write order: with ``hand_over`` the changed occurrence is enqueued inside the transaction
+        (withdrawn if the commit fails); without, the old one is withdrawn after the commit."""
+        now = self._clock.now()
+        with write_order(self._store, self._queue) as (tx, hand_off):
+            job = tx.get(job_id, for_update=True)
+            if job is None:
+                raise JobNotFound(job_id)
+            changed = change(job, now)
+            if changed is None:
+                return job
+            tx.update(changed, Guard(frozenset({job.status})))
+            if hand_over:
+                hand_off.enqueue([Occurrence.of(changed)])
+        if not hand_over:
+            self._queue.withdraw([Occurrence.of(job)])
+        return changed
+
+    # -- in the caller's transaction (connection=) -----------------------------------------------
+
+    def _write_joined(
+        self, job: ScheduledJob, replace: str | None, connection: object
+    ) -> ScheduledJob | None:
+        """``_write`` in the caller's transaction. The occurrence is handed over first (staged:
+        it cannot fire before ``committed``), so a queue error leaves nothing in that transaction;
+        ``committed`` runs after the caller commits, ``withdraw`` if it rolls back."""
+        occurrence = [Occurrence.of(job)]
+        self._queue.enqueue(occurrence)
+        replaced: ScheduledJob | None = None
+        try:
+            with self._store.join(connection) as joined:
+                if replace is not None:
+                    replaced = cancel_row(joined, replace, job.created_at, replaced_by=job.id)
+                    job = job.evolve(rescheduled_from=replace)
+                joined.insert(job)
+                superseded = [] if replaced is None else [Occurrence.of(replaced)]
+
+                def committed() -> None:
+                    self._queue.committed(occurrence)
+                    if superseded:
+                        self._queue.withdraw(superseded)
+
+                joined.when_done(committed, lambda: self._queue.withdraw(occurrence))
+        except BaseException:
+            self._queue.withdraw(occurrence)
+            raise
+        return replaced
+
+    # -- end of the caller's-transaction section ------------------------------------------------
+
+
+# -- the one cancel path: ``cancel`` and the cancel half of ``reschedule`` ---------------------
+
+
+def cancel_row(
+    tx: JobTransaction, job_id: str, now: datetime, *, replaced_by: str | None = None
+) -> ScheduledJob | None:
+    """Cancel job ``job_id`` inside ``tx`` (its row locked, its claim dropped); return the row as
+    it was before, for the caller to withdraw its queue entry after the commit.
+
+    A finished job is left alone: None for a cancel (idempotent); with ``replaced_by`` (the id of
+    the job replacing it, linked from the cancelled row) it is refused instead.
+
+    :raises JobNotFound: no job has this id.
+    :raises NotReschedulable: ``replaced_by`` is given and the job is finished (or changed meanwhile).
+    """
+    job = tx.get(job_id, for_update=True)
+    if job is None:
+        raise JobNotFound(job_id)
+    if job.status not in OPEN_STATUSES:
+        if replaced_by is None:
+            return None
+        raise NotReschedulable(job_id, job.status.value)
+    check_transition(job.status, JobStatus.CANCELLED)
+    cancelled = job.evolve(status=JobStatus.CANCELLED, claimed_by=None, claimed_until=None, updated_at=now)
+    if replaced_by is not None:
+        cancelled = cancelled.evolve(rescheduled_to=replaced_by)
+    if not tx.update(cancelled, Guard(OPEN_STATUSES)) and replaced_by is not None:
+        raise NotReschedulable(job_id, "changing")
+    return job
+
+
+# -- steering decisions (pure: the locked row and now -> the row to write, or None for nothing;
+# they raise the typed refusals). An async service applies the same ones.
+
+
+def paused(job: ScheduledJob, now: datetime) -> ScheduledJob | None:
+    """``pause``: the row paused (its claim dropped, so an in-flight outcome is not recorded)."""
+    if job.status is JobStatus.PAUSED:
+        return None
+    _refuse_finished(job)
+    return job.evolve(status=JobStatus.PAUSED, claimed_by=None, claimed_until=None, updated_at=now)
+
+
+def resumed(job: ScheduledJob, now: datetime) -> ScheduledJob | None:
+    """``resume``: a paused row pending again, at the fire it was paused at."""
+    if job.status is not JobStatus.PAUSED:
+        _refuse_finished(job)
+        return None
+    return job.evolve(status=JobStatus.PENDING, updated_at=now)
+
+
+def triggered(job: ScheduledJob, now: datetime) -> ScheduledJob | None:
+    """``trigger``: the row due now, with the regular due instant kept in ``regular_due``."""
+    _refuse_finished(job)
+    reason = {
+        JobStatus.PAUSED: "it is paused (resume it first)",
+        JobStatus.ACTIVE: "a fire is in flight",
+    }.get(job.status)
+    if reason is None and job.attempt > 1:
+        reason = "a retry is pending"
+    if reason is None and job.run_at <= now:
+        reason = "its next fire is already due"
+    if reason is not None:
+        raise NotTriggerable(job.id, reason)
+    regular_due = job.scheduled_for if job.is_repeating else None
+    return job.evolve(run_at=now, scheduled_for=now, regular_due=regular_due, updated_at=now)
+
+
+def _refuse_finished(job: ScheduledJob) -> None:
+    if job.status in FINISHED_STATUSES:
+        raise JobFinished(job.id, job.status.value)
+
+
+def _refused_at(index: int | None, error: ScheduleError) -> ScheduleError:
+    """``error`` naming the position of the refused spec of a ``schedule_many`` call."""
+    if index is not None:
+        error.index = index
+        error.args = (f"specs[{index}]: {error.message}", *error.args[1:])
+    return error
+
+
+def _fire_at(instant: datetime, zone_name: str) -> FireTime:
+    return FireTime(at=instant, local=instant.astimezone(timing.zone(zone_name)))
+
+
+def _repeat_fire_times(
+    repeat: Repeat, zone_name: str, after: datetime, n: int, anchor: datetime | None = None
+) -> list[FireTime]:
+    if isinstance(repeat, CronRepeat):
+        return repeat.next_fire_times(after, n, timezone=zone_name)
+    return repeat.next_fire_times(after, n, timezone=zone_name, anchor=anchor)
+
+
+def _job_fire_times(job: ScheduledJob, n: int) -> list[FireTime]:
+    """A stored open job's next fires: ``run_at``, then the occurrences after it."""
+    if job.status not in OPEN_STATUSES:
+        return []
+    current = _fire_at(job.run_at, job.zone_for_repeat)
+    if job.repeat is None:
+        return [current]
+    # scheduled_for is an occurrence (for an interval, on the fixed-rate grid: the anchor)
+    following = _repeat_fire_times(
+        job.repeat, job.zone_for_repeat, job.run_at - _MICROSECOND, n, anchor=job.scheduled_for
+    )
+    if not following or following[0].at != job.run_at:  # a retry of the current occurrence
+        following = [current, *(f for f in following if f.at > job.run_at)][:n]
+    # the current occurrence is already due; the ones after it count towards the limit
+    after_current = None if job.limit is None else job.limit - job.occurrence_count - 1
+    return [following[0], *_bounded(following[1:], after_current, job.ends_at)]
+
+
+def _bounded(fires: list[FireTime], limit: int | None, ends_at: datetime | None) -> list[FireTime]:
+    kept = [f for f in fires if ends_at is None or f.at <= ends_at]
+    return kept if limit is None else kept[:limit]
+
+
+def _statuses(status: JobStatus | str | Iterable[JobStatus | str] | None) -> frozenset[JobStatus]:
+    if status is None:
+        return frozenset()
+    values = [status] if isinstance(status, str) else list(status)
+    try:
+        return frozenset(JobStatus(v) for v in values)
+    except ValueError as error:
+        raise InvalidStatus(f"unknown status in {values!r}") from error
+
+
+def _encode_cursor(last_id: str) -> str:
+    return base64.urlsafe_b64encode(last_id.encode()).decode().rstrip("=")
+
+
+def _decode_cursor(cursor: str | None) -> str | None:
+    if cursor is None:
+        return None
+    try:
+        value = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
+    except (binascii.Error, UnicodeDecodeError, ValueError) as error:
+        raise InvalidCursor("malformed cursor") from error
+    if len(value) != 36:
+        raise InvalidCursor("malformed cursor")
+    return value

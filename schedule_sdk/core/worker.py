@@ -1,0 +1,201 @@
+"""``ScheduleWorker``: the in-process worker's lifecycle.
+
+``start()`` registers the worker (its row in the worker registry), releases the claims of workers
+found dead, runs the boot reconciler, then starts the listener pool, the substrate's runner (the
+due-time poller, or the RQ worker) and a heartbeat that beats the worker's row, renews its leases,
+releases the claims of workers whose beat stopped for ``dead_after`` seconds (see
+:mod:`~schedule_sdk.core.liveness`; on ``rq`` it also takes over a dead worker's pump lock and,
+for a few seconds, hands over the entries its consumer had popped) and, as the fallback, expired
+leases, hands over again the entries a dead process left stranded for longer than the lease
+(``Reconciler.rescue``) and, with ``retention`` set, purges old finished jobs. ``stop()`` stops
+cleanly: in-flight fires get ``stop_timeout`` seconds to finish, the rest are released for another
+worker, and the worker's row is deleted. It installs no signal handlers, so it is safe inside a
+threaded web app. Also a context manager::
+
+    with container.worker():
+        ...  # jobs fire in this process
+
+From async code (a FastAPI lifespan), start it with ``async with container.worker():`` or
+``await worker.start_async()`` / ``await worker.stop_async()``: ``async def`` listeners then run on
+the app's own event loop, so the app's async clients, pools and locks work in them. Started from
+sync code, they run on one long-lived loop of the SDK's own (see
+:class:`~schedule_sdk.core.loop.ListenerLoop`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+from datetime import timedelta
+
+from schedule_sdk.core.dispatch import FireDispatcher
+from schedule_sdk.core.liveness import DEAD_RESCUE_AGE, DEAD_RESCUE_WINDOW, FORGET_AFTER, Liveness
+from schedule_sdk.core.loop import ListenerLoop
+from schedule_sdk.core.reconciler import Reconciler
+from schedule_sdk.core.retention import Purger
+from schedule_sdk.domain.errors import ScheduleError
+from schedule_sdk.ports import Clock, JobStore, Runner
+
+logger = logging.getLogger(__name__)
+
+
+class ScheduleWorker:
+    def __init__(
+        self,
+        *,
+        store: JobStore,
+        clock: Clock,
+        reconciler: Reconciler,
+        dispatcher: FireDispatcher,
+        runner: Runner,
+        lease_seconds: float = 30.0,
+        stop_timeout: float = 5.0,
+        reconcile_interval: float = 0.0,
+        purger: Purger | None = None,
+        dead_after: float = 10.0,
+        substrate: str = "sql",
+        listener_loop: ListenerLoop | None = None,
+    ) -> None:
+        self._store = store
+        self._clock = clock
+        self.reconciler = reconciler
+        self.dispatcher = dispatcher
+        self._runner = runner
+        self._lease = lease_seconds
+        self._stop_timeout = stop_timeout
+        self._reconcile_interval = reconcile_interval
+        self._purger = purger
+        self._stop = threading.Event()
+        self._heartbeat: threading.Thread | None = None
+        self._lock = threading.Lock()
+        self._dead_after = dead_after
+        self._substrate = substrate
+        self.liveness: Liveness | None = None
+        #: Where ``async def`` listeners run; the publisher must use the same one.
+        self.listener_loop = listener_loop
+        if listener_loop is not None:
+            dispatcher.on_overdue = listener_loop.abandon
+        self._rescue_fast_until = 0.0  # monotonic: hand over a dead consumer's entries until then
+
+    @property
+    def running(self) -> bool:
+        return self._heartbeat is not None
+
+    def start(self) -> ScheduleWorker:
+        """Reconcile, then start firing jobs in this process. Idempotent."""
+        with self._lock:
+            if self.running:
+                return self
+            self.liveness = Liveness(
+                worker_id=self.dispatcher.worker_id,
+                substrate=self._substrate,
+                dead_after=self._dead_after,
+                started_at=self._clock.now(),
+            )
+            self._store.beat(self.liveness.row(self._clock.now(), 0))
+            self._watch_peers()
+            self.reconciler.run_at_start()
+            self._stop.clear()
+            self.dispatcher.start()
+            self._runner.start()
+            self._heartbeat = threading.Thread(target=self._beat, name="schedule-sdk-heartbeat", daemon=True)
+            self._heartbeat.start()
+            logger.info("worker %s started", self.dispatcher.worker_id)
+        return self
+
+    def stop(self, timeout: float | None = None) -> None:
+        """Stop firing; let in-flight fires finish within ``timeout`` (default ``stop_timeout``)
+        seconds and release the rest. Idempotent."""
+        with self._lock:
+            if not self.running:
+                return
+            self._stop.set()
+            self._runner.stop()
+            self.dispatcher.stop(self._stop_timeout if timeout is None else timeout)
+            assert self._heartbeat is not None
+            self._heartbeat.join(timeout=2)
+            self._heartbeat = None
+            try:
+                self._store.remove_worker(self.dispatcher.worker_id)
+            except ScheduleError as error:  # the row ages out; peers find no claims to release
+                logger.warning("could not deregister worker: %s", error)
+            logger.info("worker %s stopped", self.dispatcher.worker_id)
+
+    def __enter__(self) -> ScheduleWorker:
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+    @property
+    def beat_interval(self) -> float:
+        """Seconds between heartbeats: a third of the lease, a quarter of ``dead_after``, at most 1."""
+        return max(0.05, min(self._lease / 3, self._dead_after / 4, 1.0))
+
+    def _watch_peers(self) -> None:
+        """Release the claims of workers found dead (issue 12); forget long-dead ones."""
+        assert self.liveness is not None
+        now = self._clock.now()
+        workers = self._store.workers()
+        dead, gone = self.liveness.judge(workers, now)
+        if dead:
+            self.reconciler.release_dead(now - self.liveness.dead_after, gone)
+            self.liveness.released(dead)
+            logger.warning("workers declared dead: %s", ", ".join(x.id for x in dead))
+            self._runner.peers_dead([x.id for x in dead])
+            self._rescue_fast_until = time.monotonic() + DEAD_RESCUE_WINDOW
+        if time.monotonic() < self._rescue_fast_until:
+            self.reconciler.rescue(DEAD_RESCUE_AGE)
+        if any(x.last_beat < now - timedelta(seconds=FORGET_AFTER) for x in workers):
+            self._store.forget_workers(now - timedelta(seconds=FORGET_AFTER))
+
+    async def start_async(self) -> ScheduleWorker:
+        """:meth:`start` from async code: ``async def`` listeners run on the running (the app's)
+        event loop. The blocking start-up (reconcile) runs in a thread, so the loop keeps serving."""
+        loop = asyncio.get_running_loop()
+        if self.listener_loop is not None:
+            self.listener_loop.attach(loop)
+        try:
+            await asyncio.to_thread(self.start)
+        except BaseException:
+            if self.listener_loop is not None:
+                self.listener_loop.detach(loop)
+            raise
+        return self
+
+    async def stop_async(self, timeout: float | None = None) -> None:  # noqa: ASYNC109 (stop's own)
+        """:meth:`stop` from async code. The loop keeps running meanwhile, so in-flight async
+        listeners can finish within the timeout; those still running then are cancelled (their
+        fires were released for another worker)."""
+        await asyncio.to_thread(self.stop, timeout)
+        if self.listener_loop is not None:
+            self.listener_loop.detach(asyncio.get_running_loop())
+
+    async def __aenter__(self) -> ScheduleWorker:
+        return await self.start_async()
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.stop_async()
+
+    def _beat(self) -> None:
+        assert self.liveness is not None
+        last_reconcile = time.monotonic()
+        while not self._stop.wait(self.beat_interval):
+            try:
+                held = self.dispatcher.held_ids()
+                self._store.beat(self.liveness.row(self._clock.now(), len(held)))
+                if held:
+                    until = self._clock.now() + timedelta(seconds=self._lease)
+                    self._store.extend_claims(self.dispatcher.worker_id, held, until)
+                self._watch_peers()
+                self.reconciler.release_expired()
+                self.reconciler.rescue()
+                if self._reconcile_interval and time.monotonic() - last_reconcile >= self._reconcile_interval:
+                    last_reconcile = time.monotonic()
+                    self.reconciler.run()
+                if self._purger is not None:
+                    self._purger.tick()  # retention: a time-boxed slice of the purge
+            except ScheduleError as error:
+                logger.warning("heartbeat failed: %s", error)

@@ -1,0 +1,11 @@
+"""The web dashboard's public face: :func:`create_dashboard` and the :data:`AuthHook` it takes.
+
+The pages, actions and their guard live in :mod:`schedule_sdk.entrypoints.dashboard`; needs the
+``dashboard`` extra (``pip install 'schedule-sdk[dashboard]'``).
+"""
+
+from __future__ import annotations
+
+from schedule_sdk.entrypoints.dashboard import AuthHook, create_dashboard
+
+__all__ = ["AuthHook", "create_dashboard"]

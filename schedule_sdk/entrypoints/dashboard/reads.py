@@ -1,0 +1,264 @@
+"""The dashboard's reads that go beyond :class:`~schedule_sdk.ScheduleService`: aggregates over
+the fire history and capped counts, as SQL on the SQLAlchemy store's engine.
+
+Every statement is served by an index and reads a bounded number of rows: plots sum the
+per-minute summary of the fire history (``schedule_fire_minutes``, ``schedule_fire_failures``:
+at most 1,440 x 22 rows a day, however many fires) and never read the entries; the workers page
+reads one hour of entries (``ix_schedule_fires_fired``); counts stop at :data:`COUNT_CAP`; timer
+tenants are found by a loose index scan of the primary key. Nothing here loads every row of a
+table.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Engine
+
+from schedule_sdk.adapters.stores.engine import translate_errors
+from schedule_sdk.adapters.stores.fire_minutes import minute_of
+from schedule_sdk.adapters.stores.sqlalchemy_timers import entry_from_row
+from schedule_sdk.adapters.stores.sqlalchemy_timers import timer_schedules as timers
+from schedule_sdk.adapters.stores.tables import NOT_PENDING_CONDITION
+from schedule_sdk.adapters.stores.tables import schedule_fire_failures as fire_failures
+from schedule_sdk.adapters.stores.tables import schedule_fire_minutes as fire_minutes
+from schedule_sdk.adapters.stores.tables import schedule_fires as fires
+from schedule_sdk.adapters.stores.tables import schedule_jobs as jobs
+from schedule_sdk.domain.history import LATENESS_BOUNDS
+from schedule_sdk.domain.status import JobStatus
+from schedule_sdk.domain.timers import TimerEntry, TimerState
+
+#: Counts stop here (shown as "10,000+"): a count never reads more index entries than this.
+COUNT_CAP = 10_000
+
+#: Plot windows: minutes -> bucket length (a whole number of minutes).
+WINDOWS: dict[int, timedelta] = {
+    60: timedelta(minutes=1),
+    360: timedelta(minutes=10),
+    1440: timedelta(hours=1),
+}
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+@dataclass(frozen=True, slots=True)
+class Bucket:
+    """One time bucket of the overview: fires (skips excluded), failures, lateness percentiles
+    (upper bound of the lateness class holding the percentile, in ms; None without fires)."""
+
+    start: datetime
+    fires: int
+    failures: int
+    p50_ms: int | None
+    p99_ms: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class Overview:
+    buckets: list[Bucket]
+    failures_by_topic: list[tuple[str, int]]
+    total_fires: int
+    total_failures: int
+    since: datetime
+    until: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class SeenWorker:
+    """A worker as seen in the fire history and in the claims it holds now."""
+
+    worker_id: str
+    last_fire: datetime | None
+    fires: int
+    in_flight: int
+
+
+def _percentile(counts: dict[int, int], total: int, q: float) -> int | None:
+    if total == 0:
+        return None
+    rank, seen = q * total, 0
+    for cls in sorted(counts):
+        seen += counts[cls]
+        if seen >= rank:
+            return LATENESS_BOUNDS[min(cls, len(LATENESS_BOUNDS) - 1)]
+    return LATENESS_BOUNDS[-1]
+
+
+class DashboardReads:
+    """Aggregate reads on the database of a :class:`SQLAlchemyJobStore` (SQLite or PostgreSQL)."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+
+    def _rows(self, statement: sa.Executable, **params: Any) -> list[tuple[Any, ...]]:
+        with translate_errors(), self.engine.connect() as conn:
+            return [tuple(row) for row in conn.execute(statement, params)]
+
+    # -- counts ---------------------------------------------------------------------------------
+
+    def count_jobs(self, status: JobStatus | None = None, **equal: str | None) -> int:
+        """Jobs matching the filters, counted up to :data:`COUNT_CAP` (+1 to tell "more")."""
+        inner = sa.select(sa.literal(1)).select_from(jobs)
+        if status is not None:
+            inner = inner.where(jobs.c.status == status.value)
+            if status is not JobStatus.PENDING:  # the partial status index's condition, verbatim
+                inner = inner.where(sa.text(NOT_PENDING_CONDITION))
+        for column, value in equal.items():
+            if value is not None:
+                inner = inner.where(jobs.c[column] == value)
+        capped = inner.limit(COUNT_CAP + 1).subquery()
+        return int(self._rows(sa.select(sa.func.count()).select_from(capped))[0][0])
+
+    def status_counts(self) -> dict[JobStatus, int]:
+        return {status: self.count_jobs(status) for status in JobStatus}
+
+    # -- overview -------------------------------------------------------------------------------
+
+    def overview(self, now: datetime, minutes: int = 60) -> Overview:
+        """Fires per bucket, lateness p50/p99 per bucket and failures by topic in the window of
+        ``minutes`` (60, 360 or 1440) ending at ``now``, from the per-minute summary: the window
+        is made of whole buckets, from the one holding ``now - minutes`` to the one holding
+        ``now`` (skipped occurrences are not fires)."""
+        step = WINDOWS[minutes]
+        width = step // timedelta(minutes=1)
+        since = _floor(now - timedelta(minutes=minutes), step)
+        first, last = minute_of(since), minute_of(now)
+        summary = fire_minutes.c
+        bucket = (summary.minute // width).label("bucket")
+        grouped = (
+            sa.select(
+                bucket,
+                summary.lateness_class,
+                sa.func.sum(summary.succeeded + summary.failed),
+                sa.func.sum(summary.failed),
+            )
+            .where(summary.minute >= first, summary.minute <= last)
+            .group_by(bucket, summary.lateness_class)
+        )
+        counts: dict[int, dict[int, int]] = defaultdict(dict)
+        failures: dict[int, int] = defaultdict(int)
+        for number, cls, n, bad in self._rows(grouped):
+            if n:
+                counts[int(number)][int(cls)] = int(n)
+            failures[int(number)] += int(bad or 0)
+        failed = sa.func.sum(fire_failures.c.failed).label("n")
+        by_topic = (
+            sa.select(fire_failures.c.topic, failed)
+            .where(fire_failures.c.minute >= first, fire_failures.c.minute <= last)
+            .group_by(fire_failures.c.topic)
+            .order_by(sa.desc("n"), fire_failures.c.topic)
+            .limit(12)
+        )
+        topics = [(str(topic), int(n)) for topic, n in self._rows(by_topic) if n]
+        buckets: list[Bucket] = []
+        start = since
+        while start <= now:
+            number = minute_of(start) // width
+            classes = counts.get(number, {})
+            total = sum(classes.values())
+            buckets.append(
+                Bucket(
+                    start=start,
+                    fires=total,
+                    failures=failures.get(number, 0),
+                    p50_ms=_percentile(classes, total, 0.50),
+                    p99_ms=_percentile(classes, total, 0.99),
+                )
+            )
+            start += step
+        return Overview(
+            buckets=buckets,
+            failures_by_topic=topics,
+            total_fires=sum(b.fires for b in buckets),
+            total_failures=sum(b.failures for b in buckets),
+            since=since,
+            until=now,
+        )
+
+    # -- workers --------------------------------------------------------------------------------
+
+    def workers_seen(self, now: datetime, minutes: int = 60) -> list[SeenWorker]:
+        """Workers that fired in the last ``minutes`` or hold a claim now, most recent first."""
+        since = now - timedelta(minutes=minutes)
+        seen = (
+            sa.select(fires.c.worker_id, sa.func.max(fires.c.fired_at), sa.func.count())
+            .where(fires.c.fired_at >= since, fires.c.worker_id.is_not(None))
+            .group_by(fires.c.worker_id)
+        )
+        active = jobs.c.status == sa.literal_column("'active'")
+        holding = (
+            sa.select(jobs.c.claimed_by, sa.func.count())
+            .where(active, jobs.c.claimed_until.is_not(None))
+            .group_by(jobs.c.claimed_by)
+        )
+        found: dict[str, SeenWorker] = {}
+        for worker, last, n in self._rows(seen):  # max() keeps the column's type: an aware datetime
+            found[worker] = SeenWorker(worker, last, int(n), 0)
+        for worker, n in self._rows(holding):
+            if worker is None:
+                continue
+            old = found.get(worker, SeenWorker(worker, None, 0, 0))
+            found[worker] = SeenWorker(worker, old.last_fire, old.fires, int(n))
+        return sorted(found.values(), key=lambda w: w.last_fire or _NEVER, reverse=True)
+
+    # -- timers ---------------------------------------------------------------------------------
+
+    def timer_tenants(self, limit: int = 50, after: str | None = None) -> list[str]:
+        """Up to ``limit`` tenants with timers, in order: one index seek each (a loose scan)."""
+        found: list[str] = []
+        last = after
+        while len(found) < limit:
+            statement = sa.select(sa.func.min(timers.c.tenant_id))
+            if last is not None:
+                statement = statement.where(timers.c.tenant_id > last)
+            value = self._rows(statement)[0][0]
+            if value is None:
+                break
+            found.append(str(value))
+            last = str(value)
+        return found
+
+    def timers(
+        self,
+        tenant_id: str,
+        state: TimerState,
+        limit: int,
+        after: tuple[datetime, str] | None = None,
+    ) -> list[TimerEntry]:
+        """One tenant's timers in one state by due time, keyset-paged on (due_at, service_call_id)."""
+        statement = (
+            sa.select(timers)
+            .where(timers.c.tenant_id == tenant_id, timers.c.state == state.value)
+            .order_by(timers.c.due_at, timers.c.service_call_id)
+            .limit(limit)
+        )
+        if after is not None:
+            due, call = after
+            statement = statement.where(
+                sa.or_(
+                    timers.c.due_at > due,
+                    sa.and_(timers.c.due_at == due, timers.c.service_call_id > call),
+                )
+            )
+        with translate_errors(), self.engine.connect() as conn:
+            return [entry_from_row(r) for r in conn.execute(statement).mappings()]
+
+    def count_timers(self, tenant_id: str, state: TimerState) -> int:
+        inner = (
+            sa.select(sa.literal(1))
+            .select_from(timers)
+            .where(timers.c.tenant_id == tenant_id, timers.c.state == state.value)
+            .limit(COUNT_CAP + 1)
+            .subquery()
+        )
+        return int(self._rows(sa.select(sa.func.count()).select_from(inner))[0][0])
+
+
+_NEVER = datetime.min.replace(tzinfo=UTC)
+
+
+def _floor(instant: datetime, step: timedelta) -> datetime:
+    return _EPOCH + ((instant - _EPOCH) // step) * step

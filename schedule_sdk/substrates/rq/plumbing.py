@@ -1,0 +1,214 @@
+"""Redis plumbing shared by the ``rq`` substrate: key names, connections, error translation, scripts.
+
+Per RQ queue ``q`` the SDK keeps, next to RQ's own keys:
+
+- ``schedule_sdk:{q}:staged``   ZSET occurrence key -> ms when staged (written inside the SQL
+  transaction; an entry here is not released until the transaction committed);
+- ``schedule_sdk:{q}:delay``    ZSET occurrence key -> due instant in epoch ms (exact float);
+- ``schedule_sdk:{q}:released`` ZSET occurrence key -> ms when the pump handed it to RQ (renewed
+  while a consumer waits for room to claim it);
+- ``schedule_sdk:{q}:next``     the pump's planned wake-up (ms), so a commit only publishes a
+  wake-up on ``schedule_sdk:{q}:wake`` when it adds an earlier entry;
+- ``schedule_sdk:{q}:pump``     the pump leadership lock (SET NX PX, renewed).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import redis
+from redis.exceptions import RedisError
+
+from schedule_sdk.domain.errors import QueueUnavailable
+
+#: The only callable the SDK ever enqueues (by dotted path; arguments are plain strings).
+FIRE_FUNCTION = "schedule_sdk.entrypoints.rq_job.fire"
+#: The RQ job meta field holding the due instant (epoch ms) of a released job's entries: a job
+#: released ahead of it is held until then (:func:`hold_until_due`).
+DUE_META = "due_ms"
+#: The longest a released job is held for its due instant (seconds): a larger meta value is not
+#: the pump's (its lead is milliseconds), and the claim refuses what is not due anyway.
+MAX_HOLD = 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class Keys:
+    queue: str
+
+    def _key(self, name: str) -> str:
+        return f"schedule_sdk:{{{self.queue}}}:{name}"
+
+    @property
+    def staged(self) -> str:
+        return self._key("staged")
+
+    @property
+    def delay(self) -> str:
+        return self._key("delay")
+
+    @property
+    def released(self) -> str:
+        return self._key("released")
+
+    @property
+    def next(self) -> str:
+        return self._key("next")
+
+    @property
+    def wake(self) -> str:
+        return self._key("wake")
+
+    @property
+    def pump(self) -> str:
+        return self._key("pump")
+
+
+def connect(url: str, *, timeout: float = 5.0) -> redis.Redis:
+    """A client with bounded connect/socket timeouts (a dead server fails fast, never hangs)."""
+    return redis.Redis.from_url(
+        url,
+        socket_connect_timeout=timeout,
+        socket_timeout=timeout,
+        health_check_interval=30,
+    )
+
+
+@contextlib.contextmanager
+def unavailable_as(message: str) -> Iterator[None]:
+    """Translate any Redis failure into :class:`QueueUnavailable` (the driver error is the cause)."""
+    try:
+        yield
+    except RedisError as error:
+        raise QueueUnavailable(f"{message}: {error}") from error
+
+
+# Move committed entries from staged to the delay index; publish a wake-up only when an entry is
+# earlier than the pump's planned wake-up. KEYS: staged, delay, next, wake. ARGV: key, ms, key, ms...
+ACTIVATE = """
+local earliest = nil
+for i = 1, #ARGV, 2 do
+  redis.call('ZADD', KEYS[2], ARGV[i + 1], ARGV[i])
+  redis.call('ZREM', KEYS[1], ARGV[i])
+  local score = tonumber(ARGV[i + 1])
+  if earliest == nil or score < earliest then earliest = score end
+end
+if earliest ~= nil then
+  local planned = redis.call('GET', KEYS[3])
+  if (not planned) or earliest < tonumber(planned) then
+    redis.call('SET', KEYS[3], tostring(earliest))
+    redis.call('PUBLISH', KEYS[4], tostring(earliest))
+  end
+end
+return 0
+"""
+
+# The pump's plan: the earliest due score (or nil), recorded as the planned wake-up atomically
+# with reading it, so no commit can slip between the read and the record. KEYS: delay, next.
+PLAN = """
+local first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
+if #first == 0 then redis.call('DEL', KEYS[2]) return false end
+redis.call('SET', KEYS[2], first[2])
+return first[2]
+"""
+
+# Drop stranded entries from staged and released, each only if it is still at most the cutoff
+# score (an entry handed over again meanwhile has a newer one). KEYS: staged, released.
+# ARGV: cutoff ms, key, key...
+DISCARD = """
+local cutoff = tonumber(ARGV[1])
+for i = 2, #ARGV do
+  for k = 1, 2 do
+    local score = redis.call('ZSCORE', KEYS[k], ARGV[i])
+    if score and tonumber(score) <= cutoff then redis.call('ZREM', KEYS[k], ARGV[i]) end
+  end
+end
+return 0
+"""
+
+# Which occurrences have no entry (for the reconciler): not in the delay index, and neither staged
+# nor released since the cutoff (an older mark is a process that died mid-step). KEYS: delay,
+# staged, released. ARGV: cutoff ms, key, key... Returns the positions (1-based) of those keys.
+MISSING = """
+local fresh = tonumber(ARGV[1])
+local found = {}
+for i = 2, #ARGV do
+  if not redis.call('ZSCORE', KEYS[1], ARGV[i]) then
+    local staged = redis.call('ZSCORE', KEYS[2], ARGV[i])
+    if (not staged) or tonumber(staged) < fresh then
+      local released = redis.call('ZSCORE', KEYS[3], ARGV[i])
+      if (not released) or tonumber(released) < fresh then found[#found + 1] = i - 1 end
+    end
+  end
+end
+return found
+"""
+
+# Renew the lock only if we still hold it. KEYS: lock. ARGV: token, ttl ms.
+RENEW = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  return redis.call('PEXPIRE', KEYS[1], ARGV[2])
+end
+return 0
+"""
+
+# Delete the pump lock if a worker declared dead holds it: the value is "<worker id>/<32 hex>".
+# KEYS: lock. ARGV: the dead workers' ids.
+DROP_LOCK_OF = """
+local holder = redis.call('GET', KEYS[1])
+if not holder then return 0 end
+local owner = string.sub(holder, 1, -34)
+for _, id in ipairs(ARGV) do
+  if owner == id then return redis.call('DEL', KEYS[1]) end
+end
+return 0
+"""
+
+# Release the lock only if we still hold it. KEYS: lock. ARGV: token.
+UNLOCK = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0
+"""
+
+
+def due_of(meta: Any) -> float | None:
+    """The due instant (epoch ms) in a released RQ job's ``meta`` (``DUE_META``); None when
+    absent or malformed."""
+    due_ms = meta.get(DUE_META) if isinstance(meta, dict) else None
+    if isinstance(due_ms, bool) or not isinstance(due_ms, int | float):
+        return None
+    return float(due_ms)
+
+
+def hold_until_due(meta: Any, stop: Callable[[], bool] = lambda: False) -> None:
+    """Sleep until the due instant in a released RQ job's ``meta`` (:func:`due_of`), at most
+    ``MAX_HOLD`` seconds; at once when absent, malformed or past, or when ``stop()`` says so."""
+    due_ms = due_of(meta)
+    if due_ms is None:
+        return
+    deadline = min(due_ms / 1000.0 + 1e-6, time.time() + MAX_HOLD)  # + 1 µs for float rounding
+    while (left := deadline - time.time()) > 0 and not stop():
+        time.sleep(min(left, 0.05))
+
+
+def as_text(value: Any) -> str:
+    """A Redis reply (bytes) as text."""
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def parse_key(key: Any) -> tuple[str, int, int] | None:
+    """``<job id>_<occurrence>_<attempt>`` -> its parts, or None for anything else."""
+    if isinstance(key, bytes):
+        key = key.decode()
+    if not isinstance(key, str) or len(key) > 100:
+        return None
+    parts = key.rsplit("_", 2)
+    if len(parts) != 3 or not parts[1].isdigit() or not parts[2].isdigit():
+        return None
+    job_id = parts[0]
+    if not job_id or not all(c.isalnum() or c == "-" for c in job_id):
+        return None
+    return job_id, int(parts[1]), int(parts[2])

@@ -1,0 +1,108 @@
+"""``DuePoller``: the loop that drives the embedded ``sql`` substrate.
+
+It sleeps until the next due instant, is woken early by this process's commits (through
+:class:`~schedule_sdk.substrates.sql.queue.SQLExecutionQueue`) and by other processes (PostgreSQL
+``LISTEN/NOTIFY``, SQLite ``data_version``), re-reads at least every ``poll_interval`` as a safety
+net, and claims due rows in batches. It never fires early: a row is claimed only when its
+``run_at`` is at or before the process clock's now.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Sequence
+from datetime import datetime, timedelta
+
+from schedule_sdk.core.dispatch import FireDispatcher
+from schedule_sdk.domain.backoff import Reconnect
+from schedule_sdk.domain.errors import ScheduleError
+from schedule_sdk.ports import Clock, JobStore
+from schedule_sdk.substrates.sql.queue import SQLExecutionQueue
+
+logger = logging.getLogger(__name__)
+
+
+class DuePoller:
+    """Claims due jobs at their due instant and hands them to the dispatcher."""
+
+    def __init__(
+        self,
+        *,
+        store: JobStore,
+        queue: SQLExecutionQueue,
+        dispatcher: FireDispatcher,
+        clock: Clock,
+        lease_seconds: float = 30.0,
+        batch_size: int = 500,
+        poll_interval: float = 1.0,
+    ) -> None:
+        self._store = store
+        self._queue = queue
+        self._dispatcher = dispatcher
+        self._clock = clock
+        self._lease = timedelta(seconds=lease_seconds)
+        self._batch = batch_size
+        self._poll = poll_interval
+        self._wakeup = threading.Event()
+        self._stop = threading.Event()
+        self._planned: datetime | None = None
+        self._thread: threading.Thread | None = None
+        self._cleanups: list[Callable[[], None]] = []
+
+    def wake(self, due_at: datetime | None = None) -> None:
+        """Re-plan now, unless ``due_at`` is known to be no earlier than the planned wake-up."""
+        planned = self._planned
+        if due_at is None or planned is None or due_at < planned:
+            self._wakeup.set()
+
+    def start(self) -> None:
+        self._stop.clear()
+        self._dispatcher.on_capacity = self.wake
+        self._cleanups = [self._queue.subscribe(self.wake), self._store.watch(self.wake)]
+        self._thread = threading.Thread(target=self._run, name="schedule-sdk-poller", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._wakeup.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        for cleanup in self._cleanups:
+            cleanup()
+        self._cleanups.clear()
+
+    def peers_dead(self, worker_ids: Sequence[str]) -> None:
+        """Nothing to take over: claims are released through the store."""
+
+    def _run(self) -> None:
+        backoff = Reconnect()
+        while not self._stop.is_set():
+            try:
+                timeout = self._cycle()
+                backoff.reset()
+            except ScheduleError as error:
+                timeout = backoff.next()
+                logger.warning("poller: %s; retrying in %.2fs", error, timeout)
+            if timeout > 0:
+                self._wakeup.wait(timeout)
+
+    def _cycle(self) -> float:
+        """Claim what is due; return how long to sleep (0: go again at once)."""
+        self._planned = None
+        self._wakeup.clear()
+        room = min(self._batch, self._dispatcher.capacity())
+        if room > 0:
+            now = self._clock.now()
+            claimed = self._store.claim_due(now, room, self._dispatcher.worker_id, now + self._lease)
+            if claimed:
+                self._dispatcher.submit(claimed)
+            if len(claimed) == room:
+                return 0.0
+        else:
+            return self._poll  # the dispatcher wakes us when capacity frees up
+        next_due = self._store.next_due_at()
+        if next_due is None:
+            return self._poll
+        self._planned = next_due
+        return max(0.0, min((next_due - self._clock.now()).total_seconds(), self._poll))
