@@ -88,9 +88,11 @@ def private_imports() -> list[str]:
     for path in package_files():
         source = module_of(path)
         for target, names, line in imports(path):
-            for name in names:
-                if name.startswith("_") and not name.startswith("__") and target != source:
-                    found.append(f"{source}:{line} imports {target}.{name}")
+            found += [
+                f"{source}:{line} imports {target}.{name}"
+                for name in names
+                if name.startswith("_") and not name.startswith("__") and target != source
+            ]
     return sorted(found)
 
 
