@@ -15,7 +15,7 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from schedule_sdk.domain.errors import ScheduleValidationError, TransactionNotJoinable
-from schedule_sdk.domain.events import ScheduleArrivedEvent, ScheduleMissedEvent
+from schedule_sdk.domain.events import ScheduleArrivedEvent, ScheduleEvent, ScheduleMissedEvent
 from schedule_sdk.domain.history import FireRecord
 from schedule_sdk.domain.jobs import JobQuery, ScheduledJob
 from schedule_sdk.domain.status import JobStatus
@@ -475,6 +475,19 @@ class DelayIndex(ABC):
     @abstractmethod
     def forget(self, members: Sequence[str]) -> None:
         """Remove every trace of these entries (best effort, never raises)."""
+
+
+class Listeners(ABC):
+    """This process's ``@on_event`` listeners, as an event publisher reaches them
+    (:class:`~schedule_sdk.ListenerRegistry` is the one implementation)."""
+
+    @abstractmethod
+    def deliver(self, event: ScheduleEvent) -> None:
+        """Run every listener of ``event``'s names, each isolated from the others; an ``async def``
+        listener runs to completion on the registry's listener loop while this thread waits.
+
+        :raises ListenerFailed: after all listeners ran, if any of them raised.
+        """
 
 
 class EventPublisher(ABC):

@@ -58,16 +58,6 @@ def backlog_gauges(now: datetime, backlog: list[TopicBacklog]) -> Iterator[tuple
         yield "schedule.jobs.backlog.oldest", labels, oldest
 
 
-class NoMetrics(Metrics):
-    """Records nothing (the default: no cost on the fire path)."""
-
-    def increment(self, name: str, value: int = 1, **labels: str) -> None:
-        return None
-
-    def observe(self, name: str, seconds: float, **labels: str) -> None:
-        return None
-
-
 class InMemoryMetrics(Metrics):
     """Counters and timings in dicts, thread-safe. ``count(name)`` sums over labels;
     ``count(name, topic=...)`` sums the series with those labels."""

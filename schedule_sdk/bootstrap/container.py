@@ -25,13 +25,13 @@ from dependency_injector import containers, providers
 from sqlalchemy.engine import Engine
 
 from schedule_sdk.adapters.clock import SystemClock
-from schedule_sdk.adapters.metrics import InMemoryMetrics, NoMetrics
+from schedule_sdk.adapters.metrics import InMemoryMetrics
 from schedule_sdk.adapters.publishers.blinker import BlinkerEventPublisher
 from schedule_sdk.adapters.stores import schema
 from schedule_sdk.adapters.stores.engine import make_async_engine, make_engine
 from schedule_sdk.adapters.stores.sqlalchemy import SQLAlchemyJobStore
-from schedule_sdk.adapters.tracing import tracing_for
 from schedule_sdk.bootstrap.settings import Settings
+from schedule_sdk.bootstrap.tracing import tracing_for
 from schedule_sdk.core.dispatch import FireDispatcher
 from schedule_sdk.core.firing import Firing
 from schedule_sdk.core.listeners import ListenerRegistry
@@ -39,6 +39,7 @@ from schedule_sdk.core.loop import ListenerLoop
 from schedule_sdk.core.reconciler import Reconciler
 from schedule_sdk.core.retention import Purger
 from schedule_sdk.core.service import ScheduleService
+from schedule_sdk.core.unobserved import NoMetrics
 from schedule_sdk.core.worker import ScheduleWorker
 from schedule_sdk.substrates.sql.poller import DuePoller
 from schedule_sdk.substrates.sql.queue import SQLExecutionQueue
@@ -127,20 +128,21 @@ class ScheduleContainer(containers.DeclarativeContainer):
     #: own ``OtelTracing(tracer_provider=...)``).
     tracing = providers.ThreadSafeSingleton(tracing_for, settings.provided.tracing)
 
-    #: This container's listeners (never shared with another container): the ``@on_event``
-    #: functions of ``listener_modules``, plus whatever is registered on it.
-    listeners = providers.ThreadSafeSingleton(ListenerRegistry.of_modules, settings.provided.listener_modules)
     #: Where ``async def`` listeners run: the app's loop while a worker started from async code
     #: runs, else one long-lived loop of the container's own (closed at ``shutdown_resources``).
     listener_loop = providers.Resource(_listener_loop)
+    #: This container's listeners (never shared with another container): the ``@on_event``
+    #: functions of ``listener_modules``, plus whatever is registered on it.
+    listeners = providers.ThreadSafeSingleton(
+        ListenerRegistry.of_modules, settings.provided.listener_modules, loop=listener_loop
+    )
     publisher = providers.Selector(
         settings.provided.events,
-        local=providers.ThreadSafeSingleton(BlinkerEventPublisher, registry=listeners, loop=listener_loop),
+        local=providers.ThreadSafeSingleton(BlinkerEventPublisher, registry=listeners),
         redis=providers.ThreadSafeSingleton(
             _lazy("schedule_sdk.adapters.publishers.redis", "RedisEventPublisher"),
             registry=listeners,
             redis_url=settings.provided.redis_url,
-            loop=listener_loop,
         ),
     )
 
@@ -255,5 +257,5 @@ class ScheduleContainer(containers.DeclarativeContainer):
         purger=purger,
         dead_after=settings.provided.dead_after,
         substrate=settings.provided.execution_substrate,
-        listener_loop=listener_loop,
+        listener_loop=listeners.provided.loop,
     )

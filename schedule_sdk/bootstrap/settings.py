@@ -19,7 +19,8 @@ from schedule_sdk.domain.errors import InvalidSetting
 from schedule_sdk.domain.ids import new_id
 
 
-def _env(name: str) -> dict[str, str]:
+def env_var(name: str) -> dict[str, str]:
+    """A settings field's metadata naming the environment variable that sets it."""
     return {"env": name}
 
 
@@ -69,67 +70,67 @@ def _one_of(names: tuple[str, ...]) -> str:
 @dataclass(frozen=True, kw_only=True)
 class Settings:
     #: SQLAlchemy URL of the job store: ``sqlite:///path.db`` or ``postgresql+psycopg://user@host/db``.
-    database_url: str = field(default="sqlite:///schedule_sdk.db", metadata=_env("SCHEDULE_DATABASE_URL"))
+    database_url: str = field(default="sqlite:///schedule_sdk.db", metadata=env_var("SCHEDULE_DATABASE_URL"))
     #: Redis URL; when set, the execution substrate defaults to ``rq``.
-    redis_url: str | None = field(default=None, metadata=_env("SCHEDULE_REDIS_URL"))
+    redis_url: str | None = field(default=None, metadata=env_var("SCHEDULE_REDIS_URL"))
     #: ``sql`` (the store is the delay index; no server needed) or ``rq`` (Redis + RQ). Default:
     #: ``rq`` when ``redis_url`` is set, else ``sql``.
-    substrate: Literal["sql", "rq"] | None = field(default=None, metadata=_env("SCHEDULE_SUBSTRATE"))
+    substrate: Literal["sql", "rq"] | None = field(default=None, metadata=env_var("SCHEDULE_SUBSTRATE"))
     #: Where events go: ``local`` (in-process listeners) or ``redis`` (pub/sub to every app instance).
-    events: Literal["local", "redis"] = field(default="local", metadata=_env("SCHEDULE_EVENTS"))
+    events: Literal["local", "redis"] = field(default="local", metadata=env_var("SCHEDULE_EVENTS"))
     #: Listener threads per worker: fires run concurrently up to this many.
-    worker_concurrency: int = field(default=8, metadata=_env("SCHEDULE_WORKER_CONCURRENCY"))
+    worker_concurrency: int = field(default=8, metadata=env_var("SCHEDULE_WORKER_CONCURRENCY"))
     #: How long a worker's claim on a firing job lasts without renewal (seconds); after a crash
     #: the job fires again once this has passed.
-    lease_seconds: float = field(default=30.0, metadata=_env("SCHEDULE_LEASE_SECONDS"))
+    lease_seconds: float = field(default=30.0, metadata=env_var("SCHEDULE_LEASE_SECONDS"))
     #: A worker whose heartbeat stops for this long (seconds) is declared dead by any live worker,
     #: which releases its claims at once (the lease stays as the fallback). Workers beat every
     #: ``min(lease_seconds / 3, dead_after / 4, 1)`` seconds. Keep it above the clock skew between
     #: hosts and the longest pause a live worker may take (GC, a stalled VM).
-    dead_after: float = field(default=10.0, metadata=_env("SCHEDULE_DEAD_AFTER"))
+    dead_after: float = field(default=10.0, metadata=env_var("SCHEDULE_DEAD_AFTER"))
     #: Most due jobs claimed per query.
-    claim_batch_size: int = field(default=500, metadata=_env("SCHEDULE_CLAIM_BATCH_SIZE"))
+    claim_batch_size: int = field(default=500, metadata=env_var("SCHEDULE_CLAIM_BATCH_SIZE"))
     #: Most fires a worker holds claimed at once (claimed and not yet recorded).
-    max_in_flight: int = field(default=2000, metadata=_env("SCHEDULE_MAX_IN_FLIGHT"))
+    max_in_flight: int = field(default=2000, metadata=env_var("SCHEDULE_MAX_IN_FLIGHT"))
     #: The poller's safety net: it re-reads the next due time at least this often (seconds).
-    poll_interval: float = field(default=1.0, metadata=_env("SCHEDULE_POLL_INTERVAL"))
+    poll_interval: float = field(default=1.0, metadata=env_var("SCHEDULE_POLL_INTERVAL"))
     #: How long ``stop()`` lets in-flight fires finish before releasing them (seconds).
-    stop_timeout: float = field(default=5.0, metadata=_env("SCHEDULE_STOP_TIMEOUT"))
+    stop_timeout: float = field(default=5.0, metadata=env_var("SCHEDULE_STOP_TIMEOUT"))
     #: Largest payload accepted, in bytes of JSON.
-    max_payload_bytes: int = field(default=65_536, metadata=_env("SCHEDULE_MAX_PAYLOAD_BYTES"))
+    max_payload_bytes: int = field(default=65_536, metadata=env_var("SCHEDULE_MAX_PAYLOAD_BYTES"))
     #: Create or upgrade the schema when the store is first used.
-    auto_migrate: bool = field(default=True, metadata=_env("SCHEDULE_AUTO_MIGRATE"))
+    auto_migrate: bool = field(default=True, metadata=env_var("SCHEDULE_AUTO_MIGRATE"))
     #: Re-run the reconciler this often while the worker runs (seconds); 0 = only at start.
     #: Default: 300 on the ``rq`` substrate (heals a Redis flush without a restart; an entry a dead
     #: process left mid-hand-off is handed over sooner, by the heartbeat, after ``lease_seconds``),
     #: 0 on ``sql`` (the row is the queue entry).
-    reconcile_interval: float | None = field(default=None, metadata=_env("SCHEDULE_RECONCILE_INTERVAL"))
+    reconcile_interval: float | None = field(default=None, metadata=env_var("SCHEDULE_RECONCILE_INTERVAL"))
     #: This worker's identity in claims (default: host:pid:random).
-    worker_id: str = field(default_factory=default_worker_id, metadata=_env("SCHEDULE_WORKER_ID"))
+    worker_id: str = field(default_factory=default_worker_id, metadata=env_var("SCHEDULE_WORKER_ID"))
     #: Modules the ``schedule-sdk worker`` command imports so their ``@on_event`` listeners register.
-    listener_modules: tuple[str, ...] = field(default=(), metadata=_env("SCHEDULE_LISTENER_MODULES"))
+    listener_modules: tuple[str, ...] = field(default=(), metadata=env_var("SCHEDULE_LISTENER_MODULES"))
     #: RQ queue name (``rq`` substrate).
-    rq_queue: str = field(default="schedule_sdk", metadata=_env("SCHEDULE_RQ_QUEUE"))
+    rq_queue: str = field(default="schedule_sdk", metadata=env_var("SCHEDULE_RQ_QUEUE"))
     #: Where job metrics go: ``none`` (not collected), ``memory`` (``InMemoryMetrics``, for tests)
     #: or ``prometheus`` (``PrometheusMetrics``; needs the ``prometheus`` extra). The worker
     #: command's ``--metrics-port`` selects ``prometheus``.
     metrics: Literal["none", "memory", "prometheus"] = field(
-        default="none", metadata=_env("SCHEDULE_METRICS")
+        default="none", metadata=env_var("SCHEDULE_METRICS")
     )
     #: Traces of fires: ``auto`` (OpenTelemetry when the ``otel`` extra is installed, else none),
     #: ``otel`` (an error without the extra) or ``none``. Spans are recorded only once the
     #: application configures an OpenTelemetry tracer provider.
-    tracing: Literal["auto", "otel", "none"] = field(default="auto", metadata=_env("SCHEDULE_TRACING"))
+    tracing: Literal["auto", "otel", "none"] = field(default="auto", metadata=env_var("SCHEDULE_TRACING"))
     #: Database connections per process (PostgreSQL).
-    pool_size: int = field(default=10, metadata=_env("SCHEDULE_POOL_SIZE"))
+    pool_size: int = field(default=10, metadata=env_var("SCHEDULE_POOL_SIZE"))
     #: Test each pooled connection before use (PostgreSQL): survives a database restart without a
     #: failed call, at the cost of one more round trip per operation.
-    pool_pre_ping: bool = field(default=False, metadata=_env("SCHEDULE_POOL_PRE_PING"))
+    pool_pre_ping: bool = field(default=False, metadata=env_var("SCHEDULE_POOL_PRE_PING"))
 
     #: Delete finished jobs (completed, cancelled, failed) this long after they finished:
     #: ``30d``, ``12h``, ``90m``, ``45s`` or seconds. Unset (the default): keep them forever.
     #: Workers purge in small batches from their heartbeat, one process at a time.
-    retention: str | None = field(default=None, metadata=_env("SCHEDULE_RETENTION"))
+    retention: str | None = field(default=None, metadata=env_var("SCHEDULE_RETENTION"))
 
     def __post_init__(self) -> None:
         if self.retention is not None:

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from schedule_sdk.bootstrap.settings import _env, load_settings
+from schedule_sdk.bootstrap.settings import env_var, load_settings
 from schedule_sdk.domain.errors import InvalidSetting
 
 
@@ -19,42 +19,44 @@ from schedule_sdk.domain.errors import InvalidSetting
 class TimerSettings:
     #: Safety-net poll interval in milliseconds. The core also wakes exactly at each
     #: due time, so this only bounds how late a missed wake-up can make a timer.
-    polling_interval_ms: int = field(default=5000, metadata=_env("TIMER_POLLING_INTERVAL"))
+    polling_interval_ms: int = field(default=5000, metadata=env_var("TIMER_POLLING_INTERVAL"))
     #: Most due timers claimed per poll.
-    batch_size: int = field(default=100, metadata=_env("TIMER_BATCH_SIZE"))
+    batch_size: int = field(default=100, metadata=env_var("TIMER_BATCH_SIZE"))
     #: The SQLite file (``./event_service.db``), or any SQLAlchemy URL (``postgresql+psycopg://…``).
-    db_path: str = field(default="./event_service.db", metadata=_env("TIMER_DB_PATH"))
+    db_path: str = field(default="./event_service.db", metadata=env_var("TIMER_DB_PATH"))
     #: ``nats://host:port`` for NATS JetStream; ``inprocess`` (or empty) for in-process adapters.
-    broker_url: str = field(default="nats://localhost:4222", metadata=_env("TIMER_BROKER_URL"))
+    broker_url: str = field(default="nats://localhost:4222", metadata=env_var("TIMER_BROKER_URL"))
     #: JetStream stream holding ScheduleTimer commands, and their subject.
-    command_stream: str = field(default="TIMER_COMMANDS", metadata=_env("TIMER_COMMAND_STREAM"))
-    command_subject: str = field(default="timer.commands.schedule", metadata=_env("TIMER_COMMAND_SUBJECT"))
+    command_stream: str = field(default="TIMER_COMMANDS", metadata=env_var("TIMER_COMMAND_STREAM"))
+    command_subject: str = field(default="timer.commands.schedule", metadata=env_var("TIMER_COMMAND_SUBJECT"))
     #: Durable consumer name of the timer service on the command stream.
-    consumer: str = field(default="timer-service", metadata=_env("TIMER_CONSUMER"))
+    consumer: str = field(default="timer-service", metadata=env_var("TIMER_CONSUMER"))
     #: JetStream stream the DueTimeReached envelopes go to, and their subject.
-    event_stream: str = field(default="TIMER_EVENTS", metadata=_env("TIMER_EVENT_STREAM"))
-    event_subject: str = field(default="timer.events.due-time-reached", metadata=_env("TIMER_EVENT_SUBJECT"))
+    event_stream: str = field(default="TIMER_EVENTS", metadata=env_var("TIMER_EVENT_STREAM"))
+    event_subject: str = field(
+        default="timer.events.due-time-reached", metadata=env_var("TIMER_EVENT_SUBJECT")
+    )
     #: Where refused commands are copied (with the error in headers); empty: nowhere.
-    dead_letter_subject: str = field(default="", metadata=_env("TIMER_DEAD_LETTER_SUBJECT"))
+    dead_letter_subject: str = field(default="", metadata=env_var("TIMER_DEAD_LETTER_SUBJECT"))
     #: Create streams that do not exist yet (off: they must be provisioned beforehand).
-    create_streams: bool = field(default=True, metadata=_env("TIMER_CREATE_STREAMS"))
+    create_streams: bool = field(default=True, metadata=env_var("TIMER_CREATE_STREAMS"))
     #: Commands fetched and persisted per transaction.
-    intake_batch: int = field(default=256, metadata=_env("TIMER_INTAKE_BATCH"))
+    intake_batch: int = field(default=256, metadata=env_var("TIMER_INTAKE_BATCH"))
     #: Seconds to wait for JetStream to accept a publish.
-    publish_timeout: float = field(default=5.0, metadata=_env("TIMER_PUBLISH_TIMEOUT"))
+    publish_timeout: float = field(default=5.0, metadata=env_var("TIMER_PUBLISH_TIMEOUT"))
     #: Create the foreign key to the host's service_calls table (when migration 0002 runs).
-    service_calls_fk: bool = field(default=False, metadata=_env("TIMER_SERVICE_CALLS_FK"))
+    service_calls_fk: bool = field(default=False, metadata=env_var("TIMER_SERVICE_CALLS_FK"))
     #: Fires retried this many times (1 s apart by default) while the broker is down, then healed.
-    retry_attempts: int = field(default=100, metadata=_env("TIMER_RETRY_ATTEMPTS"))
-    retry_delay_ms: int = field(default=1000, metadata=_env("TIMER_RETRY_DELAY_MS"))
+    retry_attempts: int = field(default=100, metadata=env_var("TIMER_RETRY_ATTEMPTS"))
+    retry_delay_ms: int = field(default=1000, metadata=env_var("TIMER_RETRY_DELAY_MS"))
     #: Seconds between heal passes (re-arming Scheduled timers left without a job); 0: only at start.
-    heal_interval: float = field(default=60.0, metadata=_env("TIMER_HEAL_INTERVAL"))
+    heal_interval: float = field(default=60.0, metadata=env_var("TIMER_HEAL_INTERVAL"))
     #: A dead timer service's in-flight fires are retried after this many seconds.
-    lease_seconds: float = field(default=30.0, metadata=_env("TIMER_LEASE_SECONDS"))
+    lease_seconds: float = field(default=30.0, metadata=env_var("TIMER_LEASE_SECONDS"))
     #: Threads publishing due timers concurrently.
-    concurrency: int = field(default=8, metadata=_env("TIMER_CONCURRENCY"))
+    concurrency: int = field(default=8, metadata=env_var("TIMER_CONCURRENCY"))
     #: Serve Prometheus metrics on this port (0: off).
-    metrics_port: int = field(default=0, metadata=_env("TIMER_METRICS_PORT"))
+    metrics_port: int = field(default=0, metadata=env_var("TIMER_METRICS_PORT"))
 
     def __post_init__(self) -> None:
         for name in ("polling_interval_ms", "batch_size", "intake_batch", "retry_attempts", "concurrency"):

@@ -16,8 +16,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from schedule_sdk.adapters.metrics import NoMetrics
-from schedule_sdk.adapters.tracing import NoTracing
+from schedule_sdk.core.unobserved import NoMetrics, NoTracing
 from schedule_sdk.core.write_order import write_order
 from schedule_sdk.domain import misfire
 from schedule_sdk.domain.errors import ListenerFailed

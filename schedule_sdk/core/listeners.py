@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import logging
 import threading
 from collections.abc import Awaitable, Callable, Iterable
 from types import ModuleType
@@ -22,7 +23,12 @@ from typing import Any, TypeVar
 
 import blinker
 
-from schedule_sdk.domain.events import ScheduleArrivedEvent
+from schedule_sdk.core.loop import ListenerLoop
+from schedule_sdk.domain.errors import ListenerFailed
+from schedule_sdk.domain.events import ScheduleArrivedEvent, ScheduleEvent
+from schedule_sdk.ports import Listeners
+
+logger = logging.getLogger(__name__)
 
 Listener = Callable[[ScheduleArrivedEvent], Awaitable[None] | None]
 F = TypeVar("F", bound=Callable[..., Any])
@@ -47,12 +53,16 @@ def on_event(*names: str) -> Callable[[F], F]:
     return decorate
 
 
-class ListenerRegistry:
-    """Event name → listeners, on a private blinker namespace (never the process-global one)."""
+class ListenerRegistry(Listeners):
+    """Event name → listeners, on a private blinker namespace (never the process-global one), and
+    their delivery: each listener isolated from the others, ``async def`` ones on :attr:`loop`."""
 
-    def __init__(self) -> None:
+    def __init__(self, loop: ListenerLoop | None = None) -> None:
         self._namespace = blinker.Namespace()
         self._lock = threading.Lock()
+        #: Where ``async def`` listeners run: the container's listener loop, or one of this
+        #: registry's own (started on first use), never one shared by the process.
+        self.loop = loop if loop is not None else ListenerLoop()
 
     def connect(self, name: str, listener: Callable[..., Any]) -> None:
         with self._lock:
@@ -63,12 +73,14 @@ class ListenerRegistry:
             self._namespace.signal(name).disconnect(listener)
 
     @classmethod
-    def of_modules(cls, modules: Iterable[str | ModuleType] = ()) -> ListenerRegistry:
+    def of_modules(
+        cls, modules: Iterable[str | ModuleType] = (), loop: ListenerLoop | None = None
+    ) -> ListenerRegistry:
         """A registry holding the ``@on_event`` functions of ``modules`` (imported if named).
 
         :raises ImportError: a named module cannot be imported.
         """
-        registry = cls()
+        registry = cls(loop)
         for module in modules:
             registry.register(module)
         return registry
@@ -92,10 +104,49 @@ class ListenerRegistry:
             signal = self._namespace[name]
             return list(signal.receivers_for(blinker.ANY))
 
+    def deliver(self, event: ScheduleEvent) -> None:
+        """Run every listener of both event names, each isolated from the others.
+
+        :raises ListenerFailed: after all listeners ran, if any of them raised.
+        """
+        errors: list[BaseException] = []
+        for name in event.names:
+            for listener in self.listeners(name):
+                try:
+                    self.call(listener, event)
+                except Exception as error:
+                    logger.exception(
+                        "listener %s failed for job %s",
+                        getattr(listener, "__qualname__", listener),
+                        event.scheduled_job_id,
+                        extra={
+                            "job_id": event.scheduled_job_id,
+                            "occurrence": getattr(event, "occurrence", None),
+                            "attempt": getattr(event, "attempt", None),
+                            "topic": event.topic,
+                            "event": name,
+                        },
+                    )
+                    errors.append(error)
+        if errors:
+            raise ListenerFailed(errors)
+
+    def call(self, listener: Callable[..., Any], event: ScheduleEvent) -> None:
+        """Call one listener; an ``async def`` listener runs to completion on :attr:`loop` (the
+        app's loop or one long-lived loop, see :class:`~schedule_sdk.core.loop.ListenerLoop`)
+        while this thread waits."""
+        result = listener(event)
+        if inspect.isawaitable(result):
+            self.loop.run(_await(result))
+
     def clear(self) -> None:
         with self._lock:
             for signal in list(self._namespace.values()):
                 signal.receivers.clear()
+
+
+async def _await(awaitable: Any) -> None:
+    await awaitable
 
 
 def _marked(target: object) -> list[tuple[str, Callable[..., Any]]]:

@@ -127,7 +127,3 @@ def _running_loop() -> asyncio.AbstractEventLoop | None:
         return asyncio.get_running_loop()
     except RuntimeError:
         return None
-
-
-#: Used by publishers created without a loop (e.g. the testing kit's): one per process.
-shared_loop = ListenerLoop()

@@ -10,8 +10,7 @@ import logging
 from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime, timedelta
 
-from schedule_sdk.adapters.metrics import NoMetrics
-from schedule_sdk.adapters.tracing import NoTracing
+from schedule_sdk.core.unobserved import NoMetrics, NoTracing
 from schedule_sdk.core.write_order import write_order
 from schedule_sdk.domain import timing
 from schedule_sdk.domain.errors import (

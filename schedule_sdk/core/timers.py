@@ -19,7 +19,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
 from datetime import datetime
 
@@ -57,7 +57,6 @@ class TimerService:
         clock: Clock,
         metrics: Metrics,
         retry: RetryPolicy,
-        after_publish: Callable[[Envelope], None] | None = None,
     ) -> None:
         self._jobs = jobs
         self._queue = queue
@@ -66,8 +65,6 @@ class TimerService:
         self._clock = clock
         self._metrics = metrics
         self._retry = retry
-        #: Test hook, called between publishing and marking Reached.
-        self.after_publish = after_publish
 
     # -- intake ------------------------------------------------------------------------------
 
@@ -181,8 +178,6 @@ class TimerService:
         reached_at = to_ms(now)
         envelope = Envelope.due_time_reached(entry, reached_at)
         self._bus.publish(envelope)
-        if self.after_publish is not None:
-            self.after_publish(envelope)
         with self._write() as (tx, armed):
             if not self._timers.mark_reached(tx, entry, reached_at):
                 self._rearm(tx, entry, now, armed)  # moved meanwhile: it fires at its new time too

@@ -15,19 +15,14 @@ import logging
 import os
 import signal
 import threading
-from typing import Any
 
 from schedule_sdk.adapters.metrics import InMemoryMetrics, PrometheusMetrics
 from schedule_sdk.bootstrap.timer import Timer
 from schedule_sdk.bootstrap.timer_settings import TimerSettings
 from schedule_sdk.domain.errors import ScheduleError
-from schedule_sdk.domain.timers import Envelope
 from schedule_sdk.ports import Metrics
 
 logger = logging.getLogger(__name__)
-
-#: Test hook: exit abruptly (status 137, like SIGKILL) right after a publish, before marking Reached.
-CRASH_AFTER_PUBLISH = "TIMER_TEST_CRASH_AFTER_PUBLISH"
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -54,8 +49,6 @@ def main(argv: list[str] | None = None) -> int:
     except ScheduleError as error:
         logger.error("cannot start the timer service: %s", error)
         return 2
-    if os.environ.get(CRASH_AFTER_PUBLISH):
-        timer.service.after_publish = _crash
     stop = threading.Event()
     previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGTERM, signal.SIGINT)}
     try:
@@ -84,9 +77,3 @@ def _metrics(settings: TimerSettings) -> Metrics:
     metrics = PrometheusMetrics()
     metrics.serve(settings.metrics_port)
     return metrics
-
-
-def _crash(envelope: Envelope, *_: Any) -> None:
-    logger.error("test hook: exiting after publishing %s, before marking it Reached", envelope.id)
-    logging.shutdown()
-    os._exit(137)

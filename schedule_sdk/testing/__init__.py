@@ -38,14 +38,13 @@ from typing import cast
 
 from dependency_injector import providers
 
-from schedule_sdk.adapters.metrics import NoMetrics
-from schedule_sdk.adapters.publishers.blinker import deliver
 from schedule_sdk.adapters.stores.memory import MemoryJobStore
 from schedule_sdk.bootstrap.container import ScheduleContainer
 from schedule_sdk.bootstrap.settings import Settings
 from schedule_sdk.core.firing import FireResult, Firing
 from schedule_sdk.core.listeners import ListenerRegistry
 from schedule_sdk.core.service import ScheduleService
+from schedule_sdk.core.unobserved import NoMetrics
 from schedule_sdk.domain.errors import ListenerFailed
 from schedule_sdk.domain.events import ScheduleArrivedEvent, ScheduleMissedEvent
 from schedule_sdk.domain.jobs import ScheduledJob
@@ -136,13 +135,13 @@ class RecordingPublisher(EventPublisher):
         if error is not None:
             raise error if isinstance(error, ListenerFailed) else ListenerFailed([error])
         if self.registry is not None:
-            deliver(self.registry, event)
+            self.registry.deliver(event)
 
     def publish_missed(self, event: ScheduleMissedEvent) -> None:
         with self._lock:
             self.missed.append(event)
         if self.registry is not None:
-            deliver(self.registry, event)
+            self.registry.deliver(event)
 
     def events_for(self, job_id: str) -> list[ScheduleArrivedEvent]:
         with self._lock:

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from schedule_sdk.adapters.stores.memory import MemoryJobStore, _Transaction
+from schedule_sdk.adapters.stores.memory import MemoryJobStore, MemoryTransaction
 from schedule_sdk.domain.jobs import JobQuery
 from schedule_sdk.domain.status import JobStatus
 from schedule_sdk.domain.timers import TimerEntry, TimerState
@@ -56,7 +56,7 @@ class MemoryTimerStore(TimerStore):
     # -- transactions ------------------------------------------------------------------------
 
     def _staged(self, tx: JobTransaction) -> dict[Key, TimerEntry]:
-        if not isinstance(tx, _Transaction):
+        if not isinstance(tx, MemoryTransaction):
             raise TypeError("MemoryTimerStore needs a MemoryJobStore transaction")
         if self not in tx.staged:
             changes: dict[Key, TimerEntry] = {}

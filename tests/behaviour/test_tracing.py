@@ -20,10 +20,11 @@ from opentelemetry.trace import SpanKind, StatusCode
 
 from schedule_sdk import SCHEDULE_ARRIVED_EVENT, ListenerRegistry, OneShotSpec, RetryPolicy
 from schedule_sdk.adapters.otel import OtelTracing
-from schedule_sdk.adapters.tracing import NoTracing, tracing_for
 from schedule_sdk.bootstrap.settings import Settings
+from schedule_sdk.bootstrap.tracing import tracing_for
 from schedule_sdk.core.firing import Firing
 from schedule_sdk.core.service import ScheduleService
+from schedule_sdk.core.unobserved import NoTracing
 from schedule_sdk.domain.errors import InvalidSetting
 from schedule_sdk.testing import (
     FakeClock,
@@ -174,7 +175,8 @@ class Hide(importlib.abc.MetaPathFinder):
         return None
 sys.meta_path.insert(0, Hide())
 from schedule_sdk import OneShotSpec, ScheduleContainer, SCHEDULE_ARRIVED_EVENT
-from schedule_sdk.adapters.tracing import NoTracing, tracing_for
+from schedule_sdk.bootstrap.tracing import tracing_for
+from schedule_sdk.core.unobserved import NoTracing
 from schedule_sdk.domain.errors import InvalidSetting
 container = ScheduleContainer()
 container.config.from_dict({"database_url": "sqlite:///" + sys.argv[1], "auto_migrate": True})

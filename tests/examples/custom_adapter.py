@@ -19,7 +19,6 @@ from pathlib import Path
 from dependency_injector import providers
 
 from schedule_sdk import ListenerRegistry, ScheduleArrivedEvent, ScheduleContainer
-from schedule_sdk.adapters.publishers.blinker import deliver
 from schedule_sdk.adapters.stores.sqlalchemy import SQLAlchemyJobStore
 from schedule_sdk.domain.jobs import JobQuery, ScheduledJob
 from schedule_sdk.ports import (
@@ -138,7 +137,7 @@ class JsonLinesEventPublisher(EventPublisher):
     def publish(self, event: ScheduleArrivedEvent) -> None:
         with self._lock, self._path.open("a", encoding="utf-8") as file:
             file.write(json.dumps(event.to_dict()) + "\n")
-        deliver(self._registry, event)  # runs every listener; raises ListenerFailed if any raised
+        self._registry.deliver(event)  # runs every listener; raises ListenerFailed if any raised
 
 
 # --8<-- [end:publisher]

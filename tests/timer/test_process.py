@@ -32,14 +32,16 @@ NATS_START = [
 class TimerProcess:
     """``python -m schedule_sdk.timer`` with TIMER_* settings; its log goes to a file."""
 
-    def __init__(self, names: dict[str, str], db: str, log: Path, **env: str) -> None:
+    def __init__(
+        self, names: dict[str, str], db: str, log: Path, module: str = "schedule_sdk.timer", **env: str
+    ) -> None:
         environ = dict(os.environ, PYTHONPATH=str(ROOT), TIMER_DB_PATH=db, TIMER_LEASE_SECONDS="1.5")
         environ.update({f"TIMER_{k.upper()}": v for k, v in names.items()})
         environ.update(TIMER_RETRY_DELAY_MS="200", TIMER_POLLING_INTERVAL="500", **env)
         self.log = log
         self.offset = log.stat().st_size if log.exists() else 0
         with log.open("a") as out:
-            self.proc = subprocess.Popen([sys.executable, "-m", "schedule_sdk.timer"], env=environ, cwd=ROOT,
+            self.proc = subprocess.Popen([sys.executable, "-m", module], env=environ, cwd=ROOT,
                                          stdout=out, stderr=out)  # fmt: skip
         assert wait_until(lambda: "timer service ready" in self.output() or self.proc.poll() is not None, 30)
         assert self.proc.poll() is None, self.output()
@@ -104,7 +106,7 @@ def test_crash_between_publish_and_mark_reached_gives_a_duplicate_never_a_loss(
     nats_names, timer_db, tmp_path, probe
 ):
     log = tmp_path / "timer.log"
-    crashing = TimerProcess(nats_names, timer_db, log, TIMER_TEST_CRASH_AFTER_PUBLISH="1")
+    crashing = TimerProcess(nats_names, timer_db, log, module="tests.procs.timer_crash")
     probe.send(command("tenant-a", "sc-1", ms=200))
     assert crashing.proc.wait(timeout=15) == 137  # exited right after the publish
     assert _counts(nats_names) == {("tenant-a", "sc-1"): 1}  # published ...

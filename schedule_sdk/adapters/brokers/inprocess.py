@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable
 from typing import Any
 
-from schedule_sdk.core.listeners import ListenerRegistry
 from schedule_sdk.domain.errors import BrokerUnavailable, InvalidTimerCommand, ScheduleValidationError
 from schedule_sdk.domain.timers import DUE_TIME_REACHED, Envelope, ScheduleTimer, TimerOutcome
 from schedule_sdk.ports import CommandSink, CommandSource, MessageBus
@@ -24,16 +24,27 @@ class InProcessBus(MessageBus):
     """
 
     def __init__(self) -> None:
-        self._registry = ListenerRegistry()  # blinker, strong references
+        self._subscribers: list[Subscriber] = []  # strong references
+        self._lock = threading.Lock()
 
     def subscribe(self, subscriber: Subscriber) -> Callable[[], None]:
         """Call ``subscriber(envelope)`` for every DueTimeReached; returns an unsubscribe function."""
-        self._registry.connect(DUE_TIME_REACHED, subscriber)
-        return lambda: self._registry.disconnect(DUE_TIME_REACHED, subscriber)
+        with self._lock:
+            if subscriber not in self._subscribers:
+                self._subscribers.append(subscriber)
+
+        def unsubscribe() -> None:
+            with self._lock:
+                if subscriber in self._subscribers:
+                    self._subscribers.remove(subscriber)
+
+        return unsubscribe
 
     def publish(self, envelope: Envelope) -> None:
         failures = 0
-        for subscriber in self._registry.listeners(envelope.type):
+        with self._lock:
+            subscribers = list(self._subscribers) if envelope.type == DUE_TIME_REACHED else []
+        for subscriber in subscribers:
             try:
                 subscriber(envelope)
             except Exception:

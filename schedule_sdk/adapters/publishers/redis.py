@@ -22,13 +22,10 @@ from typing import Any
 import redis
 from redis.exceptions import RedisError
 
-from schedule_sdk.adapters.publishers.blinker import deliver
-from schedule_sdk.core.listeners import ListenerRegistry
-from schedule_sdk.core.loop import ListenerLoop, shared_loop
 from schedule_sdk.domain.backoff import Reconnect
 from schedule_sdk.domain.errors import BrokerUnavailable, ListenerFailed
 from schedule_sdk.domain.events import ScheduleArrivedEvent, ScheduleEvent, ScheduleMissedEvent
-from schedule_sdk.ports import EventPublisher
+from schedule_sdk.ports import EventPublisher, Listeners
 
 logger = logging.getLogger(__name__)
 
@@ -39,15 +36,13 @@ class RedisEventPublisher(EventPublisher):
     def __init__(
         self,
         *,
-        registry: ListenerRegistry,
+        registry: Listeners,
         redis_url: str | None,
         channel: str = DEFAULT_CHANNEL,
-        loop: ListenerLoop | None = None,
     ) -> None:
         if not redis_url:
             raise ValueError("the redis event publisher needs redis_url (SCHEDULE_REDIS_URL)")
         self.registry = registry
-        self.loop = loop if loop is not None else shared_loop
         self.channel = channel
         self.origin = uuid.uuid4().hex
         self._redis = redis.Redis.from_url(redis_url, socket_connect_timeout=5, socket_timeout=5)
@@ -67,7 +62,7 @@ class RedisEventPublisher(EventPublisher):
     def _broadcast(self, event: ScheduleEvent) -> None:
         failure: ListenerFailed | None = None
         try:
-            deliver(self.registry, event, self.loop)
+            self.registry.deliver(event)
         except ListenerFailed as failed:
             failure = failed
         body = {"origin": self.origin, "event": event.to_dict()}
@@ -123,6 +118,6 @@ class RedisEventPublisher(EventPublisher):
             logger.error("ignoring a malformed event message: %s", error)
             return
         try:
-            deliver(self.registry, event, self.loop)
+            self.registry.deliver(event)
         except ListenerFailed:
-            pass  # deliver() logged each failure; a remote instance cannot fail the fire
+            pass  # deliver logged each failure; a remote instance cannot fail the fire

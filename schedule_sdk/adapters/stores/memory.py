@@ -58,7 +58,9 @@ def _matches(row: ScheduledJob, guard: Guard) -> bool:
     return row.claimed_by == guard.claimed_by and row.occurrence == guard.occurrence
 
 
-class _Transaction(JobTransaction):
+class MemoryTransaction(JobTransaction):
+    """A :class:`MemoryJobStore` transaction: its changes apply at commit, all or none."""
+
     def __init__(self, store: MemoryJobStore) -> None:
         self._store = store
         self.changes: dict[str, ScheduledJob] = {}
@@ -122,7 +124,7 @@ class _Transaction(JobTransaction):
 
 
 class _Joined(JoinedTransaction):
-    def __init__(self, tx: _Transaction, steps: list[Callable[[], None]]) -> None:
+    def __init__(self, tx: MemoryTransaction, steps: list[Callable[[], None]]) -> None:
         self._tx = tx
         self._steps = steps
 
@@ -167,9 +169,9 @@ class MemoryJobStore(JobStore):
         return sorted((r for r in self._snapshot().values() if keep(r)), key=lambda r: r.id)
 
     @contextlib.contextmanager
-    def _write(self) -> Iterator[_Transaction]:
+    def _write(self) -> Iterator[MemoryTransaction]:
         with self._write_lock:
-            tx = _Transaction(self)
+            tx = MemoryTransaction(self)
             yield tx
             with self._data_lock:
                 self._rows.update(tx.changes)
