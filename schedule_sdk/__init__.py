@@ -7,6 +7,9 @@ listeners — at least once, across crashes and restarts.
 
 from __future__ import annotations
 
+from typing import Any as _Any
+
+from schedule_sdk import errors as _errors
 from schedule_sdk.aio.service import AsyncScheduleService
 from schedule_sdk.bootstrap.container import ScheduleContainer
 from schedule_sdk.bootstrap.settings import Settings
@@ -14,37 +17,7 @@ from schedule_sdk.core.listeners import ListenerRegistry, on_event
 from schedule_sdk.core.reconciler import ReconcileReport
 from schedule_sdk.core.service import ScheduleService
 from schedule_sdk.core.worker import ScheduleWorker
-from schedule_sdk.domain.errors import (
-    BrokerUnavailable,
-    ClientRequestIdInUse,
-    InvalidCron,
-    InvalidCursor,
-    InvalidInterval,
-    InvalidMetadata,
-    InvalidMisfire,
-    InvalidPayload,
-    InvalidRepeat,
-    InvalidRetry,
-    InvalidSetting,
-    InvalidStatus,
-    InvalidTimerCommand,
-    InvalidTimezone,
-    InvalidTopic,
-    InvalidTransition,
-    JobFinished,
-    JobNotFound,
-    ListenerFailed,
-    NaiveDatetime,
-    NotReschedulable,
-    NotTriggerable,
-    QueueUnavailable,
-    RunAtInPast,
-    ScheduleError,
-    ScheduleUnavailable,
-    ScheduleValidationError,
-    StoreUnavailable,
-    TransactionNotJoinable,
-)
+from schedule_sdk.domain.errors import ScheduleError
 from schedule_sdk.domain.events import (
     SCHEDULE_ARRIVED_EVENT,
     SCHEDULE_MISSED_EVENT,
@@ -69,61 +42,43 @@ from schedule_sdk.domain.jobs import (
 from schedule_sdk.domain.status import JobStatus
 from schedule_sdk.domain.timing import FireTime
 
+_ERRORS = frozenset(_errors.__all__)
+
+
+def __getattr__(name: str) -> _Any:
+    """The error classes, importable from the top as before (their home is :mod:`schedule_sdk.errors`)."""
+    if name in _ERRORS:
+        return getattr(_errors, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 __all__ = [
     "SCHEDULE_ARRIVED_EVENT",
     "SCHEDULE_MISSED_EVENT",
     "AsyncScheduleService",
     "Backoff",
-    "BrokerUnavailable",
-    "ClientRequestIdInUse",
     "CronRepeat",
     "FireOutcome",
     "FireRecord",
     "FireTime",
     "IntervalRepeat",
-    "InvalidCron",
-    "InvalidCursor",
-    "InvalidInterval",
-    "InvalidMetadata",
-    "InvalidMisfire",
-    "InvalidPayload",
-    "InvalidRepeat",
-    "InvalidRetry",
-    "InvalidSetting",
-    "InvalidStatus",
-    "InvalidTimerCommand",
-    "InvalidTimezone",
-    "InvalidTopic",
-    "InvalidTransition",
-    "JobFinished",
     "JobMetadata",
-    "JobNotFound",
     "JobPage",
     "JobStatus",
-    "ListenerFailed",
     "ListenerRegistry",
     "MisfirePolicy",
-    "NaiveDatetime",
-    "NotReschedulable",
-    "NotTriggerable",
     "OneShotSpec",
-    "QueueUnavailable",
     "ReconcileReport",
     "RepeatSpec",
     "RetryPolicy",
-    "RunAtInPast",
     "ScheduleArrivedEvent",
     "ScheduleContainer",
     "ScheduleError",
     "ScheduleMissedEvent",
     "ScheduleService",
-    "ScheduleUnavailable",
-    "ScheduleValidationError",
     "ScheduleWorker",
     "ScheduledJob",
     "Settings",
-    "StoreUnavailable",
-    "TransactionNotJoinable",
     "on_event",
     "schedule_arrived_event_name",
     "schedule_missed_event_name",

@@ -18,8 +18,9 @@ from schedule_sdk.domain.errors import ScheduleValidationError, TransactionNotJo
 from schedule_sdk.domain.events import ScheduleArrivedEvent, ScheduleEvent, ScheduleMissedEvent
 from schedule_sdk.domain.history import FireRecord
 from schedule_sdk.domain.jobs import JobQuery, ScheduledJob
+from schedule_sdk.domain.overview import Overview, SeenWorker
 from schedule_sdk.domain.status import JobStatus
-from schedule_sdk.domain.timers import Envelope, ScheduleTimer, TimerEntry
+from schedule_sdk.domain.timers import Envelope, ScheduleTimer, TimerEntry, TimerState
 
 
 class Clock(ABC):
@@ -488,6 +489,48 @@ class Listeners(ABC):
 
         :raises ListenerFailed: after all listeners ran, if any of them raised.
         """
+
+
+class OperatorReads(ABC):
+    """What an operator's views read beyond the job store's own calls: capped counts, the
+    overview of fires and lateness, the workers seen, and timers by tenant. Every read is bounded
+    (counts stop at :data:`~schedule_sdk.domain.overview.COUNT_CAP`).
+
+    :raises StoreUnavailable: the database is unreachable or failed.
+    """
+
+    @abstractmethod
+    def count_jobs(self, status: JobStatus | None = None, **equal: str | None) -> int:
+        """Jobs in ``status`` (any, if None) whose columns equal the non-None ``equal`` values
+        (``topic``, ``owner_id``, ``tenant_id``), counted up to ``COUNT_CAP + 1`` (to tell "more")."""
+
+    @abstractmethod
+    def status_counts(self) -> dict[JobStatus, int]:
+        """:meth:`count_jobs` for every status."""
+
+    @abstractmethod
+    def overview(self, now: datetime, minutes: int = 60) -> Overview:
+        """Fires, failures and lateness percentiles per bucket, and failures by topic, in the
+        window of ``minutes`` (a key of :data:`~schedule_sdk.domain.overview.WINDOWS`) ending at
+        ``now``, made of whole buckets (skipped occurrences are not fires)."""
+
+    @abstractmethod
+    def workers_seen(self, now: datetime, minutes: int = 60) -> list[SeenWorker]:
+        """Workers that fired in the last ``minutes`` or hold a claim now, most recent first."""
+
+    @abstractmethod
+    def timer_tenants(self, limit: int = 50, after: str | None = None) -> list[str]:
+        """Up to ``limit`` tenants that have timers, in order, after ``after``."""
+
+    @abstractmethod
+    def timers(
+        self, tenant_id: str, state: TimerState, limit: int, after: tuple[datetime, str] | None = None
+    ) -> list[TimerEntry]:
+        """One tenant's timers in ``state`` by due time, keyset-paged after ``(due_at, service_call_id)``."""
+
+    @abstractmethod
+    def count_timers(self, tenant_id: str, state: TimerState) -> int:
+        """One tenant's timers in ``state``, counted up to ``COUNT_CAP + 1``."""
 
 
 class EventPublisher(ABC):

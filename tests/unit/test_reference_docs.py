@@ -59,3 +59,21 @@ def test_public_api_is_sorted_and_complete():
         "annotations",
     }
     assert public == set(exported)
+
+
+def test_errors_live_in_their_module_and_stay_importable_from_the_top():
+    import schedule_sdk.errors as errors
+
+    assert {c.__name__ for c in all_error_classes()} == set(errors.__all__)
+    assert set(schedule_sdk.__all__) & set(errors.__all__) == {"ScheduleError"}
+    for name in errors.__all__:
+        assert getattr(schedule_sdk, name) is getattr(errors, name)
+
+
+def test_importing_the_package_does_not_load_alembic():
+    import subprocess
+    import sys
+
+    code = "import sys, schedule_sdk; print('alembic' in sys.modules)"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert result.stdout.strip() == "False"

@@ -3,37 +3,45 @@
 The SDK keeps its own version table (:data:`VERSION_TABLE`), so its migrations never collide
 with the host application's. ``upgrade`` is safe to call from several processes at once: on
 PostgreSQL it holds an advisory lock, on SQLite a ``BEGIN IMMEDIATE`` write lock.
+
+Alembic is imported by these functions, not with the module, so ``import schedule_sdk`` does not
+load it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from alembic import command
-from alembic.config import Config
-from alembic.runtime.migration import MigrationContext
-from alembic.script import ScriptDirectory
 from sqlalchemy import text
 from sqlalchemy.engine import Engine
 
 from schedule_sdk.adapters.stores.engine import WRITE, translate_errors
+
+if TYPE_CHECKING:
+    from alembic.config import Config
 
 VERSION_TABLE = "schedule_sdk_alembic_version"
 _LOCK_KEY = 0x5C4ED_5D4  # arbitrary constant for pg_advisory_xact_lock
 
 
 def _config() -> Config:
+    from alembic.config import Config
+
     config = Config()
     config.set_main_option("script_location", "schedule_sdk.adapters.stores:migrations")
     return config
 
 
 def head_revision() -> str | None:
+    from alembic.script import ScriptDirectory
+
     return ScriptDirectory.from_config(_config()).get_current_head()
 
 
 def current_revision(engine: Engine) -> str | None:
+    from alembic.runtime.migration import MigrationContext
+
     with translate_errors(), engine.connect() as conn:
         context = MigrationContext.configure(conn, opts={"version_table": VERSION_TABLE})
         return context.get_current_revision()
@@ -46,6 +54,8 @@ def upgrade(engine: Engine, revision: str = "head", *, attributes: Mapping[str, 
     ``{"timer_service_calls_fk": True}`` (they apply only to migrations not yet applied)."""
     if revision == "head" and current_revision(engine) == head_revision():
         return
+    from alembic import command
+
     config = _config()
     with translate_errors(), engine.connect() as conn:
         conn.execution_options(**{WRITE: True})

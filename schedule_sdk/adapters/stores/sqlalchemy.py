@@ -18,6 +18,7 @@ from sqlalchemy.engine import Connection, Dialect, Engine
 
 from schedule_sdk.adapters.stores import bulk, django, fire_minutes, joined, pg_claims, watch
 from schedule_sdk.adapters.stores.engine import WRITE, make_engine, translate_errors
+from schedule_sdk.adapters.stores.operator_reads import SQLOperatorReads
 from schedule_sdk.adapters.stores.tables import FINISHED_CONDITION, NOT_PENDING_CONDITION, UTCDateTime
 from schedule_sdk.adapters.stores.tables import schedule_fires as fires
 from schedule_sdk.adapters.stores.tables import schedule_jobs as t
@@ -393,7 +394,7 @@ def _sorted(rows: Sequence[Mapping[Any, Any]]) -> list[ScheduledJob]:
     return sorted((from_row(r) for r in rows), key=lambda j: (j.run_at, j.id))
 
 
-class SQLAlchemyJobStore(JobStore):
+class SQLAlchemyJobStore(JobStore, SQLOperatorReads):
     """The job store on SQLite (file) or PostgreSQL. Create the schema with
     :func:`schedule_sdk.adapters.stores.schema.upgrade` (the container does it at start-up)."""
 

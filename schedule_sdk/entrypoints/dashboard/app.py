@@ -15,7 +15,6 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Route
 
-from schedule_sdk.adapters.stores.sqlalchemy import SQLAlchemyJobStore
 from schedule_sdk.core.service import ScheduleService
 from schedule_sdk.domain import timing
 from schedule_sdk.domain.errors import JobNotFound, ScheduleError
@@ -27,12 +26,12 @@ from schedule_sdk.domain.jobs import (
     RepeatSpec,
     ScheduledJob,
 )
+from schedule_sdk.domain.overview import COUNT_CAP, WINDOWS
 from schedule_sdk.domain.status import FINISHED_STATUSES, JobStatus
 from schedule_sdk.domain.timers import TimerState
 from schedule_sdk.entrypoints.dashboard import coupling, plots
-from schedule_sdk.entrypoints.dashboard.reads import COUNT_CAP, WINDOWS, DashboardReads
 from schedule_sdk.entrypoints.dashboard.security import Access, AuthHook
-from schedule_sdk.ports import Clock
+from schedule_sdk.ports import Clock, JobStore, OperatorReads
 
 PAGE_SIZE = 50
 HISTORY_SIZE = 50
@@ -75,7 +74,8 @@ class Dashboard:
         self,
         *,
         service: ScheduleService,
-        store: SQLAlchemyJobStore,
+        store: JobStore,
+        reads: OperatorReads,
         clock: Clock,
         access: Access,
         title: str,
@@ -85,7 +85,7 @@ class Dashboard:
         self.clock = clock
         self.access = access
         self.title = title
-        self.reads = DashboardReads(store.engine)
+        self.reads = reads
         self.env = _environment()
 
     def routes(self) -> list[Route]:

@@ -12,8 +12,7 @@ from schedule_sdk.core.service import ScheduleService
 from schedule_sdk.domain.jobs import ScheduledJob
 from schedule_sdk.domain.status import OPEN_STATUSES
 from schedule_sdk.domain.timing import FireTime
-from schedule_sdk.entrypoints.dashboard.reads import DashboardReads
-from schedule_sdk.ports import JobStore
+from schedule_sdk.ports import JobStore, OperatorReads
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,7 +55,7 @@ class WorkerView:
     last_fire: datetime | None
 
 
-def workers(store: JobStore, reads: DashboardReads, now: datetime) -> tuple[list[WorkerView], bool]:
+def workers(store: JobStore, reads: OperatorReads, now: datetime) -> tuple[list[WorkerView], bool]:
     """The workers to show, and whether they come from the worker registry (False: a store
     without one; then the workers seen in the fire history of the last hour and in the claims
     held now)."""

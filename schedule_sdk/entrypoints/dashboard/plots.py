@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from schedule_sdk.entrypoints.dashboard.reads import Overview
+from schedule_sdk.domain.overview import Overview
 
 WIDTH, HEIGHT = 720, 180
 LEFT, BOTTOM, TOP = 48, 22, 8

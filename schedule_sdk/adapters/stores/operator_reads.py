@@ -1,18 +1,17 @@
-"""The dashboard's reads that go beyond :class:`~schedule_sdk.ScheduleService`: aggregates over
-the fire history and capped counts, as SQL on the SQLAlchemy store's engine.
+"""The operator's reads that go beyond the job store's own (:class:`~schedule_sdk.ports.OperatorReads`):
+aggregates over the fire history and capped counts, as SQL on the SQL job store's engine.
 
 Every statement is served by an index and reads a bounded number of rows: plots sum the
 per-minute summary of the fire history (``schedule_fire_minutes``, ``schedule_fire_failures``:
 at most 1,440 x 22 rows a day, however many fires) and never read the entries; the workers page
-reads one hour of entries (``ix_schedule_fires_fired``); counts stop at :data:`COUNT_CAP`; timer
-tenants are found by a loose index scan of the primary key. Nothing here loads every row of a
-table.
+reads one hour of entries (``ix_schedule_fires_fired``); counts stop at
+:data:`~schedule_sdk.domain.overview.COUNT_CAP`; timer tenants are found by a loose index scan of
+the primary key. Nothing here loads every row of a table.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -28,70 +27,19 @@ from schedule_sdk.adapters.stores.tables import schedule_fire_failures as fire_f
 from schedule_sdk.adapters.stores.tables import schedule_fire_minutes as fire_minutes
 from schedule_sdk.adapters.stores.tables import schedule_fires as fires
 from schedule_sdk.adapters.stores.tables import schedule_jobs as jobs
-from schedule_sdk.domain.history import LATENESS_BOUNDS
+from schedule_sdk.domain.overview import COUNT_CAP, WINDOWS, Bucket, Overview, SeenWorker, percentile_bound
 from schedule_sdk.domain.status import JobStatus
 from schedule_sdk.domain.timers import TimerEntry, TimerState
+from schedule_sdk.ports import OperatorReads
 
-#: Counts stop here (shown as "10,000+"): a count never reads more index entries than this.
-COUNT_CAP = 10_000
-
-#: Plot windows: minutes -> bucket length (a whole number of minutes).
-WINDOWS: dict[int, timedelta] = {
-    60: timedelta(minutes=1),
-    360: timedelta(minutes=10),
-    1440: timedelta(hours=1),
-}
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
-@dataclass(frozen=True, slots=True)
-class Bucket:
-    """One time bucket of the overview: fires (skips excluded), failures, lateness percentiles
-    (upper bound of the lateness class holding the percentile, in ms; None without fires)."""
+class SQLOperatorReads(OperatorReads):
+    """:class:`~schedule_sdk.ports.OperatorReads` as SQL on ``self.engine`` (SQLite or PostgreSQL):
+    the SQL job store inherits it."""
 
-    start: datetime
-    fires: int
-    failures: int
-    p50_ms: int | None
-    p99_ms: int | None
-
-
-@dataclass(frozen=True, slots=True)
-class Overview:
-    buckets: list[Bucket]
-    failures_by_topic: list[tuple[str, int]]
-    total_fires: int
-    total_failures: int
-    since: datetime
-    until: datetime
-
-
-@dataclass(frozen=True, slots=True)
-class SeenWorker:
-    """A worker as seen in the fire history and in the claims it holds now."""
-
-    worker_id: str
-    last_fire: datetime | None
-    fires: int
-    in_flight: int
-
-
-def _percentile(counts: dict[int, int], total: int, q: float) -> int | None:
-    if total == 0:
-        return None
-    rank, seen = q * total, 0
-    for cls in sorted(counts):
-        seen += counts[cls]
-        if seen >= rank:
-            return LATENESS_BOUNDS[min(cls, len(LATENESS_BOUNDS) - 1)]
-    return LATENESS_BOUNDS[-1]
-
-
-class DashboardReads:
-    """Aggregate reads on the database of a :class:`SQLAlchemyJobStore` (SQLite or PostgreSQL)."""
-
-    def __init__(self, engine: Engine) -> None:
-        self.engine = engine
+    engine: Engine
 
     def _rows(self, statement: sa.Executable, **params: Any) -> list[tuple[Any, ...]]:
         with translate_errors(), self.engine.connect() as conn:
@@ -164,8 +112,8 @@ class DashboardReads:
                     start=start,
                     fires=total,
                     failures=failures.get(number, 0),
-                    p50_ms=_percentile(classes, total, 0.50),
-                    p99_ms=_percentile(classes, total, 0.99),
+                    p50_ms=percentile_bound(classes, total, 0.50),
+                    p99_ms=percentile_bound(classes, total, 0.99),
                 )
             )
             start += step
