@@ -23,14 +23,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from datetime import datetime
 
-from ..domain.errors import InvalidTimerCommand, ScheduleValidationError
+from ..domain.errors import ScheduleUnavailable, ScheduleValidationError
 from ..domain.events import ScheduleArrivedEvent
 from ..domain.ids import new_id
 from ..domain.jobs import JobMetadata, RetryPolicy, ScheduledJob
 from ..domain.status import JobStatus
 from ..ports import Clock, ExecutionQueue, JobStore, JobTransaction, Occurrence
 from ..write_order import HandOff, write_order
-from .domain import TIMER_TOPIC, Envelope, ScheduleTimer, TimerEntry, TimerOutcome, to_ms
+from .domain import TIMER_TOPIC, Envelope, ScheduleTimer, TimerEntry, TimerOutcome, as_refusal, to_ms
 from .ports import MessageBus, Metrics, TimerStore
 
 logger = logging.getLogger(__name__)
@@ -73,26 +73,37 @@ class TimerService:
         return self._persist([command])[0]
 
     def handle_each(self, commands: Sequence[ScheduleTimer]) -> list[Result]:
-        """Persist many commands in one transaction; if one is refused, apply them one by one.
-        Returns an outcome or the refusal for each command, in order.
+        """Persist many commands in one transaction; if that fails for any reason other than the
+        store being unavailable (a refusal, or an exception nobody foresaw), apply them one by one,
+        so that only the command at fault is refused. Returns an outcome or the refusal for each
+        command, in order.
 
-        :raises StoreUnavailable: the store failed (nothing of the failed transaction was written).
+        :raises ScheduleUnavailable: the store failed (nothing of the failed transaction was written).
         """
         self._metrics.increment("timer.commands.received", len(commands))
         try:
             return list(self._persist(commands))
-        except InvalidTimerCommand as error:
+        except ScheduleUnavailable:
+            raise
+        except Exception as error:
             if len(commands) == 1:
-                self.rejected(error)
-                return [error]
+                return [self._refuse(error)]
         results: list[Result] = []
         for command in commands:
             try:
                 results.append(self._persist([command])[0])
-            except InvalidTimerCommand as error:
-                self.rejected(error)
-                results.append(error)
+            except ScheduleUnavailable:
+                raise
+            except Exception as error:
+                results.append(self._refuse(error))
         return results
+
+    def _refuse(self, error: Exception) -> ScheduleValidationError:
+        refusal = as_refusal(error, "persisting the command")
+        if refusal is not error:  # not a refusal: a defect somewhere; keep its traceback
+            logger.error("persisting a ScheduleTimer command raised %r", error, exc_info=error)
+        self.rejected(refusal)
+        return refusal
 
     def malformed(self, error: ScheduleValidationError, raw: bytes | str) -> None:
         """Record a command that could not be parsed (it counts as received, and as rejected)."""
