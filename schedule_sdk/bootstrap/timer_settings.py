@@ -38,6 +38,9 @@ class TimerSettings:
     )
     #: Where refused commands are copied (with the error in headers); empty: nowhere.
     dead_letter_subject: str = field(default="", metadata=env_var("TIMER_DEAD_LETTER_SUBJECT"))
+    #: Deliveries of one command before it is given up on (dead-lettered and terminated) while the
+    #: store keeps failing; a malformed command is refused at its first delivery regardless.
+    max_deliver: int = field(default=20, metadata=env_var("TIMER_MAX_DELIVER"))
     #: Create streams that do not exist yet (off: they must be provisioned beforehand).
     create_streams: bool = field(default=True, metadata=env_var("TIMER_CREATE_STREAMS"))
     #: Commands fetched and persisted per transaction.
@@ -59,7 +62,14 @@ class TimerSettings:
     metrics_port: int = field(default=0, metadata=env_var("TIMER_METRICS_PORT"))
 
     def __post_init__(self) -> None:
-        for name in ("polling_interval_ms", "batch_size", "intake_batch", "retry_attempts", "concurrency"):
+        for name in (
+            "polling_interval_ms",
+            "batch_size",
+            "intake_batch",
+            "retry_attempts",
+            "concurrency",
+            "max_deliver",
+        ):
             if getattr(self, name) < 1:
                 raise InvalidSetting(f"{name} must be at least 1")
         for name in ("publish_timeout", "lease_seconds"):

@@ -24,12 +24,20 @@ from dataclasses import replace
 from datetime import datetime
 
 from schedule_sdk.core.write_order import HandOff, write_order
-from schedule_sdk.domain.errors import InvalidTimerCommand, ScheduleValidationError
+from schedule_sdk.domain.errors import ScheduleUnavailable, ScheduleValidationError
 from schedule_sdk.domain.events import ScheduleArrivedEvent
 from schedule_sdk.domain.ids import new_id
 from schedule_sdk.domain.jobs import JobMetadata, RetryPolicy, ScheduledJob
 from schedule_sdk.domain.status import JobStatus
-from schedule_sdk.domain.timers import TIMER_TOPIC, Envelope, ScheduleTimer, TimerEntry, TimerOutcome, to_ms
+from schedule_sdk.domain.timers import (
+    TIMER_TOPIC,
+    Envelope,
+    ScheduleTimer,
+    TimerEntry,
+    TimerOutcome,
+    as_refusal,
+    to_ms,
+)
 from schedule_sdk.ports import (
     Clock,
     ExecutionQueue,
@@ -78,26 +86,37 @@ class TimerService:
         return self._persist([command])[0]
 
     def handle_each(self, commands: Sequence[ScheduleTimer]) -> list[Result]:
-        """Persist many commands in one transaction; if one is refused, apply them one by one.
-        Returns an outcome or the refusal for each command, in order.
+        """Persist many commands in one transaction; if that fails for any reason other than the
+        store being unavailable (a refusal, or an exception nobody foresaw), apply them one by one,
+        so that only the command at fault is refused. Returns an outcome or the refusal for each
+        command, in order.
 
-        :raises StoreUnavailable: the store failed (nothing of the failed transaction was written).
+        :raises ScheduleUnavailable: the store failed (nothing of the failed transaction was written).
         """
         self._metrics.increment("timer.commands.received", len(commands))
         try:
             return list(self._persist(commands))
-        except InvalidTimerCommand as error:
+        except ScheduleUnavailable:
+            raise
+        except Exception as error:
             if len(commands) == 1:
-                self.rejected(error)
-                return [error]
+                return [self._refuse(error)]
         results: list[Result] = []
         for command in commands:
             try:
                 results.append(self._persist([command])[0])
-            except InvalidTimerCommand as error:
-                self.rejected(error)
-                results.append(error)
+            except ScheduleUnavailable:
+                raise
+            except Exception as error:
+                results.append(self._refuse(error))
         return results
+
+    def _refuse(self, error: Exception) -> ScheduleValidationError:
+        refusal = as_refusal(error, "persisting the command")
+        if refusal is not error:  # not a refusal: a defect somewhere; keep its traceback
+            logger.error("persisting a ScheduleTimer command raised %r", error, exc_info=error)
+        self.rejected(refusal)
+        return refusal
 
     def malformed(self, error: ScheduleValidationError, raw: bytes | str) -> None:
         """Record a command that could not be parsed (it counts as received, and as rejected)."""

@@ -3,20 +3,26 @@
 On the wire everything is JSON with camelCase names (docs/reference/timer-messages.md) and ISO
 8601 UTC timestamps; inside, frozen dataclasses with aware UTC datetimes. Parsing raises
 :class:`InvalidTimerCommand` (code ``TIMER_INVALID_COMMAND``) for anything malformed, so a bad
-command never reaches the store.
+command never reaches the store. That includes what would only fail later, on one backend or
+deep in a driver: a body too large or nested too deep to decode safely, a NUL or lone surrogate
+in a text field, a due time that overflows when converted. One such command must never stall
+the intake of the others, so every way a body can be wrong is refused here, with the one error.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from enum import Enum, StrEnum
 from typing import Any
 
-from schedule_sdk.domain.errors import InvalidTimerCommand
+from schedule_sdk.domain.errors import InvalidTimerCommand, ScheduleValidationError
 from schedule_sdk.domain.ids import new_id
+from schedule_sdk.domain.text import unstorable_character
+from schedule_sdk.domain.timing import bounded_utc
 
 #: The ``schedule_jobs`` topic of the one-shot job that fires a timer.
 TIMER_TOPIC = "timer.due"
@@ -24,6 +30,16 @@ SCHEDULE_TIMER = "ScheduleTimer"
 DUE_TIME_REACHED = "DueTimeReached"
 #: Longest tenantId, serviceCallId and correlationId accepted (they are stored in job metadata too).
 MAX_ID_LENGTH = 255
+#: Largest command body accepted, in bytes (UTF-8): a command is a few hundred bytes; the rest is
+#: room for an envelope's other fields. Larger bodies are refused before they are decoded.
+MAX_COMMAND_BYTES = 64 * 1024
+#: Deepest nesting of JSON arrays and objects accepted in a command body (a command needs 2: an
+#: envelope around a payload). Checked before decoding: the decoder recurses once per level, so
+#: a body nested thousands deep would exhaust the stack (``RecursionError``), not fail as JSON.
+MAX_JSON_DEPTH = 32
+#: A JSON string (to its closing quote, or to the end of a truncated body) or a bracket. Strings
+#: are matched whole, possessively, so brackets inside them are skipped and the scan is linear.
+_JSON_STRUCTURE = re.compile(rb'"(?:[^"\\]++|\\.?)*+(?:"|\Z)|[\[\]{}]', re.DOTALL)
 
 
 class TimerState(StrEnum):
@@ -61,10 +77,10 @@ def parse_instant(value: object, name: str) -> datetime:
     try:
         parsed = datetime.fromisoformat(value)
     except ValueError as error:
-        raise InvalidTimerCommand(f"{name} is not an ISO 8601 timestamp: {value!r}") from error
+        raise InvalidTimerCommand(f"{name} is not an ISO 8601 timestamp: {value[:80]!r}") from error
     if parsed.tzinfo is None or parsed.utcoffset() is None:
         raise InvalidTimerCommand(f"{name} has no UTC offset (naive timestamps are refused): {value!r}")
-    return parsed.astimezone(UTC)
+    return bounded_utc(parsed, name, InvalidTimerCommand)
 
 
 def _describe(value: object) -> str:
@@ -78,15 +94,54 @@ def _check_id(value: object, name: str, *, optional: bool = False) -> None:
         raise InvalidTimerCommand(
             f"{name} must be a non-empty string of at most {MAX_ID_LENGTH} characters, not {_describe(value)}"
         )
+    problem = unstorable_character(value)
+    if problem is not None:
+        raise InvalidTimerCommand(f"{name} contains {problem}, which no store can hold")
+
+
+def as_refusal(error: Exception, stage: str) -> ScheduleValidationError:
+    """``error`` as the refusal of one command: itself if it is a validation error, else an
+    :class:`InvalidTimerCommand` naming it (chained as ``__cause__``). An exception nobody
+    foresaw while decoding or persisting one command is still that command's fault as far as
+    the intake is concerned: it is refused alone, so that it cannot hold up the others."""
+    if isinstance(error, ScheduleValidationError):
+        return error
+    refusal = InvalidTimerCommand(f"{stage} failed: {type(error).__name__}: {error}"[:500])
+    refusal.__cause__ = error
+    return refusal
+
+
+def _check_nesting(raw: bytes) -> None:
+    """Refuse ``raw`` if its arrays and objects nest deeper than :data:`MAX_JSON_DEPTH`. Fast
+    path: a body with no more brackets than that cannot nest deeper (a command has 1 or 2)."""
+    if raw.count(b"[") + raw.count(b"{") <= MAX_JSON_DEPTH:
+        return
+    depth = 0
+    for token in _JSON_STRUCTURE.finditer(raw):
+        char = token.group()
+        if char in (b"[", b"{"):
+            depth += 1
+            if depth > MAX_JSON_DEPTH:
+                raise InvalidTimerCommand(f"JSON nested deeper than {MAX_JSON_DEPTH} levels")
+        elif char in (b"]", b"}"):
+            depth -= 1
 
 
 def _load_object(data: str | bytes | Mapping[str, Any]) -> Mapping[str, Any]:
     if isinstance(data, Mapping):
         return data
+    raw = data.encode("utf-8", "surrogatepass") if isinstance(data, str) else data
+    if len(raw) > MAX_COMMAND_BYTES:
+        raise InvalidTimerCommand(
+            f"the command is {len(raw)} bytes; at most {MAX_COMMAND_BYTES} are accepted"
+        )
+    _check_nesting(raw)
     try:
         loaded = json.loads(data)
     except (ValueError, UnicodeDecodeError) as error:
         raise InvalidTimerCommand(f"not JSON: {error}") from error
+    except RecursionError as error:  # not reached after _check_nesting; kept so it can never escape
+        raise InvalidTimerCommand("JSON nested too deep to decode") from error
     if not isinstance(loaded, dict):
         raise InvalidTimerCommand(f"a ScheduleTimer command must be a JSON object, not {_describe(loaded)}")
     return loaded
@@ -97,7 +152,9 @@ class ScheduleTimer:
     """Schedule (or move) the timer of ``(tenant_id, service_call_id)`` to ``due_at``.
 
     ``due_at`` must be aware; it is kept in UTC, rounded up to the millisecond (never early).
-    A due time in the past is accepted: the timer fires at once.
+    A due time in the past is accepted: the timer fires at once. In UTC it must lie from
+    :data:`~schedule_sdk.domain.timing.MIN_INSTANT` to :data:`~schedule_sdk.domain.timing.MAX_INSTANT`.
+    The ids hold no NUL and no lone surrogate (:mod:`schedule_sdk.domain.text`).
     """
 
     tenant_id: str
@@ -113,7 +170,8 @@ class ScheduleTimer:
             raise InvalidTimerCommand(f"dueAt must be a datetime, not {_describe(self.due_at)}")
         if self.due_at.tzinfo is None or self.due_at.utcoffset() is None:
             raise InvalidTimerCommand("dueAt is naive: give it a timezone (naive datetimes are refused)")
-        object.__setattr__(self, "due_at", to_ms(self.due_at, up=True))
+        due_at = bounded_utc(self.due_at, "dueAt", InvalidTimerCommand)
+        object.__setattr__(self, "due_at", to_ms(due_at, up=True))
 
     @classmethod
     def from_json(cls, data: str | bytes | Mapping[str, Any]) -> ScheduleTimer:

@@ -115,6 +115,32 @@ def ensure_aware(value: datetime, field: str = "run_at") -> datetime:
     return value.astimezone(UTC)
 
 
+#: The earliest instant a stored timestamp may hold: the Unix epoch. Earlier years are not needed
+#: (a due time in the past fires at once) and years below 1000 do not format as ISO 8601.
+MIN_INSTANT = datetime(1970, 1, 1, tzinfo=UTC)
+#: The latest: a day before ``datetime.max``, so that converting an offset to UTC, rounding up to
+#: the millisecond or adding a short delay to a stored instant never overflows.
+MAX_INSTANT = datetime(9999, 12, 31, tzinfo=UTC)
+
+
+def bounded_utc(
+    value: datetime, field: str, error: type[ScheduleValidationError] = ScheduleValidationError
+) -> datetime:
+    """Return the aware ``value`` in UTC if it lies from :data:`MIN_INSTANT` to
+    :data:`MAX_INSTANT`; else raise ``error`` (a converting offset that overflows included: an
+    ``OverflowError`` never escapes)."""
+    try:
+        utc = value.astimezone(UTC)
+    except (OverflowError, ValueError) as exc:
+        raise error(f"{field} is out of range when converted to UTC: {value.isoformat()}") from exc
+    if not MIN_INSTANT <= utc <= MAX_INSTANT:
+        raise error(
+            f"{field} must lie from {MIN_INSTANT.isoformat()} to {MAX_INSTANT.isoformat()}, "
+            f"not {utc.isoformat()}"
+        )
+    return utc
+
+
 def _offset(tz: ZoneInfo, instant: datetime) -> timedelta:
     return instant.astimezone(tz).utcoffset() or timedelta(0)
 

@@ -51,11 +51,12 @@ class Probe:
         data = command if isinstance(command, bytes) else command.to_json()
         self.nats.run(self.nats.js.publish(self.names["command_subject"], data), 10)
 
-    def send_many(self, commands: list[ScheduleTimer]) -> None:
+    def send_many(self, commands: list[ScheduleTimer | bytes]) -> None:
+        """Publish all of ``commands`` in one burst (the consumer sees them in one fetch, or few)."""
+
         async def publish_all() -> None:
-            futures = [
-                await self.nats.js.publish_async(self.names["command_subject"], c.to_json()) for c in commands
-            ]
+            bodies = [c if isinstance(c, bytes) else c.to_json() for c in commands]
+            futures = [await self.nats.js.publish_async(self.names["command_subject"], b) for b in bodies]
             for future in futures:
                 await future
 

@@ -7,9 +7,11 @@ from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
+from schedule_sdk.domain import timers as timer_domain
 from schedule_sdk.domain.errors import InvalidTimerCommand, ScheduleValidationError
 from schedule_sdk.domain.ids import uuid7
-from schedule_sdk.domain.timers import format_instant, to_ms
+from schedule_sdk.domain.timers import MAX_COMMAND_BYTES, MAX_JSON_DEPTH, as_refusal, format_instant, to_ms
+from schedule_sdk.domain.timing import MAX_INSTANT, MIN_INSTANT
 from schedule_sdk.timer import Envelope, ScheduleTimer, TimerEntry
 
 VALID = {"tenantId": "t1", "serviceCallId": "sc1", "dueAt": "2026-11-21T10:00:00.123Z"}
@@ -70,6 +72,98 @@ def test_bad_commands_raise_the_typed_error(raw, fragment):
         ScheduleTimer.from_json(raw)
     assert caught.value.code == "TIMER_INVALID_COMMAND"
     assert isinstance(caught.value, ScheduleValidationError)
+
+
+def _raw_command(**fields: str) -> bytes:
+    """A command's JSON with ``fields`` replaced verbatim (JSON text, so escapes such as
+    ``"\\ud800"`` reach the decoder as they would on the wire)."""
+    values = {key: json.dumps(value) for key, value in VALID.items()} | fields
+    return ("{" + ",".join(f'"{key}":{value}' for key, value in values.items()) + "}").encode()
+
+
+#: Bodies that once escaped the decoder as something other than InvalidTimerCommand, or were
+#: accepted and then failed in the store: each must be refused at decode time, on every backend.
+POISON = [
+    pytest.param(_raw_command(dueAt='"9999-12-31T23:59:59.999999+00:00"'), "dueAt", id="due-at-overflows-ms"),
+    pytest.param(_raw_command(dueAt='"9999-12-31T23:00:00-05:00"'), "dueAt", id="due-at-overflows-utc"),
+    pytest.param(_raw_command(dueAt='"0001-01-01T00:00:00+01:00"'), "dueAt", id="due-at-underflows-utc"),
+    pytest.param(_raw_command(dueAt='"0999-01-01T00:00:00Z"'), "dueAt", id="due-at-before-1970"),
+    pytest.param(b"[" * 100_000 + b"]" * 100_000, "bytes", id="nested-100k-deep"),
+    pytest.param(b"[" * 20_000 + b"]" * 20_000, "nested deeper", id="nested-20k-deep-under-size-limit"),
+    pytest.param(_raw_command(extra="[" * 33 + "]" * 33), "nested deeper", id="nested-33-deep-in-a-field"),
+    pytest.param(b"[" * 20_000, "nested deeper", id="unclosed-brackets"),
+    pytest.param(_raw_command(tenantId='"\\ud800"'), "lone surrogate", id="lone-surrogate-tenant"),
+    pytest.param(_raw_command(serviceCallId='"a\\udfffb"'), "lone surrogate", id="lone-surrogate-call"),
+    pytest.param(_raw_command(correlationId='"\\ud800"'), "correlationId", id="lone-surrogate-correlation"),
+    pytest.param(_raw_command(tenantId='"a\\u0000b"'), "NUL", id="nul-tenant"),
+    pytest.param(_raw_command(serviceCallId='"\\u0000"'), "NUL", id="nul-call"),
+    pytest.param(_raw_command(correlationId='"c\\u0000"'), "NUL", id="nul-correlation"),
+    pytest.param(_raw_command(extra=json.dumps("x" * 70_000)), "bytes", id="too-large"),
+]
+
+
+@pytest.mark.parametrize(("raw", "fragment"), POISON)
+def test_poison_commands_are_refused_at_decode_time(raw, fragment):
+    for data in (raw, raw.decode("utf-8")):  # bytes from a broker, or text
+        with pytest.raises(InvalidTimerCommand, match=fragment) as caught:
+            ScheduleTimer.from_json(data)
+        assert caught.value.code == "TIMER_INVALID_COMMAND"
+
+
+def test_lone_surrogates_in_python_text_are_refused_too():
+    text = '{"tenantId": "\ud800", "serviceCallId": "sc1", "dueAt": "2026-11-21T10:00:00Z"}'
+    with pytest.raises(InvalidTimerCommand, match="lone surrogate"):
+        ScheduleTimer.from_json(text)
+    with pytest.raises(InvalidTimerCommand, match="lone surrogate"):
+        ScheduleTimer.from_json({**VALID, "tenantId": "\udc00"})
+
+
+def test_the_limits_themselves_are_accepted():
+    deepest = "[" * (MAX_JSON_DEPTH - 1) + "]" * (MAX_JSON_DEPTH - 1)  # + the command object itself
+    assert ScheduleTimer.from_json(_raw_command(extra=deepest)).tenant_id == "t1"
+    brackets_in_text = json.dumps("[{" * 1000 + '\\"')  # brackets inside strings are not nesting
+    assert ScheduleTimer.from_json(_raw_command(extra=brackets_in_text)).tenant_id == "t1"
+    padding = MAX_COMMAND_BYTES - len(_raw_command(extra='""'))
+    largest = _raw_command(extra=json.dumps("x" * padding))
+    assert len(largest) == MAX_COMMAND_BYTES
+    assert ScheduleTimer.from_json(largest).tenant_id == "t1"
+    latest = ScheduleTimer.from_json({**VALID, "dueAt": "9999-12-31T00:00:00Z"})
+    assert latest.due_at == MAX_INSTANT
+    earliest = ScheduleTimer.from_json({**VALID, "dueAt": "1970-01-01T00:00:00Z"})
+    assert earliest.due_at == MIN_INSTANT
+
+
+def test_a_recursion_error_from_the_decoder_is_refused_too(monkeypatch):
+    """Should the nesting pre-check ever let a deep body through, the decoder's RecursionError
+    is still turned into the typed refusal."""
+    monkeypatch.setattr(timer_domain, "MAX_JSON_DEPTH", 10**9)
+    with pytest.raises(InvalidTimerCommand, match="too deep"):
+        ScheduleTimer.from_json(b"[" * 20_000 + b"]" * 20_000)
+
+
+def test_python_construction_refuses_what_parsing_refuses():
+    due = datetime(2026, 1, 1, tzinfo=UTC)
+    with pytest.raises(InvalidTimerCommand, match="NUL"):
+        ScheduleTimer(tenant_id="a\x00", service_call_id="s", due_at=due)
+    with pytest.raises(InvalidTimerCommand, match="lone surrogate"):
+        ScheduleTimer(tenant_id="t", service_call_id="\ud800", due_at=due)
+    with pytest.raises(InvalidTimerCommand, match="dueAt"):
+        ScheduleTimer(tenant_id="t", service_call_id="s", due_at=datetime.max.replace(tzinfo=UTC))
+    with pytest.raises(InvalidTimerCommand, match="dueAt"):
+        ScheduleTimer(
+            tenant_id="t",
+            service_call_id="s",
+            due_at=datetime.min.replace(tzinfo=timezone(timedelta(hours=1))),
+        )
+
+
+def test_unexpected_exceptions_become_the_typed_refusal():
+    cause = UnicodeEncodeError("utf-8", "\ud800", 0, 1, "surrogates not allowed")
+    refusal = as_refusal(cause, "persisting the command")
+    assert isinstance(refusal, InvalidTimerCommand) and refusal.__cause__ is cause
+    assert "UnicodeEncodeError" in str(refusal)
+    already = InvalidTimerCommand("bad")
+    assert as_refusal(already, "decoding") is already
 
 
 def test_python_construction_refuses_naive_datetimes():

@@ -127,3 +127,182 @@ def test_many_tenants_never_see_each_others_events(nats_timer, probe):
     assert wait_until(lambda: len(probe.envelopes) == 5, timeout=10)
     assert sorted(probe.keys()) == [(f"tenant-{t}", "same-call") for t in range(5)]
     assert all(e.tenant_id == e.payload.tenant_id for e in probe.envelopes)
+
+
+# -- poison commands: one bad command must never stall the intake of the others ----------------
+
+#: Each of these once left its whole batch un-acked and redelivered forever (an exception other
+#: than InvalidTimerCommand while decoding, or a store that failed on the batch). Valid commands
+#: sent around them must still be stored at once.
+POISON = [
+    pytest.param(
+        b'{"tenantId":"t","serviceCallId":"x","dueAt":"9999-12-31T23:59:59.999999+00:00"}', id="overflow"
+    ),
+    pytest.param(b"[" * 100_000 + b"]" * 100_000, id="nested-100k-deep"),
+    pytest.param(
+        b'{"tenantId":"\\ud800","serviceCallId":"x","dueAt":"2026-11-21T10:00:00Z"}', id="surrogate"
+    ),
+    pytest.param(b'{"tenantId":"a\\u0000b","serviceCallId":"x","dueAt":"2026-11-21T10:00:00Z"}', id="nul"),
+]
+#: How soon the valid commands of a burst must be stored (the consumer fetches every 0.5 s at most).
+STORED_WITHIN = 1.5
+LATER = 3_600_000  # ms: due well after the test, so "stored" is all that is looked at
+
+
+def _stored(timer, *keys):
+    return all(timer.queries.get(tenant, call) is not None for tenant, call in keys)
+
+
+def _consumer(probe):
+    return probe.nats.run(
+        probe.nats.js.consumer_info(probe.names["command_stream"], probe.names["consumer"]), 5
+    )
+
+
+def _settled(probe):
+    info = _consumer(probe)
+    return info.num_ack_pending == 0 and info.num_pending == 0
+
+
+@pytest.mark.parametrize("poison", POISON)
+def test_a_poison_command_is_dead_lettered_and_never_holds_up_other_tenants(nats_timer, probe, poison):
+    timer = nats_timer()  # on each store backend (timer_db): the NUL case included on PostgreSQL
+    probe.listen()
+    probe.send_many([command("tenant-a", "ok-a", ms=LATER), poison, command("tenant-b", "ok-b", ms=LATER)])
+    assert wait_until(
+        lambda: _stored(timer, ("tenant-a", "ok-a"), ("tenant-b", "ok-b")), timeout=STORED_WITHIN
+    )
+    assert wait_until(lambda: len(probe.dead) == 1, timeout=5)
+    raw, headers = probe.dead[0]
+    assert raw == poison
+    assert headers["Timer-Error-Code"] == "TIMER_INVALID_COMMAND" and headers["Timer-Error"]
+    assert headers["Timer-Source-Subject"] == probe.names["command_subject"]
+    assert wait_until(lambda: _settled(probe), timeout=5)  # acked or terminated: nothing left to redeliver
+    assert _consumer(probe).num_redelivered == 0
+    assert timer.metrics.count("timer.commands.rejected") == 1
+    with timer.engine.begin() as conn:  # nothing written for it
+        import sqlalchemy as sa
+
+        assert conn.execute(sa.text("SELECT count(*) FROM timer_schedules")).scalar() == 2
+
+
+def test_an_unforeseen_failure_persisting_a_batch_refuses_only_the_guilty_command(nats_timer, probe):
+    """A sink whose handle_each raises something other than ScheduleUnavailable for a batch: the
+    source retries its commands one by one, stores the others, dead-letters the one at fault."""
+    timer = nats_timer()
+    probe.listen()
+    persist = timer.service.handle_each
+
+    def failing_on_guilty(commands):
+        if any(c.service_call_id == "guilty" for c in commands):
+            raise RuntimeError("a defect triggered by one command")
+        return persist(commands)
+
+    timer.service.handle_each = failing_on_guilty  # what the consumer calls
+    guilty = command("tenant-x", "guilty", ms=LATER)
+    probe.send_many([command("tenant-a", "ok-a", ms=LATER), guilty, command("tenant-b", "ok-b", ms=LATER)])
+    assert wait_until(
+        lambda: _stored(timer, ("tenant-a", "ok-a"), ("tenant-b", "ok-b")), timeout=STORED_WITHIN
+    )
+    assert wait_until(lambda: len(probe.dead) == 1, timeout=5)
+    raw, headers = probe.dead[0]
+    assert raw == guilty.to_json()
+    assert headers["Timer-Error-Code"] == "TIMER_INVALID_COMMAND" and "RuntimeError" in headers["Timer-Error"]
+    assert wait_until(lambda: _settled(probe), timeout=5)
+    assert _consumer(probe).num_redelivered == 0
+    assert timer.queries.get("tenant-x", "guilty") is None
+
+
+def test_a_store_error_on_one_command_refuses_only_that_command(nats_timer, probe):
+    """The timer service itself: an exception from the store that is not the store being down
+    (here a driver error on one row) refuses that command alone; the rest of the batch is stored."""
+    timer = nats_timer()
+    probe.listen()
+    insert_many = timer.timers.insert_many
+
+    def failing_on_guilty(tx, entries):
+        if any(e.service_call_id == "guilty" for e in entries):
+            raise UnicodeEncodeError("utf-8", "guilty", 0, 1, "cannot be encoded")
+        return insert_many(tx, entries)
+
+    timer.timers.insert_many = failing_on_guilty  # the service's store
+    guilty = command("tenant-x", "guilty", ms=LATER)
+    probe.send_many([command("tenant-a", "ok-a", ms=LATER), guilty, command("tenant-b", "ok-b", ms=LATER)])
+    assert wait_until(
+        lambda: _stored(timer, ("tenant-a", "ok-a"), ("tenant-b", "ok-b")), timeout=STORED_WITHIN
+    )
+    assert wait_until(lambda: len(probe.dead) == 1, timeout=5)
+    raw, headers = probe.dead[0]
+    assert raw == guilty.to_json()
+    assert (
+        headers["Timer-Error-Code"] == "TIMER_INVALID_COMMAND"
+        and "UnicodeEncodeError" in headers["Timer-Error"]
+    )
+    assert wait_until(lambda: _settled(probe), timeout=5)
+    assert _consumer(probe).num_redelivered == 0
+    assert timer.metrics.count("timer.commands.rejected") == 1
+
+
+def test_redelivery_after_store_failures_is_capped_then_dead_lettered(nats_timer, probe):
+    """The store keeps failing on one command: the batch is redelivered (1 s, then 2 s later) up
+    to max_deliver; at the last delivery each command is tried alone, so the others are stored
+    and the one the store keeps failing on is dead-lettered with the store's error code."""
+    timer = nats_timer(max_deliver=3)
+    probe.listen()
+    persist = timer.service.handle_each
+    deliveries = []
+
+    def failing_on_stuck(commands):
+        if any(c.service_call_id == "stuck" for c in commands):
+            deliveries.append(len(commands))
+            raise StoreUnavailable("the job store rejected a write")
+        return persist(commands)
+
+    timer.service.handle_each = failing_on_stuck
+    stuck = command("tenant-x", "stuck", ms=LATER)
+    probe.send_many([command("tenant-a", "ok-a", ms=LATER), stuck, command("tenant-b", "ok-b", ms=LATER)])
+    assert wait_until(lambda: len(probe.dead) == 1, timeout=15)
+    raw, headers = probe.dead[0]
+    assert raw == stuck.to_json()
+    assert headers["Timer-Error-Code"] == "SCHEDULE_STORE_UNAVAILABLE"
+    assert "after 3 deliveries" in headers["Timer-Error"]
+    assert _stored(timer, ("tenant-a", "ok-a"), ("tenant-b", "ok-b"))
+    assert timer.queries.get("tenant-x", "stuck") is None
+    assert wait_until(lambda: _settled(probe), timeout=5)
+    info = _consumer(probe)
+    assert info.config.max_deliver == 3
+    assert len(deliveries) == 3 + (deliveries[0] > 1)  # 3 deliveries, the last one also alone
+    assert len(probe.dead) == 1
+
+
+def test_an_existing_consumer_that_redelivered_forever_gets_the_cap(nats_timer, probe):
+    """A durable consumer created with max_deliver=-1 (by an earlier release) is updated at start."""
+    from nats.js.api import AckPolicy, ConsumerConfig
+
+    probe.ensure_streams()
+    names = probe.names
+    old = ConsumerConfig(
+        durable_name=names["consumer"],
+        ack_policy=AckPolicy.EXPLICIT,
+        ack_wait=30.0,
+        max_deliver=-1,
+        filter_subject=names["command_subject"],
+    )
+    probe.nats.run(probe.nats.js.add_consumer(names["command_stream"], config=old), 5)
+    assert _consumer(probe).config.max_deliver == -1
+    timer = nats_timer()
+    assert _consumer(probe).config.max_deliver == timer.settings.max_deliver == 20
+    probe.listen()
+    probe.send(command("tenant-a", "ok-a", ms=LATER))
+    assert wait_until(lambda: _stored(timer, ("tenant-a", "ok-a")), timeout=5)
+
+
+def test_redelivery_delays_double_up_to_a_cap_and_max_deliver_is_a_setting():
+    from schedule_sdk.adapters.brokers.nats import MAX_NAK_DELAY, _nak_delay
+    from schedule_sdk.domain.errors import InvalidSetting
+
+    assert [_nak_delay(n) for n in range(1, 8)] == [1.0, 2.0, 4.0, 8.0, 16.0, 30.0, 30.0]
+    assert _nak_delay(10**6) == MAX_NAK_DELAY  # a consumer that redelivered forever before
+    assert TimerSettings.load({}, environ={"TIMER_MAX_DELIVER": "5"}).max_deliver == 5
+    with pytest.raises(InvalidSetting, match="max_deliver"):
+        TimerSettings.load({"max_deliver": 0}, environ={})

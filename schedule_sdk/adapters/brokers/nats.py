@@ -9,7 +9,11 @@ disconnected a publish fails at once (the fire is retried by the core) and the c
 - :class:`JetStreamCommandSource` pulls ScheduleTimer commands through a durable consumer with
   explicit acks: a batch is persisted in one transaction, then each message is acked. A malformed
   or refused command is terminated (never redelivered), logged, counted, and copied to the
-  dead-letter subject if one is configured. A store failure naks the batch for redelivery.
+  dead-letter subject if one is configured; so is any command whose decoding raises anything at
+  all, and, when persisting a batch fails for another reason than the store being unavailable,
+  the one command that fails when the batch is retried one by one. A store failure naks the
+  batch for redelivery with a growing delay, up to ``max_deliver`` deliveries: then the command
+  is dead-lettered and terminated, so nothing is redelivered forever.
 """
 
 from __future__ import annotations
@@ -28,11 +32,12 @@ from nats.js.errors import NotFoundError
 from schedule_sdk.domain.backoff import Reconnect
 from schedule_sdk.domain.errors import (
     BrokerUnavailable,
-    InvalidTimerCommand,
+    InvalidSetting,
     ScheduleError,
+    ScheduleUnavailable,
     ScheduleValidationError,
 )
-from schedule_sdk.domain.timers import Envelope, ScheduleTimer
+from schedule_sdk.domain.timers import Envelope, ScheduleTimer, as_refusal
 from schedule_sdk.ports import CommandSink, CommandSource, MessageBus
 
 logger = logging.getLogger(__name__)
@@ -140,6 +145,15 @@ class JetStreamBus(MessageBus):
 
 
 class JetStreamCommandSource(CommandSource):
+    """ScheduleTimer commands from a durable pull consumer; see the module docstring.
+
+    One command must never hold up the others, whatever is wrong with it: decoding refuses a
+    body on its own (any exception), a batch that fails to persist for a reason other than the
+    store being unavailable is retried one command at a time, and a command the store keeps
+    failing on is redelivered at most ``max_deliver`` times (the consumer's ``max_deliver`` too),
+    then dead-lettered and terminated.
+    """
+
     def __init__(
         self,
         nats_loop: NatsLoop,
@@ -150,7 +164,10 @@ class JetStreamCommandSource(CommandSource):
         batch: int = 256,
         dead_letter_subject: str = "",
         ack_wait: float = 30.0,
+        max_deliver: int = 20,
     ) -> None:
+        if max_deliver < 1:
+            raise InvalidSetting("max_deliver must be at least 1")
         self._nats = nats_loop
         self._stream = stream
         self._subject = subject
@@ -158,22 +175,46 @@ class JetStreamCommandSource(CommandSource):
         self._batch = batch
         self._dead_letter = dead_letter_subject
         self._ack_wait = ack_wait
+        self._max_deliver = max_deliver
         self._stopping = threading.Event()
         self._task: Future[None] | None = None
 
     def start(self, sink: CommandSink) -> None:
-        config = ConsumerConfig(
-            durable_name=self._durable, ack_policy=AckPolicy.EXPLICIT, ack_wait=self._ack_wait, max_deliver=-1
-        )
-        subscribe = self._nats.js.pull_subscribe(
-            self._subject, durable=self._durable, stream=self._stream, config=config
-        )
         try:
-            subscription = self._nats.run(subscribe, 10)
+            subscription = self._nats.run(self._subscribe(), 10)
         except Exception as error:
             raise BrokerUnavailable(f"cannot consume {self._stream}/{self._durable}: {error!r}") from error
         self._stopping.clear()
         self._task = self._nats.submit(self._consume(subscription, sink))
+
+    async def _subscribe(self) -> Any:
+        """Bind to the durable consumer, creating it, or updating its ``max_deliver`` and
+        ``ack_wait`` when it was created with other values (``pull_subscribe`` only creates a
+        missing consumer: an existing one, say from a release that redelivered forever, would
+        keep its old config). Should the server refuse the update, the cap still holds: the
+        source itself stops redelivering at ``max_deliver``."""
+        config = ConsumerConfig(
+            durable_name=self._durable,
+            ack_policy=AckPolicy.EXPLICIT,
+            ack_wait=self._ack_wait,
+            max_deliver=self._max_deliver,
+        )
+        js = self._nats.js
+        try:
+            info = await js.consumer_info(self._stream, self._durable)
+        except NotFoundError:
+            info = None
+        if info is not None and (
+            info.config.max_deliver != self._max_deliver or info.config.ack_wait != self._ack_wait
+        ):
+            update = info.config.evolve(max_deliver=self._max_deliver, ack_wait=self._ack_wait)
+            try:
+                await js.add_consumer(self._stream, config=update)
+            except Exception as error:  # an older server: the source's own cap still applies
+                logger.warning("could not update consumer %s/%s: %r", self._stream, self._durable, error)
+        return await js.pull_subscribe(
+            self._subject, durable=self._durable, stream=self._stream, config=config
+        )
 
     def stop(self) -> None:
         self._stopping.set()
@@ -209,32 +250,121 @@ class JetStreamCommandSource(CommandSource):
             try:
                 commands.append(ScheduleTimer.from_json(message.data))
                 accepted.append(message)
-            except InvalidTimerCommand as error:
-                sink.malformed(error, message.data)
-                await self._refuse(message, error)
+            except Exception as error:  # whatever the body does to the decoder, it is refused alone
+                refusal = as_refusal(error, "decoding the command")
+                if refusal is not error:
+                    logger.error("decoding a ScheduleTimer command raised %r", error, exc_info=error)
+                sink.malformed(refusal, message.data)
+                await self._refuse(message, refusal)
         if not commands:
             return
         try:
-            results = await asyncio.get_running_loop().run_in_executor(None, sink.handle_each, commands)
-        except ScheduleError as error:
+            results = await self._persist(sink, commands)
+        except ScheduleUnavailable as error:
+            await self._store_failed(list(zip(accepted, commands, strict=True)), sink, error)
+            return
+        except Exception as error:  # not the store being down: one of the commands is at fault
             logger.warning(
-                "persisting %d ScheduleTimer commands failed (%s); redelivering", len(commands), error
+                "persisting %d ScheduleTimer commands failed (%r); one by one", len(commands), error
             )
-            for message in accepted:
-                await message.nak(delay=1.0)
+            await self._one_by_one(list(zip(accepted, commands, strict=True)), sink)
             return
         for message, result in zip(accepted, results, strict=True):
-            if isinstance(result, ScheduleValidationError):
-                await self._refuse(message, result)
-            else:
-                await message.ack()
+            await self._settle(message, result)
 
-    async def _refuse(self, message: Any, error: ScheduleValidationError) -> None:
+    async def _persist(self, sink: CommandSink, commands: list[ScheduleTimer]) -> Sequence[object]:
+        return await asyncio.get_running_loop().run_in_executor(None, sink.handle_each, commands)
+
+    async def _settle(self, message: Any, result: object) -> None:
+        if isinstance(result, ScheduleValidationError):
+            await self._refuse(message, result)
+        else:
+            await _quietly(message.ack(), "ack")
+
+    async def _one_by_one(self, pending: list[tuple[Any, ScheduleTimer]], sink: CommandSink) -> None:
+        """Persist each command alone: the one that fails alone is refused, the others are acked."""
+        for message, command in pending:
+            try:
+                (result,) = await self._persist(sink, [command])
+            except ScheduleUnavailable as error:
+                await self._store_failed([(message, command)], sink, error)
+                continue
+            except Exception as error:
+                result = as_refusal(error, "persisting the command")
+                sink.malformed(result, message.data)
+            await self._settle(message, result)
+
+    async def _store_failed(
+        self, pending: list[tuple[Any, ScheduleTimer]], sink: CommandSink, error: ScheduleUnavailable
+    ) -> None:
+        """The store failed. The batch is redelivered after a delay that doubles per delivery (up
+        to :data:`MAX_NAK_DELAY`), until a command's last delivery: then, when several commands
+        failed together, each is first tried alone (a command that made the store fail must not
+        take the others with it), and one that still fails is dead-lettered and terminated."""
+        last = [item for item in pending if _deliveries(item[0]) >= self._max_deliver]
+        if last and len(pending) > 1:
+            await self._one_by_one(pending, sink)
+            return
+        for message, _ in pending:
+            delivered = _deliveries(message)
+            if delivered >= self._max_deliver:
+                logger.error(
+                    "ScheduleTimer command not persisted after %d deliveries (%s); giving up: %r",
+                    delivered,
+                    error,
+                    message.data[:200],
+                )
+                await self._refuse(message, error, f"not persisted after {delivered} deliveries: {error}")
+            else:
+                await _quietly(message.nak(delay=_nak_delay(delivered)), "nak")
+        if len(pending) > len(last):
+            logger.warning(
+                "persisting %d ScheduleTimer commands failed (%s); redelivering", len(pending), error
+            )
+
+    async def _refuse(self, message: Any, error: ScheduleError, reason: str | None = None) -> None:
+        """Copy ``message`` to the dead-letter subject (if any) with the reason, then terminate it.
+        If the copy cannot be published (disconnected), the message is nak'd instead, to be
+        refused again at its next delivery rather than terminated without its copy."""
         if self._dead_letter:
             headers = {
                 "Timer-Error-Code": error.code,
-                "Timer-Error": " ".join(str(error).split())[:500],
+                "Timer-Error": " ".join((reason or str(error)).split())[:500],
                 "Timer-Source-Subject": str(message.subject),
             }
-            await self._nats.nc.publish(self._dead_letter, message.data, headers=headers)
-        await message.term()
+            try:
+                await self._nats.nc.publish(self._dead_letter, message.data, headers=headers)
+            except Exception as publish_error:
+                logger.warning(
+                    "dead-lettering a ScheduleTimer command failed (%r); redelivering", publish_error
+                )
+                await _quietly(message.nak(delay=1.0), "nak")
+                return
+        await _quietly(message.term(), "term")
+
+
+#: Longest delay before a command the store failed on is redelivered, in seconds.
+MAX_NAK_DELAY = 30.0
+
+
+def _nak_delay(delivered: int) -> float:
+    """Seconds before the next delivery after the ``delivered``-th failed: 1, 2, 4, ... up to
+    :data:`MAX_NAK_DELAY` (the exponent is bounded first: a float power overflows)."""
+    return min(2.0 ** min(delivered - 1, 16), MAX_NAK_DELAY)
+
+
+def _deliveries(message: Any) -> int:
+    """How many times JetStream has delivered ``message``, this time included (1 if unknown)."""
+    try:
+        return int(message.metadata.num_delivered)
+    except Exception:  # not a JetStream message (no ack subject to read it from)
+        return 1
+
+
+async def _quietly(settle: Coroutine[Any, Any, Any], what: str) -> None:
+    """Ack, nak or term one message; a failure (disconnected) only leaves that message to be
+    redelivered after ``ack_wait``, so it must not stop the others of the batch being settled."""
+    try:
+        await settle
+    except Exception as error:
+        logger.warning("could not %s a ScheduleTimer command: %r", what, error)
