@@ -22,7 +22,6 @@ from schedule_sdk.domain.errors import (
     JobNotFound,
     NotReschedulable,
     NotTriggerable,
-    RunAtInPast,
     ScheduleError,
 )
 from schedule_sdk.domain.history import FireRecord
@@ -39,7 +38,7 @@ from schedule_sdk.domain.jobs import (
     encode_json,
     repeated_request_id,
 )
-from schedule_sdk.domain.status import FINISHED_STATUSES, OPEN_STATUSES, JobStatus, check_transition
+from schedule_sdk.domain.status import FINISHED_STATUSES, OPEN_STATUSES, JobStatus
 from schedule_sdk.domain.timing import FireTime
 from schedule_sdk.ports import (
     Clock,
@@ -306,33 +305,7 @@ class ScheduleService:
         now = self._clock.now()
         if spec.payload is not None and len(encode_json(spec.payload).encode()) > self._max_payload_bytes:
             raise InvalidPayload(f"payload is larger than {self._max_payload_bytes} bytes")
-        if isinstance(spec, OneShotSpec):
-            if spec.run_at < now:
-                raise RunAtInPast(f"run_at {spec.run_at.isoformat()} is before now ({now.isoformat()})")
-            first, repeat, limit, ends_at = spec.run_at, None, None, None
-        else:
-            repeat, limit, ends_at = spec.repeat, spec.limit, spec.ends_at
-            first = spec.first_occurrence(now)
-            if ends_at is not None and first > ends_at:
-                raise RunAtInPast(f"the first occurrence {first.isoformat()} is after ends_at")
-        return ScheduledJob(
-            id=new_id(),
-            topic=spec.topic,
-            status=JobStatus.PENDING,
-            run_at=first,
-            scheduled_for=first,
-            timezone=spec.timezone,
-            payload=spec.payload,
-            metadata=spec.metadata,
-            repeat=repeat,
-            retry=spec.retry,
-            limit=limit,
-            ends_at=ends_at,
-            misfire=spec.misfire,
-            created_at=now,
-            updated_at=now,
-            trace_context=self._tracing.capture(),
-        )
+        return ScheduledJob.first_of(spec, new_id(), now, trace_context=self._tracing.capture())
 
     def _new_jobs(self, specs: Sequence[JobSpec]) -> builtins.list[ScheduledJob]:
         """``_new_job`` for each spec, then refuse a ``client_request_id`` used twice in ``specs``
@@ -447,8 +420,7 @@ def cancel_row(
         if replaced_by is None:
             return None
         raise NotReschedulable(job_id, job.status.value)
-    check_transition(job.status, JobStatus.CANCELLED)
-    cancelled = job.evolve(status=JobStatus.CANCELLED, claimed_by=None, claimed_until=None, updated_at=now)
+    cancelled = job.moved(JobStatus.CANCELLED, now, claimed_by=None, claimed_until=None)
     if replaced_by is not None:
         cancelled = cancelled.evolve(rescheduled_to=replaced_by)
     if not tx.update(cancelled, Guard(OPEN_STATUSES)) and replaced_by is not None:
@@ -465,7 +437,7 @@ def paused(job: ScheduledJob, now: datetime) -> ScheduledJob | None:
     if job.status is JobStatus.PAUSED:
         return None
     _refuse_finished(job)
-    return job.evolve(status=JobStatus.PAUSED, claimed_by=None, claimed_until=None, updated_at=now)
+    return job.moved(JobStatus.PAUSED, now, claimed_by=None, claimed_until=None)
 
 
 def resumed(job: ScheduledJob, now: datetime) -> ScheduledJob | None:
@@ -473,7 +445,7 @@ def resumed(job: ScheduledJob, now: datetime) -> ScheduledJob | None:
     if job.status is not JobStatus.PAUSED:
         _refuse_finished(job)
         return None
-    return job.evolve(status=JobStatus.PENDING, updated_at=now)
+    return job.moved(JobStatus.PENDING, now)
 
 
 def triggered(job: ScheduledJob, now: datetime) -> ScheduledJob | None:

@@ -27,8 +27,7 @@ from schedule_sdk.core.write_order import HandOff, write_order
 from schedule_sdk.domain.errors import ScheduleUnavailable, ScheduleValidationError
 from schedule_sdk.domain.events import ScheduleArrivedEvent
 from schedule_sdk.domain.ids import new_id
-from schedule_sdk.domain.jobs import JobMetadata, RetryPolicy, ScheduledJob
-from schedule_sdk.domain.status import JobStatus
+from schedule_sdk.domain.jobs import JobMetadata, OneShotSpec, RetryPolicy, ScheduledJob
 from schedule_sdk.domain.timers import (
     TIMER_TOPIC,
     Envelope,
@@ -238,22 +237,19 @@ class TimerService:
         armed.enqueue([Occurrence.of(job) for job in jobs])
 
     def _job(self, entry: TimerEntry, now: datetime) -> ScheduledJob:
-        return ScheduledJob(
-            id=new_id(),
+        """The one-shot job that fires ``entry`` (at once if it is already due), validated as
+        any job is."""
+        spec = OneShotSpec(
             topic=TIMER_TOPIC,
-            status=JobStatus.PENDING,
             run_at=entry.due_at,
-            scheduled_for=entry.due_at,
             timezone="UTC",
             payload={"tenantId": entry.tenant_id, "serviceCallId": entry.service_call_id},
             metadata=JobMetadata(
                 tenant_id=entry.tenant_id, owner_id=entry.service_call_id, correlation_id=entry.correlation_id
             ),
-            repeat=None,
             retry=self._retry,
-            created_at=now,
-            updated_at=now,
         )
+        return ScheduledJob.first_of(spec, new_id(), now, past_allowed=True)
 
 
 def _key(command: ScheduleTimer) -> tuple[str, str]:

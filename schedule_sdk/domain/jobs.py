@@ -24,8 +24,9 @@ from schedule_sdk.domain.errors import (
     InvalidRetry,
     InvalidTimezone,
     InvalidTopic,
+    RunAtInPast,
 )
-from schedule_sdk.domain.status import JobStatus
+from schedule_sdk.domain.status import JobStatus, check_transition
 
 JsonObject = Mapping[str, Any]
 
@@ -388,6 +389,49 @@ class ScheduledJob:
     #: captured, e.g. W3C ``traceparent`` as JSON), restored around each fire; None: none.
     trace_context: str | None = None
 
+    @classmethod
+    def first_of(
+        cls,
+        spec: OneShotSpec | RepeatSpec,
+        job_id: str,
+        now: datetime,
+        *,
+        trace_context: str | None = None,
+        past_allowed: bool = False,
+    ) -> ScheduledJob:
+        """The pending row of a new job at its first occurrence: the one place a job is made.
+
+        :raises RunAtInPast: a one-shot's ``run_at`` is before ``now`` (unless ``past_allowed``:
+            it then fires at once), or a repeat's first occurrence is after its ``ends_at``.
+        """
+        if isinstance(spec, OneShotSpec):
+            if spec.run_at < now and not past_allowed:
+                raise RunAtInPast(f"run_at {spec.run_at.isoformat()} is before now ({now.isoformat()})")
+            first, repeat, limit, ends_at = spec.run_at, None, None, None
+        else:
+            repeat, limit, ends_at = spec.repeat, spec.limit, spec.ends_at
+            first = spec.first_occurrence(now)
+            if ends_at is not None and first > ends_at:
+                raise RunAtInPast(f"the first occurrence {first.isoformat()} is after ends_at")
+        return cls(
+            id=job_id,
+            topic=spec.topic,
+            status=JobStatus.PENDING,
+            run_at=first,
+            scheduled_for=first,
+            timezone=spec.timezone,
+            payload=spec.payload,
+            metadata=spec.metadata,
+            repeat=repeat,
+            retry=spec.retry,
+            limit=limit,
+            ends_at=ends_at,
+            misfire=spec.misfire,
+            created_at=now,
+            updated_at=now,
+            trace_context=trace_context,
+        )
+
     @property
     def is_repeating(self) -> bool:
         return self.repeat is not None
@@ -411,6 +455,15 @@ class ScheduledJob:
     def evolve(self, **changes: Any) -> ScheduledJob:
         """A copy with ``changes`` applied."""
         return dataclasses.replace(self, **changes)
+
+    def moved(self, status: JobStatus, now: datetime, **changes: Any) -> ScheduledJob:
+        """A copy moved to ``status`` at ``now`` (with ``changes``): every status change goes
+        through the transition table.
+
+        :raises InvalidTransition: the table does not allow this move.
+        """
+        check_transition(self.status, status)
+        return dataclasses.replace(self, status=status, updated_at=now, **changes)
 
 
 #: The fields of a ScheduledJob that change after it is created (what a guarded update writes).

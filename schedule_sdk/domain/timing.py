@@ -442,6 +442,23 @@ def _instants(wall: datetime, tz: ZoneInfo, wildcard: bool) -> list[datetime]:
     return [_transition(tz, second, first)]
 
 
+def wall_instant(wall: datetime, tz: str | ZoneInfo) -> datetime:
+    """The UTC instant that the naive wall time ``wall`` names in ``tz``, by the rule a fixed-time
+    cron entry follows: a repeated wall time is its first pass; one that the clock skipped
+    (spring forward) is the transition instant, the first instant after the gap.
+
+    :raises InvalidTimezone: unknown zone.
+    """
+    zone_info = tz if isinstance(tz, ZoneInfo) else zone(tz)
+    naive = wall.replace(tzinfo=None, fold=0)
+    instants = _instants(naive, zone_info, wildcard=False)
+    if instants:
+        return instants[0]
+    first_offset = naive.replace(tzinfo=zone_info, fold=0).utcoffset() or timedelta(0)
+    second_offset = naive.replace(tzinfo=zone_info, fold=1).utcoffset() or timedelta(0)
+    return _transition(zone_info, _utc(naive - second_offset), _utc(naive - first_offset))
+
+
 def _transition(tz: ZoneInfo, before: datetime, after: datetime) -> datetime:
     """The instant where the offset changes, in (before, after]; transitions fall on whole
     seconds, so binary-search whole seconds."""

@@ -28,6 +28,7 @@ from schedule_sdk.domain.timing import (
     parse_cron,
     validate_cron,
     validate_interval,
+    wall_instant,
     zone,
 )
 
@@ -683,3 +684,19 @@ def test_the_status_table_refuses_moves_out_of_a_final_status() -> None:
     check_transition(JobStatus.ACTIVE, JobStatus.PENDING)  # a retry or the next occurrence
     with pytest.raises(InvalidTransition):
         check_transition(JobStatus.PENDING, JobStatus.COMPLETED)  # only a fire completes a job
+
+
+@pytest.mark.parametrize(
+    ("wall", "zone_name", "instant"),
+    [
+        (datetime(2026, 7, 1, 12, 0, 30), "Europe/Berlin", datetime(2026, 7, 1, 10, 0, 30, tzinfo=UTC)),
+        # skipped by the clock (02:00 -> 03:00): the transition instant
+        (datetime(2026, 3, 29, 2, 30), "Europe/Berlin", datetime(2026, 3, 29, 1, 0, tzinfo=UTC)),
+        # repeated (03:00 -> 02:00): the first pass
+        (datetime(2026, 10, 25, 2, 30), "Europe/Berlin", datetime(2026, 10, 25, 0, 30, tzinfo=UTC)),
+        # a whole day skipped (Samoa, 2011-12-30): the transition
+        (datetime(2011, 12, 30, 12, 0), "Pacific/Apia", datetime(2011, 12, 30, 10, 0, tzinfo=UTC)),
+    ],
+)
+def test_a_wall_time_names_one_instant_by_the_fixed_time_rule(wall, zone_name, instant):
+    assert wall_instant(wall, zone_name) == instant

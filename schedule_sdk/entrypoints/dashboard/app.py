@@ -392,7 +392,7 @@ def _reschedule_spec(job: ScheduledJob, form: Mapping[str, str]) -> JobSpec:
         wall = datetime.fromisoformat(form.get("run_at", "").strip())
         if wall.tzinfo is not None:
             raise ValueError("give the wall time without an offset; it is read in the job's time zone")
-        return OneShotSpec(run_at=wall.replace(tzinfo=timing.zone(job.timezone)), **common)
+        return OneShotSpec(run_at=timing.wall_instant(wall, job.timezone), **common)
     if isinstance(job.repeat, CronRepeat):
         repeat: CronRepeat | IntervalRepeat = CronRepeat(
             expression=form.get("cron", "").strip(), timezone=job.repeat.timezone
