@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime, timedelta
 
 from schedule_sdk.core.unobserved import NoMetrics, NoTracing
-from schedule_sdk.core.write_order import write_order
+from schedule_sdk.core.write_order import joined_write_order, write_order
 from schedule_sdk.domain import timing
 from schedule_sdk.domain.errors import (
     ClientRequestIdInUse,
@@ -153,11 +153,10 @@ class ScheduleService:
         """
         now = self._clock.now()
         if connection is not None:
-            with self._store.join(connection) as joined:
+            with joined_write_order(self._store, self._queue, connection, []) as (joined, after):
                 open_job = cancel_row(joined, job_id, now)
                 if open_job is not None:
-                    withdrawn = [Occurrence.of(open_job)]
-                    joined.when_done(lambda: self._queue.withdraw(withdrawn), lambda: None)
+                    after.withdraw([Occurrence.of(open_job)])
             return
         with self._store.transaction() as tx:
             job = cancel_row(tx, job_id, now)
@@ -370,29 +369,16 @@ class ScheduleService:
     def _write_joined(
         self, job: ScheduledJob, replace: str | None, connection: object
     ) -> ScheduledJob | None:
-        """``_write`` in the caller's transaction. The occurrence is handed over first (staged:
-        it cannot fire before ``committed``), so a queue error leaves nothing in that transaction;
-        ``committed`` runs after the caller commits, ``withdraw`` if it rolls back."""
-        occurrence = [Occurrence.of(job)]
-        self._queue.enqueue(occurrence)
+        """``_write`` in the caller's transaction, in the joined write order."""
         replaced: ScheduledJob | None = None
-        try:
-            with self._store.join(connection) as joined:
-                if replace is not None:
-                    replaced = cancel_row(joined, replace, job.created_at, replaced_by=job.id)
-                    job = job.evolve(rescheduled_from=replace)
-                joined.insert(job)
-                superseded = [] if replaced is None else [Occurrence.of(replaced)]
-
-                def committed() -> None:
-                    self._queue.committed(occurrence)
-                    if superseded:
-                        self._queue.withdraw(superseded)
-
-                joined.when_done(committed, lambda: self._queue.withdraw(occurrence))
-        except BaseException:
-            self._queue.withdraw(occurrence)
-            raise
+        occurrence = [Occurrence.of(job)]
+        with joined_write_order(self._store, self._queue, connection, occurrence) as (joined, after):
+            if replace is not None:
+                replaced = cancel_row(joined, replace, job.created_at, replaced_by=job.id)
+                job = job.evolve(rescheduled_from=replace)
+            joined.insert(job)
+            if replaced is not None:
+                after.withdraw([Occurrence.of(replaced)])
         return replaced
 
     # -- end of the caller's-transaction section ------------------------------------------------

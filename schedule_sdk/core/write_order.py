@@ -7,9 +7,14 @@
    (``ExecutionQueue.withdraw``, the compensating removal; the reconciler heals anything left);
 4. after the commit, ``ExecutionQueue.committed`` (the rq substrate activates its staged entries).
 
-Scheduling (``service.py``), recording outcomes (``firing.py``) and the timer
-(``timer/service.py``) write through :func:`write_order`; rows made pending again by a statement
+Scheduling (``core/service.py``), recording outcomes (``core/firing.py``) and the timer
+(``core/timers.py``) write through :func:`write_order`; rows made pending again by a statement
 of their own (the reconciler, a stopping rq worker) use :func:`hand_over_committed`.
+
+In the caller's transaction (``connection=``), :func:`joined_write_order` keeps the same promise
+with the order the caller's commit allows: the occurrences are handed over first, staged (they
+cannot fire before ``committed``), then the rows are written; ``committed`` runs after the caller
+commits, ``withdraw`` if it rolls back.
 See docs/explanation/write-order.md.
 """
 
@@ -19,7 +24,7 @@ import contextlib
 import logging
 from collections.abc import Iterator, Sequence
 
-from schedule_sdk.ports import ExecutionQueue, JobStore, JobTransaction, Occurrence
+from schedule_sdk.ports import ExecutionQueue, JobStore, JobTransaction, JoinedTransaction, Occurrence
 
 logger = logging.getLogger(__name__)
 
@@ -56,6 +61,54 @@ def write_order(store: JobStore, queue: ExecutionQueue) -> Iterator[tuple[JobTra
             queue.withdraw(hand_off.occurrences)
         raise
     queue.committed(hand_off.occurrences)
+
+
+class AfterCommit:
+    """What a joined write withdraws once the caller has committed (the entries of rows it
+    cancelled or replaced)."""
+
+    def __init__(self) -> None:
+        self.withdrawn: list[Occurrence] = []
+
+    def withdraw(self, occurrences: Sequence[Occurrence]) -> None:
+        """Withdraw ``occurrences`` after the caller commits (nothing if it rolls back)."""
+        self.withdrawn.extend(occurrences)
+
+
+@contextlib.contextmanager
+def joined_write_order(
+    store: JobStore, queue: ExecutionQueue, connection: object, occurrences: Sequence[Occurrence]
+) -> Iterator[tuple[JoinedTransaction, AfterCommit]]:
+    """The caller's transaction on ``connection``, joined, in the write order (module docstring):
+    ``occurrences`` are handed over (staged) before the rows are written, so a queue error leaves
+    nothing in the caller's transaction.
+
+    :raises QueueUnavailable: nothing was handed over or written.
+    :raises TransactionNotJoinable: ``connection`` cannot be joined (nothing is left staged).
+    """
+    if occurrences:
+        queue.enqueue(occurrences)
+    after = AfterCommit()
+    try:
+        with store.join(connection) as joined:
+            yield joined, after
+            handed, withdrawn = list(occurrences), list(after.withdrawn)
+
+            def committed() -> None:
+                if handed:
+                    queue.committed(handed)
+                if withdrawn:
+                    queue.withdraw(withdrawn)
+
+            def rolled_back() -> None:
+                if handed:
+                    queue.withdraw(handed)
+
+            joined.when_done(committed, rolled_back)
+    except BaseException:
+        if occurrences:
+            queue.withdraw(occurrences)
+        raise
 
 
 def hand_over_committed(queue: ExecutionQueue, occurrences: Sequence[Occurrence]) -> None:
