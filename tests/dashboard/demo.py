@@ -22,7 +22,8 @@ from schedule_sdk import (
     RetryPolicy,
     ScheduleContainer,
 )
-from tests.examples.support import Process, example_env, free_port, wait_for
+from tests.examples.support import Process, example_env, free_port
+from tests.support.waiting import wait_for
 
 TOKEN = "browser-test-token-0123456789"
 CHROMIUM = "/usr/bin/chromium"  # Debian's package (scripts/ensure-services.sh installs it)

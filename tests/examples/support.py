@@ -7,8 +7,7 @@ import signal
 import socket
 import subprocess
 import sys
-import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TypeVar
 
@@ -58,15 +57,3 @@ class Process:
         finally:
             self._out.close()
         return code
-
-
-def wait_for(check: Callable[[], T | None], what: str, timeout: float = 30.0, every: float = 0.1) -> T:
-    """Poll ``check`` until it returns something truthy; fail after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(every)

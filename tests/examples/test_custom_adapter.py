@@ -30,6 +30,7 @@ from schedule_sdk.adapters.stores.memory import MemoryJobStore
 from schedule_sdk.adapters.stores.sqlalchemy import SQLAlchemyJobStore
 from schedule_sdk.ports import JobStore
 from schedule_sdk.testing.contracts.job_store import JobStoreContract
+from tests.support.waiting import wait_for
 
 from .custom_adapter import (
     JsonLinesEventPublisher,
@@ -37,7 +38,6 @@ from .custom_adapter import (
     MeteredJobStore,
     use_custom_adapters,
 )
-from .support import wait_for
 
 
 # -- 1. the contract suite, run here against MeteredJobStore -----------------------------------

@@ -15,9 +15,10 @@ from pathlib import Path
 import pytest
 
 from schedule_sdk import JobMetadata, JobStatus, OneShotSpec, ScheduleContainer, ScheduleService
+from tests.support.waiting import wait_for
 
 from .conftest import AppBackend
-from .support import ROOT, Process, example_env, free_port, wait_for
+from .support import ROOT, Process, example_env, free_port
 
 APP = ROOT / "examples/django_app"
 

@@ -17,10 +17,11 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.support.waiting import wait_for
 from tests.support.webhook import Webhook
 
 from .conftest import AppBackend
-from .support import Process, example_env, free_port, wait_for
+from .support import Process, example_env, free_port
 
 #: uvicorn shuts down gracefully on SIGTERM, then re-raises the signal, so a clean stop reports it.
 CLEAN_EXIT = (0, -signal.SIGTERM)

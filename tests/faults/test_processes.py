@@ -15,6 +15,7 @@ import pytest
 
 from schedule_sdk import JobStatus, OneShotSpec, StoreUnavailable
 from tests.support import control
+from tests.support.waiting import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -54,15 +55,6 @@ def due(seconds: float) -> OneShotSpec:
     return OneShotSpec(
         topic="faults.job", run_at=datetime.now(UTC) + timedelta(seconds=seconds), timezone="UTC"
     )
-
-
-def wait_until(predicate, timeout: float = 30.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.05)
-    return predicate()
 
 
 @pytest.mark.slow

@@ -125,12 +125,3 @@ def read_events(path: Path) -> list[tuple[str, int, int, int]]:
         return []
     rows = [line.split() for line in path.read_text().splitlines() if line.strip()]
     return [(r[0], int(r[1]), int(r[2]), int(r[3])) for r in rows]
-
-
-def wait_until(predicate: Callable[[], bool], timeout: float = 15.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.05)
-    return True

@@ -14,7 +14,8 @@ import redis
 from schedule_sdk import OneShotSpec, ScheduleContainer
 from schedule_sdk.substrates.rq.plumbing import Keys
 from schedule_sdk.substrates.rq.pump import DuePump
-from tests.rq.conftest import ROOT, env_of, read_events, spawn_worker, wait_until
+from tests.rq.conftest import ROOT, env_of, read_events, spawn_worker
+from tests.support.waiting import wait_until
 
 pytestmark = [pytest.mark.redis, pytest.mark.slow]
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import itertools
 import threading
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -26,15 +25,6 @@ def due_in(ms: float) -> datetime:
 
 def command(tenant: str = "tenant-a", call: str = "sc-1", ms: float = 200, **kw: Any) -> ScheduleTimer:
     return ScheduleTimer(tenant_id=tenant, service_call_id=call, due_at=due_in(ms), **kw)
-
-
-def wait_until(predicate: Callable[[], Any], timeout: float = 15.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.02)
-    return bool(predicate())
 
 
 @dataclass

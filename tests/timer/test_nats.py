@@ -11,7 +11,8 @@ import pytest
 
 from schedule_sdk.domain.errors import StoreUnavailable
 from schedule_sdk.timer import Timer, TimerSettings, TimerState
-from tests.timer.conftest import command, wait_until
+from tests.support.waiting import wait_until
+from tests.timer.conftest import command
 from tests.timer.probe import Probe
 
 pytestmark = pytest.mark.nats

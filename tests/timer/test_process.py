@@ -16,7 +16,8 @@ import sqlalchemy as sa
 
 from schedule_sdk.timer import ScheduleTimer
 from tests.support import services
-from tests.timer.conftest import command, wait_until
+from tests.support.waiting import wait_until
+from tests.timer.conftest import command
 from tests.timer.probe import Probe, read_all
 
 pytestmark = [pytest.mark.nats, pytest.mark.slow]

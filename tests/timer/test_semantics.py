@@ -12,7 +12,8 @@ import sqlalchemy as sa
 
 from schedule_sdk.domain.errors import InvalidTimerCommand
 from schedule_sdk.timer import PrometheusMetrics, ScheduleTimer, TimerOutcome, TimerState
-from tests.timer.conftest import Received, command, due_in, wait_until
+from tests.support.waiting import wait_until
+from tests.timer.conftest import Received, command, due_in
 
 
 def started(make_timer, **overrides):

@@ -1,0 +1,41 @@
+"""The one polling wait of the suite: wait on a condition, never for a fixed time."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+#: How often a condition is checked again while it does not hold.
+EVERY = 0.02
+
+
+def wait_until(predicate: Callable[[], Any], timeout: float = 15.0, every: float = EVERY) -> bool:
+    """True as soon as ``predicate()`` holds; False if it still does not after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(every)
+    return bool(predicate())
+
+
+def wait_for(check: Callable[[], T | None], what: str, timeout: float = 30.0, every: float = EVERY) -> T:
+    """The first truthy value of ``check()``.
+
+    :raises AssertionError: none came within ``timeout`` seconds (naming ``what``).
+    """
+    found: list[T] = []
+
+    def holds() -> bool:
+        value = check()
+        if value:
+            found.append(value)
+            return True
+        return False
+
+    if not wait_until(holds, timeout, every):
+        raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+    return found[0]
