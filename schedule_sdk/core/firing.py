@@ -172,7 +172,7 @@ def job_fields(job: ScheduledJob) -> dict[str, object]:
     return {"job_id": job.id, "occurrence": job.occurrence, "attempt": job.attempt, "topic": job.topic}
 
 
-# -- fire history (issue 13) ------------------------------------------------------------------
+# -- fire history ------------------------------------------------------------------
 
 
 def fire_record(
@@ -226,7 +226,7 @@ class Firing:
         self._publisher = publisher
         self._clock = clock
         self._metrics = metrics or NoMetrics()
-        self._tracing = tracing or NoTracing()  # issue 12: a span per fire, in the job's trace
+        self._tracing = tracing or NoTracing()  # a span per fire, in the job's trace
         #: Called with every missed event before it is published (``event.count`` occurrences
         #: of ``event.topic`` did not fire; they are also counted as ``schedule.jobs.missed``).
         #: Must not block.

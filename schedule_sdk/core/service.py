@@ -86,8 +86,8 @@ class ScheduleService:
         self._queue = queue
         self._clock = clock
         self._max_payload_bytes = max_payload_bytes
-        self._metrics = metrics or NoMetrics()  # issue 12: schedule.jobs.scheduled / .cancelled
-        self._tracing = tracing or NoTracing()  # issue 12: the caller's trace, stored with the job
+        self._metrics = metrics or NoMetrics()  # schedule.jobs.scheduled / .cancelled
+        self._tracing = tracing or NoTracing()  # the caller's trace, stored with the job
 
     def with_store(self, store: JobStore) -> ScheduleService:
         """This service (same queue, clock, limits, metrics and tracing) writing to ``store``."""

@@ -135,7 +135,7 @@ class ScheduleWorker:
         return max(0.05, min(self._lease / 3, self._dead_after / 4, 1.0))
 
     def _watch_peers(self) -> None:
-        """Release the claims of workers found dead (issue 12); forget long-dead ones."""
+        """Release the claims of workers found dead; forget long-dead ones."""
         assert self.liveness is not None
         now = self._clock.now()
         workers = self._store.workers()

@@ -170,7 +170,7 @@ def cmd_worker(ctx: Context) -> int:
     return OK
 
 
-# -- dashboard (issue 13) ----------------------------------------------------------------------
+# -- dashboard ----------------------------------------------------------------------
 
 DASHBOARD_TOKEN_ENV = "SCHEDULE_DASHBOARD_TOKEN"
 

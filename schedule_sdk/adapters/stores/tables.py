@@ -151,7 +151,7 @@ for _column in (schedule_jobs.c.owner_id, schedule_jobs.c.tenant_id):
     )
 sa.Index("ix_schedule_jobs_topic", schedule_jobs.c.topic, schedule_jobs.c.id)
 
-# -- issue 12: the worker registry and the trace context of a job (migration 0005) ------------------
+# -- the worker registry and the trace context of a job (migration 0005) ------------------
 
 #: One row per running worker, written by its heartbeat (see ``JobStore.beat``).
 schedule_workers = sa.Table(
@@ -178,7 +178,7 @@ sa.Index(
 #: the partial index). Pending rows are left out: the claim path filters on status = 'pending' and
 #: must keep using ix_schedule_jobs_pending_due (a full (status, id) index lured SQLite away from it).
 NOT_PENDING_CONDITION = "status <> 'pending'"
-# Keyset pages of list() filtered by statuses other than pending (issue 13's dashboard).
+# Keyset pages of list() filtered by statuses other than pending (the dashboard's).
 sa.Index(
     "ix_schedule_jobs_status",
     schedule_jobs.c.status,
@@ -187,7 +187,7 @@ sa.Index(
     sqlite_where=sa.text(NOT_PENDING_CONDITION),
 )
 
-#: Fire history (issue 13): one row per attempt run or skipped, written with the fire's outcome.
+#: Fire history: one row per attempt run or skipped, written with the fire's outcome.
 schedule_fires = sa.Table(
     "schedule_fires",
     metadata,
