@@ -429,6 +429,17 @@ class ExecutionQueue(ABC):
         return None
 
 
+class CommitSignal(ABC):
+    """A queue that tells runners in this process when a commit handed over an occurrence (the
+    ``sql`` substrate's queue: its poller then re-plans at once instead of at its next read)."""
+
+    @abstractmethod
+    def subscribe(self, wake: Callable[[datetime | None], None]) -> Callable[[], None]:
+        """Call ``wake(due_at)`` after each commit that handed occurrences over (``due_at``: the
+        earliest of them; None when unknown), on the committing thread; return a function that
+        unsubscribes. ``wake`` must not block."""
+
+
 class DelayIndex(ABC):
     """The delay index of a substrate that releases due entries by itself (the ``rq`` substrate:
     :class:`~schedule_sdk.substrates.rq.queue.RQExecutionQueue`): what its pump and fire
@@ -518,6 +529,71 @@ class Runner(Protocol):
         """These workers were just declared dead: take over what only they were doing (the rq
         pump's lock). Must not raise for a backend error."""
         ...
+
+
+# -- the fire path, as the substrates see it ---------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class FireResult:
+    """A finished fire: the job as claimed, the state to record, and the fire history entry
+    written with it (None: nothing ran, e.g. a substrate that records no history)."""
+
+    claimed: ScheduledJob
+    outcome: ScheduledJob
+    fire: FireRecord | None = None
+
+
+class FirePath(ABC):
+    """The core's fire path (:class:`~schedule_sdk.core.firing.Firing`): what a substrate that
+    fires claimed jobs itself (``inline``, the rq job function) calls."""
+
+    @abstractmethod
+    def run(self, job: ScheduledJob) -> FireResult:
+        """Fire a job claimed by the caller (its listeners run); never raises for a listener's
+        error (the result says retry or fail)."""
+
+    @abstractmethod
+    def record(self, results: Sequence[FireResult]) -> None:
+        """Record these fires' outcomes in one transaction, in the write order (next occurrences
+        and retries are handed to the queue); rows no longer claimed by the firing worker are
+        left alone.
+
+        :raises StoreUnavailable, QueueUnavailable: nothing was recorded; the fires repeat once
+            their claims expire.
+        """
+
+    def fire(self, job: ScheduledJob) -> FireResult:
+        """:meth:`run` then :meth:`record` one claimed job."""
+        result = self.run(job)
+        self.record([result])
+        return result
+
+
+class Dispatcher(ABC):
+    """Where a substrate's runner hands the jobs it claimed
+    (:class:`~schedule_sdk.core.dispatch.FireDispatcher`): they run on the worker's listener pool
+    and their outcomes are recorded in batches; the dispatcher holds each claim until its outcome
+    is recorded, or releases it at stop."""
+
+    #: The worker the runner claims for (``claimed_by``).
+    worker_id: str
+    #: Called (from any thread) whenever capacity frees up; a runner sets it to wake its loop.
+    on_capacity: Callable[[], None]
+    #: Called with the jobs a stopping dispatcher returned to pending, so a substrate whose entry
+    #: was consumed (``rq``) can hand them over again; a runner sets it.
+    on_release: Callable[[list[ScheduledJob]], None]
+
+    @abstractmethod
+    def capacity(self) -> int:
+        """How many more claimed jobs it accepts now (0 or less: wait for ``on_capacity``)."""
+
+    @abstractmethod
+    def submit(self, jobs: Sequence[ScheduledJob]) -> None:
+        """Fire these jobs (claimed by ``worker_id``) in the background."""
+
+
+# -- end fire path ---------------------------------------------------------------------------------
 
 
 # --- the timer's ports: where timers are kept, where commands come from, where events go ---

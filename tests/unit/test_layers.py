@@ -107,7 +107,6 @@ PENDING = {
     "schedule_sdk.core.firing -> schedule_sdk.adapters.tracing",
     "schedule_sdk.core.service -> schedule_sdk.adapters.metrics",
     "schedule_sdk.core.service -> schedule_sdk.adapters.tracing",
-    "schedule_sdk.substrates.inline -> schedule_sdk.core.firing",
     "schedule_sdk.substrates.rq.async_handoff -> schedule_sdk.bootstrap.settings",
     "schedule_sdk.substrates.rq.fire -> schedule_sdk.bootstrap.settings",
     "schedule_sdk.substrates.rq.fire -> schedule_sdk.core.dispatch",
@@ -117,7 +116,6 @@ PENDING = {
     "schedule_sdk.substrates.rq.runner -> schedule_sdk.core.dispatch",
     "schedule_sdk.substrates.rq.runner -> schedule_sdk.core.firing",
     "schedule_sdk.substrates.rq.runner -> schedule_sdk.core.write_order",
-    "schedule_sdk.substrates.sql.poller -> schedule_sdk.core.dispatch",
     "schedule_sdk.bootstrap.timer_settings imports schedule_sdk.bootstrap.settings._env",
     "schedule_sdk.testing.timers imports schedule_sdk.adapters.stores.memory._Transaction",
 }
