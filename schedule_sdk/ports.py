@@ -440,14 +440,44 @@ class CommitSignal(ABC):
         unsubscribes. ``wake`` must not block."""
 
 
+@dataclass(frozen=True, slots=True)
+class ReleasedBatch:
+    """Entries the delay index released together, as a consumer pops them
+    (:meth:`DelayIndex.pop_released`): ``members`` are occurrence keys; a consumer holds the
+    batch until ``due_ms`` (epoch ms; None: fire at once) before it claims them."""
+
+    id: str
+    members: list[str]
+    due_ms: float | None
+
+
+class WakeUps(ABC):
+    """A subscription to a delay index's wake-ups (:meth:`DelayIndex.wakeups`)."""
+
+    @abstractmethod
+    def wait(self, timeout: float) -> bool:
+        """Wait at most ``timeout`` seconds (never much longer: a few ms at most) for a wake-up;
+        True when one came (an entry earlier than the releaser's plan was activated, or
+        :meth:`DelayIndex.nudge`).
+
+        :raises QueueUnavailable: the subscription is lost (close it and subscribe again).
+        """
+
+    @abstractmethod
+    def close(self) -> None:
+        """End the subscription (never raises)."""
+
+
 class DelayIndex(ABC):
     """The delay index of a substrate that releases due entries by itself (the ``rq`` substrate:
-    :class:`~schedule_sdk.substrates.rq.queue.RQExecutionQueue`): what its pump and fire
-    runtimes (``schedule_sdk/runtimes/rq/``) call besides the :class:`ExecutionQueue` methods.
+    :class:`~schedule_sdk.substrates.rq.queue.RQExecutionQueue`): what its releaser (the pump),
+    its consumer and its fire runtimes (``schedule_sdk/substrates/rq/``) call besides the
+    :class:`ExecutionQueue` methods; they see the backend through this port only.
 
     An entry is an occurrence key (:attr:`Occurrence.key`) with a due instant in epoch
     milliseconds. An entry is *delayed* until released, then *released* (marked, handed to the
-    workers) until the fire path is ``done`` with it. Raises ``QueueUnavailable`` unless a method
+    consumers) until the fire path is ``done`` with it. One releaser at a time releases entries:
+    the holder of the releaser lease (:meth:`lead`). Raises ``QueueUnavailable`` unless a method
     says it never raises.
     """
 
@@ -456,19 +486,30 @@ class DelayIndex(ABC):
 
     @abstractmethod
     def activate(self, entries: Sequence[tuple[str, float]]) -> None:
-        """Put ``(key, due ms)`` entries in the delay index (a releaser sleeping past the earliest
-        is woken)."""
+        """Put ``(key, due ms)`` entries in the delay index (an entry already there moves to the
+        new due instant; a releaser waiting past the earliest is woken through :meth:`wakeups`)."""
 
     @abstractmethod
     def release(self, until_ms: float, limit: int) -> tuple[list[str], float | None]:
-        """Release up to ``limit`` entries due at or before ``until_ms`` (never one due later) to
-        the workers, atomically; return them and the earliest due ms left (None: none left).
-        ``until_ms`` may be a few ms ahead of now: the released entries then carry their due
-        instant, and workers hold them until it before claiming."""
+        """Release up to ``limit`` entries due at or before ``until_ms`` (never one due later),
+        earliest first, to the consumers, atomically; return them and the earliest due ms left
+        (None: none left), recorded as the releaser's plan (so an activation earlier than it
+        wakes the releaser). ``until_ms`` may be a few ms ahead of now: the released entries then
+        carry their due instant (:attr:`ReleasedBatch.due_ms`), and consumers hold them until it
+        before claiming."""
 
     @abstractmethod
     def plan(self) -> float | None:
-        """The earliest due ms in the index (None: empty)."""
+        """The earliest due ms in the index (None: empty), recorded as the releaser's plan."""
+
+    @abstractmethod
+    def pop_released(self, limit: int, timeout: float, done: Sequence[str] = ()) -> list[ReleasedBatch]:
+        """Take up to ``limit`` released batches off the consumers' queue, in release order,
+        waiting up to ``timeout`` seconds for the first (``[]``: none came). A batch is taken
+        once: no other consumer gets it. Batches that are not this queue's fires are refused
+        (logged, dropped). The released marks of ``done`` (entries the fire path took, see
+        :meth:`done`) are dropped on the way, in the same round trip as the pop when one came;
+        when this raises, none of them counts as dropped."""
 
     @abstractmethod
     def done(self, members: Sequence[str]) -> None:
@@ -486,6 +527,29 @@ class DelayIndex(ABC):
     @abstractmethod
     def forget(self, members: Sequence[str]) -> None:
         """Remove every trace of these entries (best effort, never raises)."""
+
+    # -- the releaser: one at a time, woken when an earlier entry comes -------------------------
+
+    @abstractmethod
+    def lead(self, token: str, ttl: float) -> bool:
+        """Take the releaser lease for ``token`` (``<worker id>/<32 hex digits>``) if nobody holds
+        it, or renew it if ``token`` holds it, for ``ttl`` seconds; True while ``token`` holds it."""
+
+    @abstractmethod
+    def resign(self, token: str) -> None:
+        """Give the lease up if ``token`` still holds it (else leave it alone)."""
+
+    @abstractmethod
+    def depose(self, worker_ids: Sequence[str]) -> bool:
+        """Delete the lease if its token names one of these (dead) workers exactly; True if it did."""
+
+    @abstractmethod
+    def wakeups(self) -> WakeUps:
+        """Subscribe to the wake-ups (a releaser subscribes while it holds the lease)."""
+
+    @abstractmethod
+    def nudge(self) -> None:
+        """Wake every subscriber now (a stopping releaser; best effort, never raises)."""
 
 
 class EventPublisher(ABC):
