@@ -458,7 +458,8 @@ class WakeUps(ABC):
     def wait(self, timeout: float) -> bool:
         """Wait at most ``timeout`` seconds (never much longer: a few ms at most) for a wake-up;
         True when one came (an entry earlier than the releaser's plan was activated, or
-        :meth:`DelayIndex.nudge`).
+        :meth:`DelayIndex.nudge`). False may come early without one: a caller waiting for an
+        instant waits again for the rest.
 
         :raises QueueUnavailable: the subscription is lost (close it and subscribe again).
         """
