@@ -430,14 +430,56 @@ class ExecutionQueue(ABC):
         return None
 
 
+class CommitSignal(ABC):
+    """A queue that tells runners in this process when a commit handed over an occurrence (the
+    ``sql`` substrate's queue: its poller then re-plans at once instead of at its next read)."""
+
+    @abstractmethod
+    def subscribe(self, wake: Callable[[datetime | None], None]) -> Callable[[], None]:
+        """Call ``wake(due_at)`` after each commit that handed occurrences over (``due_at``: the
+        earliest of them; None when unknown), on the committing thread; return a function that
+        unsubscribes. ``wake`` must not block."""
+
+
+@dataclass(frozen=True, slots=True)
+class ReleasedBatch:
+    """Entries the delay index released together, as a consumer pops them
+    (:meth:`DelayIndex.pop_released`): ``members`` are occurrence keys; a consumer holds the
+    batch until ``due_ms`` (epoch ms; None: fire at once) before it claims them."""
+
+    id: str
+    members: list[str]
+    due_ms: float | None
+
+
+class WakeUps(ABC):
+    """A subscription to a delay index's wake-ups (:meth:`DelayIndex.wakeups`)."""
+
+    @abstractmethod
+    def wait(self, timeout: float) -> bool:
+        """Wait at most ``timeout`` seconds (never much longer: a few ms at most) for a wake-up;
+        True when one came (an entry earlier than the releaser's plan was activated, or
+        :meth:`DelayIndex.nudge`). False may come early without one: a caller waiting for an
+        instant waits again for the rest.
+
+        :raises QueueUnavailable: the subscription is lost (close it and subscribe again).
+        """
+
+    @abstractmethod
+    def close(self) -> None:
+        """End the subscription (never raises)."""
+
+
 class DelayIndex(ABC):
     """The delay index of a substrate that releases due entries by itself (the ``rq`` substrate:
-    :class:`~schedule_sdk.substrates.rq.queue.RQExecutionQueue`): what its pump and fire
-    runtimes (``schedule_sdk/runtimes/rq/``) call besides the :class:`ExecutionQueue` methods.
+    :class:`~schedule_sdk.substrates.rq.queue.RQExecutionQueue`): what its releaser (the pump),
+    its consumer and its fire runtimes (``schedule_sdk/substrates/rq/``) call besides the
+    :class:`ExecutionQueue` methods; they see the backend through this port only.
 
     An entry is an occurrence key (:attr:`Occurrence.key`) with a due instant in epoch
     milliseconds. An entry is *delayed* until released, then *released* (marked, handed to the
-    workers) until the fire path is ``done`` with it. Raises ``QueueUnavailable`` unless a method
+    consumers) until the fire path is ``done`` with it. One releaser at a time releases entries:
+    the holder of the releaser lease (:meth:`lead`). Raises ``QueueUnavailable`` unless a method
     says it never raises.
     """
 
@@ -446,19 +488,30 @@ class DelayIndex(ABC):
 
     @abstractmethod
     def activate(self, entries: Sequence[tuple[str, float]]) -> None:
-        """Put ``(key, due ms)`` entries in the delay index (a releaser sleeping past the earliest
-        is woken)."""
+        """Put ``(key, due ms)`` entries in the delay index (an entry already there moves to the
+        new due instant; a releaser waiting past the earliest is woken through :meth:`wakeups`)."""
 
     @abstractmethod
     def release(self, until_ms: float, limit: int) -> tuple[list[str], float | None]:
-        """Release up to ``limit`` entries due at or before ``until_ms`` (never one due later) to
-        the workers, atomically; return them and the earliest due ms left (None: none left).
-        ``until_ms`` may be a few ms ahead of now: the released entries then carry their due
-        instant, and workers hold them until it before claiming."""
+        """Release up to ``limit`` entries due at or before ``until_ms`` (never one due later),
+        earliest first, to the consumers, atomically; return them and the earliest due ms left
+        (None: none left), recorded as the releaser's plan (so an activation earlier than it
+        wakes the releaser). ``until_ms`` may be a few ms ahead of now: the released entries then
+        carry their due instant (:attr:`ReleasedBatch.due_ms`), and consumers hold them until it
+        before claiming."""
 
     @abstractmethod
     def plan(self) -> float | None:
-        """The earliest due ms in the index (None: empty)."""
+        """The earliest due ms in the index (None: empty), recorded as the releaser's plan."""
+
+    @abstractmethod
+    def pop_released(self, limit: int, timeout: float, done: Sequence[str] = ()) -> list[ReleasedBatch]:
+        """Take up to ``limit`` released batches off the consumers' queue, in release order,
+        waiting up to ``timeout`` seconds for the first (``[]``: none came). A batch is taken
+        once: no other consumer gets it. Batches that are not this queue's fires are refused
+        (logged, dropped). The released marks of ``done`` (entries the fire path took, see
+        :meth:`done`) are dropped on the way, in the same round trip as the pop when one came;
+        when this raises, none of them counts as dropped."""
 
     @abstractmethod
     def done(self, members: Sequence[str]) -> None:
@@ -476,6 +529,29 @@ class DelayIndex(ABC):
     @abstractmethod
     def forget(self, members: Sequence[str]) -> None:
         """Remove every trace of these entries (best effort, never raises)."""
+
+    # -- the releaser: one at a time, woken when an earlier entry comes -------------------------
+
+    @abstractmethod
+    def lead(self, token: str, ttl: float) -> bool:
+        """Take the releaser lease for ``token`` (``<worker id>/<32 hex digits>``) if nobody holds
+        it, or renew it if ``token`` holds it, for ``ttl`` seconds; True while ``token`` holds it."""
+
+    @abstractmethod
+    def resign(self, token: str) -> None:
+        """Give the lease up if ``token`` still holds it (else leave it alone)."""
+
+    @abstractmethod
+    def depose(self, worker_ids: Sequence[str]) -> bool:
+        """Delete the lease if its token names one of these (dead) workers exactly; True if it did."""
+
+    @abstractmethod
+    def wakeups(self) -> WakeUps:
+        """Subscribe to the wake-ups (a releaser subscribes while it holds the lease)."""
+
+    @abstractmethod
+    def nudge(self) -> None:
+        """Wake every subscriber now (a stopping releaser; best effort, never raises)."""
 
 
 class Listeners(ABC):
@@ -574,6 +650,71 @@ class Runner(Protocol):
         """These workers were just declared dead: take over what only they were doing (the rq
         pump's lock). Must not raise for a backend error."""
         ...
+
+
+# -- the fire path, as the substrates see it ---------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class FireResult:
+    """A finished fire: the job as claimed, the state to record, and the fire history entry
+    written with it (None: nothing ran, e.g. a substrate that records no history)."""
+
+    claimed: ScheduledJob
+    outcome: ScheduledJob
+    fire: FireRecord | None = None
+
+
+class FirePath(ABC):
+    """The core's fire path (:class:`~schedule_sdk.core.firing.Firing`): what a substrate that
+    fires claimed jobs itself (``inline``, the rq job function) calls."""
+
+    @abstractmethod
+    def run(self, job: ScheduledJob) -> FireResult:
+        """Fire a job claimed by the caller (its listeners run); never raises for a listener's
+        error (the result says retry or fail)."""
+
+    @abstractmethod
+    def record(self, results: Sequence[FireResult]) -> None:
+        """Record these fires' outcomes in one transaction, in the write order (next occurrences
+        and retries are handed to the queue); rows no longer claimed by the firing worker are
+        left alone.
+
+        :raises StoreUnavailable, QueueUnavailable: nothing was recorded; the fires repeat once
+            their claims expire.
+        """
+
+    def fire(self, job: ScheduledJob) -> FireResult:
+        """:meth:`run` then :meth:`record` one claimed job."""
+        result = self.run(job)
+        self.record([result])
+        return result
+
+
+class Dispatcher(ABC):
+    """Where a substrate's runner hands the jobs it claimed
+    (:class:`~schedule_sdk.core.dispatch.FireDispatcher`): they run on the worker's listener pool
+    and their outcomes are recorded in batches; the dispatcher holds each claim until its outcome
+    is recorded, or releases it at stop."""
+
+    #: The worker the runner claims for (``claimed_by``).
+    worker_id: str
+    #: Called (from any thread) whenever capacity frees up; a runner sets it to wake its loop.
+    on_capacity: Callable[[], None]
+    #: Called with the jobs a stopping dispatcher returned to pending, so a substrate whose entry
+    #: was consumed (``rq``) can hand them over again; a runner sets it.
+    on_release: Callable[[list[ScheduledJob]], None]
+
+    @abstractmethod
+    def capacity(self) -> int:
+        """How many more claimed jobs it accepts now (0 or less: wait for ``on_capacity``)."""
+
+    @abstractmethod
+    def submit(self, jobs: Sequence[ScheduledJob]) -> None:
+        """Fire these jobs (claimed by ``worker_id``) in the background."""
+
+
+# -- end fire path ---------------------------------------------------------------------------------
 
 
 # --- the timer's ports: where timers are kept, where commands come from, where events go ---

@@ -151,7 +151,7 @@ class ScheduleContainer(containers.DeclarativeContainer):
         settings.provided.execution_substrate,
         sql=sql_queue,
         rq=providers.ThreadSafeSingleton(
-            _lazy("schedule_sdk.substrates.rq.queue", "RQExecutionQueue.from_settings"),
+            _lazy("schedule_sdk.bootstrap.substrates", "rq_queue"),
             settings=settings,
         ),
     )
@@ -171,7 +171,7 @@ class ScheduleContainer(containers.DeclarativeContainer):
         settings.provided.execution_substrate,
         sql=sql_queue,
         rq=providers.ThreadSafeSingleton(
-            _lazy("schedule_sdk.substrates.rq.async_handoff", "AsyncRQHandOff.from_settings"),
+            _lazy("schedule_sdk.bootstrap.substrates", "rq_async_queue"),
             settings=settings,
         ),
     )
@@ -220,10 +220,9 @@ class ScheduleContainer(containers.DeclarativeContainer):
             poll_interval=settings.provided.poll_interval,
         ),
         rq=providers.ThreadSafeSingleton(
-            _lazy("schedule_sdk.substrates.rq.runner", "RQRunner.from_settings"),
+            _lazy("schedule_sdk.bootstrap.substrates", "rq_runner"),
             settings=settings,
             queue=queue,
-            firing=firing,
             store=store,
             dispatcher=dispatcher,
             clock=clock,
@@ -231,7 +230,7 @@ class ScheduleContainer(containers.DeclarativeContainer):
     )
     #: What the RQ job function runs in a stock ``rq worker`` process (see ``entrypoints/rq_job.py``).
     rq_job_runtime = providers.ThreadSafeSingleton(
-        _lazy("schedule_sdk.substrates.rq.fire", "SyncRuntime.from_settings"),
+        _lazy("schedule_sdk.bootstrap.substrates", "rq_job_runtime"),
         settings=settings,
         queue=queue,
         firing=firing,

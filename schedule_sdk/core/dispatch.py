@@ -14,18 +14,18 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 
-from schedule_sdk.core.firing import FireResult, Firing, job_fields
+from schedule_sdk.core.firing import Firing, job_fields
 from schedule_sdk.domain.backoff import Reconnect
 from schedule_sdk.domain.errors import ScheduleError
 from schedule_sdk.domain.jobs import ScheduledJob
-from schedule_sdk.ports import JobStore
+from schedule_sdk.ports import Dispatcher, FireResult, JobStore
 
 logger = logging.getLogger(__name__)
 
 RECORD_BATCH = 500
 
 
-class FireDispatcher:
+class FireDispatcher(Dispatcher):
     def __init__(
         self,
         *,

@@ -13,7 +13,6 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from schedule_sdk.core.unobserved import NoMetrics, NoTracing
@@ -29,6 +28,8 @@ from schedule_sdk.ports import (
     Clock,
     EventPublisher,
     ExecutionQueue,
+    FirePath,
+    FireResult,
     Guard,
     JobStore,
     Metrics,
@@ -40,16 +41,6 @@ logger = logging.getLogger(__name__)
 
 _ACTIVE = frozenset({JobStatus.ACTIVE})
 MAX_ERROR_LENGTH = 2000
-
-
-@dataclass(frozen=True, slots=True)
-class FireResult:
-    """A finished fire: the job as claimed, the state to record, and the fire history entry
-    written with it (None: nothing ran, e.g. a substrate that records no history)."""
-
-    claimed: ScheduledJob
-    outcome: ScheduledJob
-    fire: FireRecord | None = None
 
 
 def arrived_event(job: ScheduledJob, fired_at: datetime) -> ScheduleArrivedEvent:
@@ -208,7 +199,7 @@ def _describe(error: BaseException) -> str:
     return f"{type(error).__name__}: {error}"[:MAX_ERROR_LENGTH]
 
 
-class Firing:
+class Firing(FirePath):
     """Runs claimed jobs' listeners and records their outcomes."""
 
     def __init__(
@@ -325,9 +316,3 @@ class Firing:
             tx.update_many(changes)
             tx.record_fires([r.fire for r in results if r.fire is not None])
             hand_off.enqueue(following)
-
-    def fire(self, job: ScheduledJob) -> FireResult:
-        """Run and record one claimed job (the path of substrates that fire one job at a time)."""
-        result = self.run(job)
-        self.record([result])
-        return result

@@ -14,8 +14,8 @@ import threading
 from rq import get_current_job
 
 from schedule_sdk.bootstrap.container import ScheduleContainer
+from schedule_sdk.substrates.rq.entries import hold_until_due
 from schedule_sdk.substrates.rq.fire import SyncRuntime
-from schedule_sdk.substrates.rq.plumbing import hold_until_due
 
 _default: SyncRuntime | None = None
 _default_lock = threading.Lock()

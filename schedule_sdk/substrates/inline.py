@@ -2,8 +2,8 @@
 
 ``InlineExecutionQueue`` keeps every occurrence handed to it (idempotent per key, like the RQ
 queue); ``InlineRunner.run_due()`` claims what is due by the store and the clock, and fires each
-job synchronously through the core's :class:`~schedule_sdk.core.firing.Firing` — the same fire path
-(retries, backoff, next occurrences, cancel-wins) as a real worker.
+job synchronously through the core's fire path (the :class:`~schedule_sdk.ports.FirePath` port):
+the same retries, backoff, next occurrences and cancel-wins as a real worker.
 """
 
 from __future__ import annotations
@@ -12,8 +12,7 @@ import threading
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 
-from schedule_sdk.core.firing import FireResult, Firing
-from schedule_sdk.ports import Clock, ExecutionQueue, JobStore, Occurrence
+from schedule_sdk.ports import Clock, ExecutionQueue, FirePath, FireResult, JobStore, Occurrence
 
 
 class InlineExecutionQueue(ExecutionQueue):
@@ -56,7 +55,7 @@ class InlineRunner:
         *,
         store: JobStore,
         queue: InlineExecutionQueue,
-        firing: Firing,
+        firing: FirePath,
         clock: Clock,
         worker_id: str = "inline",
         lease_seconds: float = 30.0,

@@ -41,7 +41,7 @@ from dependency_injector import providers
 from schedule_sdk.adapters.stores.memory import MemoryJobStore
 from schedule_sdk.bootstrap.container import ScheduleContainer
 from schedule_sdk.bootstrap.settings import Settings
-from schedule_sdk.core.firing import FireResult, Firing
+from schedule_sdk.core.firing import Firing
 from schedule_sdk.core.listeners import ListenerRegistry
 from schedule_sdk.core.service import ScheduleService
 from schedule_sdk.core.unobserved import NoMetrics
@@ -49,7 +49,7 @@ from schedule_sdk.domain.errors import ListenerFailed
 from schedule_sdk.domain.events import ScheduleArrivedEvent, ScheduleMissedEvent
 from schedule_sdk.domain.jobs import ScheduledJob
 from schedule_sdk.domain.timing import ensure_aware
-from schedule_sdk.ports import Clock, EventPublisher
+from schedule_sdk.ports import Clock, EventPublisher, FireResult
 from schedule_sdk.substrates.inline import InlineExecutionQueue, InlineRunner
 from schedule_sdk.testing.timers import MemoryTimerStore
 

@@ -11,8 +11,8 @@ from rq.job import Job
 from rq.serializers import JSONSerializer
 
 from schedule_sdk import OneShotSpec
-from schedule_sdk.substrates.rq import RQExecutionQueue, plumbing
-from schedule_sdk.substrates.rq.plumbing import DUE_META, hold_until_due
+from schedule_sdk.substrates.rq import RQExecutionQueue, entries
+from schedule_sdk.substrates.rq.entries import DUE_META, hold_until_due
 
 pytestmark = pytest.mark.redis
 
@@ -51,7 +51,7 @@ def test_no_hold_without_a_future_due_instant(meta):
 
 
 def test_a_hold_is_bounded_and_ends_at_a_stop(monkeypatch):
-    monkeypatch.setattr(plumbing, "MAX_HOLD", 0.05)
+    monkeypatch.setattr(entries, "MAX_HOLD", 0.05)
     started = time.monotonic()
     hold_until_due({DUE_META: time.time() * 1000 + 3_600_000})  # not the pump's: an hour ahead
     assert 0.04 < time.monotonic() - started < 1

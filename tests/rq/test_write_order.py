@@ -21,7 +21,8 @@ from schedule_sdk import JobStatus, OneShotSpec, QueueUnavailable, StoreUnavaila
 from schedule_sdk.core.reconciler import Reconciler
 from schedule_sdk.ports import Occurrence
 from schedule_sdk.substrates.rq import RQExecutionQueue
-from schedule_sdk.substrates.rq.plumbing import FIRE_FUNCTION, Keys
+from schedule_sdk.substrates.rq.entries import FIRE_FUNCTION
+from schedule_sdk.substrates.rq.plumbing import Keys
 
 pytestmark = pytest.mark.redis
 
@@ -236,7 +237,7 @@ def test_only_the_fire_function_is_run_from_an_rq_entry() -> None:
     from rq.utils import import_attribute
 
     from schedule_sdk.entrypoints import rq_job
-    from schedule_sdk.substrates.rq.consumer import _members
+    from schedule_sdk.substrates.rq.queue import _members
 
     unused = redis.Redis()  # creating a job issues no command
     assert import_attribute(FIRE_FUNCTION) is rq_job.fire

@@ -1,6 +1,8 @@
-"""The distributed ``rq`` substrate's Redis binding: the delay index and release path
-(:class:`RQExecutionQueue`). The loops that drive it (the due-time pump, the consumer thread, the
-fire runtimes) are in :mod:`schedule_sdk.runtimes.rq`; see docs/explanation/rq-substrate.md."""
+"""The distributed ``rq`` substrate: its Redis binding (:class:`RQExecutionQueue`, the
+:class:`~schedule_sdk.ports.ExecutionQueue` and :class:`~schedule_sdk.ports.DelayIndex` ports;
+``handoff``, ``async_handoff``, ``plumbing``) and the loops that drive it through the
+``DelayIndex`` port (``pump``, ``consumer``, ``fire``, ``runner``); see
+docs/explanation/rq-substrate.md."""
 
 from __future__ import annotations
 

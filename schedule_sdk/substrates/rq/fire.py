@@ -4,12 +4,15 @@ row (``JobStore.claim``: only a pending row at exactly this occurrence and attem
 can be claimed), so a stale, duplicated or early entry never fires a cancelled or finished job
 and never fires early. Claimed jobs are fired:
 
-- inside a ``schedule-sdk`` worker, the in-process consumer (``worker.WorkerThread``) calls
-  ``DispatchRuntime.take`` directly: claimed jobs go to the worker's ``FireDispatcher``
-  (listener pool, batched recording, lease renewal);
+- inside a ``schedule-sdk`` worker, the in-process consumer (``consumer.WorkerThread``) calls
+  ``DispatchRuntime.take`` directly: claimed jobs go to the worker's
+  :class:`~schedule_sdk.ports.Dispatcher` (listener pool, batched recording, lease renewal);
 - inside a stock ``rq worker`` process, the RQ job function
-  (:func:`schedule_sdk.entrypoints.rq_job.fire`) fires them synchronously through ``SyncRuntime``,
-  the ``rq_job_runtime`` of a container built once per process from the ``SCHEDULE_*`` environment.
+  (:func:`schedule_sdk.entrypoints.rq_job.fire`) fires them synchronously through ``SyncRuntime``
+  (the core's :class:`~schedule_sdk.ports.FirePath`), the ``rq_job_runtime`` of a container built
+  once per process from the ``SCHEDULE_*`` environment.
+
+Both see the delay index through the :class:`~schedule_sdk.ports.DelayIndex` port only.
 """
 
 from __future__ import annotations
@@ -20,13 +23,10 @@ import time
 from datetime import timedelta
 from typing import Any
 
-from schedule_sdk.bootstrap.settings import Settings
-from schedule_sdk.core.dispatch import FireDispatcher
-from schedule_sdk.core.firing import Firing
 from schedule_sdk.domain.errors import ScheduleError
 from schedule_sdk.domain.jobs import ScheduledJob
-from schedule_sdk.ports import Clock, DelayIndex, ExecutionQueue, JobStore
-from schedule_sdk.substrates.rq.plumbing import parse_key
+from schedule_sdk.ports import Clock, DelayIndex, Dispatcher, FirePath, JobStore
+from schedule_sdk.substrates.rq.entries import parse_key
 
 logger = logging.getLogger(__name__)
 
@@ -81,9 +81,9 @@ class FireRuntime:
 
 class DispatchRuntime(FireRuntime):
     """In a ``schedule-sdk`` worker: the RQ consumer thread claims each released batch and passes
-    the claimed jobs to the worker's ``FireDispatcher`` (its listener pool and batched recording)."""
+    the claimed jobs to the worker's dispatcher (its listener pool and batched recording)."""
 
-    def __init__(self, *, dispatcher: FireDispatcher, **kwargs: Any) -> None:
+    def __init__(self, *, dispatcher: Dispatcher, **kwargs: Any) -> None:
         super().__init__(worker_id=dispatcher.worker_id, **kwargs)
         self.dispatcher = dispatcher
         self.stopping = threading.Event()
@@ -141,24 +141,9 @@ class DispatchRuntime(FireRuntime):
 class SyncRuntime(FireRuntime):
     """In a stock ``rq worker`` process: fire the batch here and record it in one transaction."""
 
-    def __init__(self, *, firing: Firing, **kwargs: Any) -> None:
+    def __init__(self, *, firing: FirePath, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.firing = firing
-
-    @classmethod
-    def from_settings(
-        cls, *, settings: Settings, queue: ExecutionQueue, firing: Firing, store: JobStore, clock: Clock
-    ) -> SyncRuntime:
-        if not isinstance(queue, DelayIndex):
-            raise RuntimeError("the rq fire function needs SCHEDULE_REDIS_URL (the rq substrate)")
-        return cls(
-            firing=firing,
-            store=store,
-            queue=queue,
-            clock=clock,
-            worker_id=settings.worker_id,
-            lease_seconds=settings.lease_seconds,
-        )
 
     def fire(self, members: list[str]) -> None:
         claimed = self.claim(members)

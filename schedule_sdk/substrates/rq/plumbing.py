@@ -9,14 +9,15 @@ Per RQ queue ``q`` the SDK keeps, next to RQ's own keys:
   while a consumer waits for room to claim it);
 - ``schedule_sdk:{q}:next``     the pump's planned wake-up (ms), so a commit only publishes a
   wake-up on ``schedule_sdk:{q}:wake`` when it adds an earlier entry;
-- ``schedule_sdk:{q}:pump``     the pump leadership lock (SET NX PX, renewed).
+- ``schedule_sdk:{q}:pump``     the releaser lease: the pump leadership lock (SET NX PX, renewed).
+
+What entries and released jobs carry (no Redis) is in :mod:`~schedule_sdk.substrates.rq.entries`.
 """
 
 from __future__ import annotations
 
 import contextlib
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,15 +25,6 @@ import redis
 from redis.exceptions import RedisError
 
 from schedule_sdk.domain.errors import QueueUnavailable
-
-#: The only callable the SDK ever enqueues (by dotted path; arguments are plain strings).
-FIRE_FUNCTION = "schedule_sdk.entrypoints.rq_job.fire"
-#: The RQ job meta field holding the due instant (epoch ms) of a released job's entries: a job
-#: released ahead of it is held until then (:func:`hold_until_due`).
-DUE_META = "due_ms"
-#: The longest a released job is held for its due instant (seconds): a larger meta value is not
-#: the pump's (its lead is milliseconds), and the claim refuses what is not due anyway.
-MAX_HOLD = 1.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,41 +166,6 @@ return 0
 """
 
 
-def due_of(meta: Any) -> float | None:
-    """The due instant (epoch ms) in a released RQ job's ``meta`` (``DUE_META``); None when
-    absent or malformed."""
-    due_ms = meta.get(DUE_META) if isinstance(meta, dict) else None
-    if isinstance(due_ms, bool) or not isinstance(due_ms, int | float):
-        return None
-    return float(due_ms)
-
-
-def hold_until_due(meta: Any, stop: Callable[[], bool] = lambda: False) -> None:
-    """Sleep until the due instant in a released RQ job's ``meta`` (:func:`due_of`), at most
-    ``MAX_HOLD`` seconds; at once when absent, malformed or past, or when ``stop()`` says so."""
-    due_ms = due_of(meta)
-    if due_ms is None:
-        return
-    deadline = min(due_ms / 1000.0 + 1e-6, time.time() + MAX_HOLD)  # + 1 µs for float rounding
-    while (left := deadline - time.time()) > 0 and not stop():
-        time.sleep(min(left, 0.05))
-
-
 def as_text(value: Any) -> str:
     """A Redis reply (bytes) as text."""
     return value.decode() if isinstance(value, bytes) else str(value)
-
-
-def parse_key(key: Any) -> tuple[str, int, int] | None:
-    """``<job id>_<occurrence>_<attempt>`` -> its parts, or None for anything else."""
-    if isinstance(key, bytes):
-        key = key.decode()
-    if not isinstance(key, str) or len(key) > 100:
-        return None
-    parts = key.rsplit("_", 2)
-    if len(parts) != 3 or not parts[1].isdigit() or not parts[2].isdigit():
-        return None
-    job_id = parts[0]
-    if not job_id or not all(c.isalnum() or c == "-" for c in job_id):
-        return None
-    return job_id, int(parts[1]), int(parts[2])

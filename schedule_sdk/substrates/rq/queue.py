@@ -1,24 +1,25 @@
 """``RQExecutionQueue``: the ``rq`` substrate's delay index in Redis, in the write order
-(docs/explanation/write-order.md).
+(docs/explanation/write-order.md): every Redis and RQ call of the substrate's fire side.
 
-``enqueue`` (inside the SQL transaction) stages each occurrence in one atomic ``MULTI``; a Redis
-error raises :class:`QueueUnavailable` so the row rolls back. ``committed`` (after the commit)
-moves the staged entries into the delay index (exact millisecond scores) and wakes the pump if
-an entry is earlier than its plan. An occurrence due later than ``stale_after`` goes straight
-into the delay index (no transaction lasts that long, so it cannot be released before its row
-is visible), which saves the second round trip for the common case. ``withdraw`` (the
-compensating removal, and cancel) deletes every trace. An entry is released to RQ only after
-its transaction committed, so a worker never looks for a row that is not visible yet.
-``stranded`` reports the entries a process that died between two of these steps left behind
-(staged, or released and taken out of RQ's queue, for longer than the lease); the reconciler
-re-checks them against their rows.
+The hand-off (``enqueue``, ``committed``, ``withdraw``, ``missing``) follows the rules of
+:class:`~schedule_sdk.substrates.rq.handoff.RedisHandOff`, shared with the asyncio hand-off. An
+entry is released to RQ only after its transaction committed, so a worker never looks for a row
+that is not visible yet. ``stranded`` reports the entries a process that died between two steps
+left behind (staged, or released and taken out of RQ's queue, for longer than the lease); the
+reconciler re-checks them against their rows.
 
-The pump side (``release_due``) pops due entries and pushes RQ jobs for them in the same
-``MULTI``: the only callable is the SDK's fire function, the arguments are the queue name and
-occurrence keys (plain strings), the serializer is JSON, and a one-occurrence RQ job's id is the
-occurrence key itself (a double release overwrites, never duplicates). The job's meta carries the
-due instant of its entries (``due_ms``): the pump releases a few ms ahead, and consumers hold a
-job until then.
+The :class:`~schedule_sdk.ports.DelayIndex` side is what the pump, the consumer and the fire
+runtimes call. ``release`` pops due entries and pushes RQ jobs for them in the same ``MULTI``:
+the only callable is the SDK's fire function, the arguments are the queue name and occurrence
+keys (plain strings), the serializer is JSON, and a one-occurrence RQ job's id is the occurrence
+key itself (a double release overwrites, never duplicates). The job's meta carries the due
+instant of its entries (``due_ms``): the pump releases a few ms ahead, and consumers hold a job
+until then. ``pop_released`` is the consumer's pop: ``BLPOP`` with a timeout, then one ``MULTI``
+that pops up to ``limit`` more, reads and deletes the first job's hash and clears the released
+marks of the entries already fired (two round trips per pop at steady rates); jobs are parsed
+with RQ's own ``Job`` class and the JSON serializer (nothing is unpickled), and any job whose
+function is not the SDK's fire function of this queue is refused. The releaser lease is a
+``SET NX PX`` lock renewed by compare-and-set; the wake-ups are a pub/sub channel.
 """
 
 from __future__ import annotations
@@ -26,7 +27,6 @@ from __future__ import annotations
 import hashlib
 import logging
 import threading
-import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -35,34 +35,24 @@ from rq.exceptions import NoSuchJobError
 from rq.job import Job
 from rq.serializers import JSONSerializer
 
-from schedule_sdk.domain.errors import ScheduleError
-from schedule_sdk.ports import DelayIndex, ExecutionQueue, Occurrence, OccurrenceRef, key_of
+from schedule_sdk.ports import DelayIndex, OccurrenceRef, ReleasedBatch, WakeUps, key_of
 from schedule_sdk.substrates.rq import plumbing
-from schedule_sdk.substrates.rq.plumbing import Keys, as_text, parse_key, unavailable_as
+from schedule_sdk.substrates.rq.entries import DUE_META, FIRE_FUNCTION, due_of, parse_key
+from schedule_sdk.substrates.rq.handoff import SCRIPT_CHUNK, RedisHandOff, now_ms
+from schedule_sdk.substrates.rq.plumbing import as_text, unavailable_as
 
 if TYPE_CHECKING:
     import redis
 
-    from schedule_sdk.bootstrap.settings import Settings
-
 logger = logging.getLogger(__name__)
 
-SCRIPT_CHUNK = 500  # occurrences per Lua call (keeps ARGV small)
 STRANDED_BATCH = 1000  # most stranded entries one look returns
 #: A released entry counts as taken out of the RQ queue only if it was released this long before
 #: the fire at the queue's head (covers the gap between the pump's clock read and RQ's stamp).
 HEAD_MARGIN_MS = 1000.0
 
 
-def _now_ms() -> float:
-    return time.time() * 1000.0
-
-
-def _ms(occurrence: Occurrence) -> float:
-    return occurrence.due_at.timestamp() * 1000.0
-
-
-class RQExecutionQueue(ExecutionQueue, DelayIndex):
+class RQExecutionQueue(RedisHandOff, DelayIndex):
     """The delay index and release path of the ``rq`` substrate (thread-safe): the
     :class:`ExecutionQueue` and :class:`DelayIndex` ports over Redis and RQ."""
 
@@ -78,78 +68,19 @@ class RQExecutionQueue(ExecutionQueue, DelayIndex):
         job_timeout: int = 180,
     ) -> None:
         self.redis_url = redis_url
-        self.queue_name = queue_name
-        self.keys = Keys(queue_name)
-        self.batch_size = batch_size
-        #: A staged or released entry older than this many seconds counts as missing (its process
-        #: died between two steps); the reconciler then re-enqueues it from the row.
-        self.stale_after = stale_after
-        self.job_timeout = job_timeout
         self.connection: redis.Redis = plumbing.connect(redis_url)
+        super().__init__(client=self.connection, queue_name=queue_name, stale_after=stale_after)
+        self.batch_size = batch_size
+        self.job_timeout = job_timeout
         self.rq_queue = Queue(queue_name, connection=self.connection, serializer=JSONSerializer)
-        self._activate = self.connection.register_script(plumbing.ACTIVATE)
         self._plan = self.connection.register_script(plumbing.PLAN)
         self._discard = self.connection.register_script(plumbing.DISCARD)
-        self._missing = self.connection.register_script(plumbing.MISSING)
+        self._renew = self.connection.register_script(plumbing.RENEW)
+        self._unlock = self.connection.register_script(plumbing.UNLOCK)
+        self._drop_lock_of = self.connection.register_script(plumbing.DROP_LOCK_OF)
         self._release_lock = threading.Lock()
 
-    @classmethod
-    def from_settings(cls, settings: Settings) -> RQExecutionQueue:
-        assert settings.redis_url is not None
-        return cls(
-            redis_url=settings.redis_url,
-            queue_name=settings.rq_queue,
-            stale_after=max(60.0, 2 * settings.lease_seconds),
-        )
-
-    # -- the ExecutionQueue port ----------------------------------------------------------------
-
-    def enqueue(self, occurrences: Sequence[Occurrence]) -> None:
-        if not occurrences:
-            return
-        now = _now_ms()
-        horizon = now + self.stale_after * 1000.0
-        near: dict[str, float] = {}
-        far: dict[str, float] = {}
-        for occurrence in occurrences:
-            due = _ms(occurrence)
-            if due > horizon:
-                far[occurrence.key] = due
-            else:
-                near[occurrence.key] = now
-        with unavailable_as("could not enqueue in Redis"):
-            pipe = self.connection.pipeline(transaction=True)
-            if near:
-                pipe.zadd(self.keys.staged, near)
-            if far:  # due after any transaction has long ended: straight into the delay index
-                pipe.zadd(self.keys.delay, far)
-            pipe.execute()
-
-    def _far(self, occurrence: Occurrence, now_ms: float) -> bool:
-        return _ms(occurrence) > now_ms + self.stale_after * 1000.0
-
-    def committed(self, occurrences: Sequence[Occurrence]) -> None:
-        now = _now_ms()
-        try:
-            self.activate([(o.key, _ms(o)) for o in occurrences if not self._far(o, now)])
-        except ScheduleError as error:  # the row is committed: the reconciler heals the entry
-            logger.warning("could not activate %d entries (%s); reconciler heals", len(occurrences), error)
-
-    def withdraw(self, occurrences: Sequence[Occurrence]) -> None:
-        self.forget([o.key for o in occurrences])
-
-    def missing(self, occurrences: Sequence[Occurrence]) -> list[Occurrence]:
-        """One script call per ``SCRIPT_CHUNK`` occurrences, answering with the positions of the
-        missing ones only (the reconciler asks about every open row)."""
-        fresh = repr(_now_ms() - self.stale_after * 1000.0)
-        keys = [self.keys.delay, self.keys.staged, self.keys.released]
-        found: list[Occurrence] = []
-        with unavailable_as("could not read the delay index"):
-            for start in range(0, len(occurrences), SCRIPT_CHUNK):
-                chunk = occurrences[start : start + SCRIPT_CHUNK]
-                positions = self._missing(keys=keys, args=[fresh, *(o.key for o in chunk)])
-                found += [chunk[int(n) - 1] for n in positions]
-        return found
+    # -- the rest of the ExecutionQueue port (the reconciler) ------------------------------------
 
     def stranded(self, older_than: float) -> list[OccurrenceRef]:
         """Entries staged more than ``older_than`` seconds ago (their ``committed`` never came), and
@@ -157,7 +88,7 @@ class RQExecutionQueue(ExecutionQueue, DelayIndex):
         consumer died, or a stock ``rq worker`` did). An entry still waiting in the RQ queue is not
         stranded, however old: it was released before the fire at the queue's head only if it was
         taken (the queue is first in, first out)."""
-        cutoff = _now_ms() - older_than * 1000.0
+        cutoff = now_ms() - older_than * 1000.0
         with unavailable_as("could not read the delay index"):
             pipe = self.connection.pipeline(transaction=False)
             pipe.zrangebyscore(self.keys.staged, "-inf", cutoff, start=0, num=STRANDED_BATCH)
@@ -184,7 +115,7 @@ class RQExecutionQueue(ExecutionQueue, DelayIndex):
 
     def discard_stranded(self, occurrences: Sequence[OccurrenceRef], older_than: float) -> None:
         keys = [key_of(ref) for ref in occurrences]
-        cutoff = repr(_now_ms() - older_than * 1000.0)
+        cutoff = repr(now_ms() - older_than * 1000.0)
         try:
             for start in range(0, len(keys), SCRIPT_CHUNK):
                 chunk = keys[start : start + SCRIPT_CHUNK]
@@ -192,29 +123,7 @@ class RQExecutionQueue(ExecutionQueue, DelayIndex):
         except Exception as error:
             logger.warning("could not drop %d stranded entries: %s", len(keys), error)
 
-    # -- the DelayIndex port (the pump and the fire runtimes) ------------------------------------
-
-    def activate(self, entries: Sequence[tuple[str, float]]) -> None:
-        """Put ``(key, due ms)`` entries in the delay index (waking the pump if earlier)."""
-        keys = [self.keys.staged, self.keys.delay, self.keys.next, self.keys.wake]
-        with unavailable_as("could not activate entries in Redis"):
-            for start in range(0, len(entries), SCRIPT_CHUNK):
-                args: list[Any] = []
-                for key, due_ms in entries[start : start + SCRIPT_CHUNK]:
-                    args += [key, repr(due_ms)]
-                self._activate(keys=keys, args=args)
-
-    def forget(self, members: Sequence[str]) -> None:
-        """Remove every trace of these entries (best effort, never raises)."""
-        if not members:
-            return
-        try:
-            pipe = self.connection.pipeline(transaction=True)
-            for key in (self.keys.staged, self.keys.delay, self.keys.released):
-                pipe.zrem(key, *members)
-            pipe.execute()
-        except Exception as error:
-            logger.warning("could not withdraw %d entries from Redis: %s", len(members), error)
+    # -- the DelayIndex port (the pump, the consumer and the fire runtimes) ------------------------
 
     def plan(self) -> float | None:
         """The earliest due score (ms), recorded as the pump's planned wake-up; None if empty."""
@@ -239,7 +148,7 @@ class RQExecutionQueue(ExecutionQueue, DelayIndex):
             )
             if not found:
                 return [], self.plan()
-            now = _now_ms()
+            now = now_ms()
             due = [as_text(m) for m, _ in found]
             pipe = self.connection.pipeline(transaction=True)
             pipe.multi()  # explicit, as RQ's enqueue_job expects of a caller's pipeline
@@ -271,13 +180,13 @@ class RQExecutionQueue(ExecutionQueue, DelayIndex):
 
     def _push(self, members: list[str], due_ms: float, pipe: Any) -> None:
         job = self.rq_queue.create_job(
-            plumbing.FIRE_FUNCTION,
+            FIRE_FUNCTION,
             args=[self.queue_name, members],
             job_id=batch_id(members),
             result_ttl=0,
             timeout=self.job_timeout,
             description=f"schedule_sdk fire x{len(members)}",
-            meta={plumbing.DUE_META: due_ms},
+            meta={DUE_META: due_ms},
         )
         self.rq_queue.enqueue_job(job, pipeline=pipe)
 
@@ -292,13 +201,94 @@ class RQExecutionQueue(ExecutionQueue, DelayIndex):
         for room), so they are not taken for stranded."""
         if members:
             with unavailable_as("could not update released entries"):
-                self.connection.zadd(self.keys.released, dict.fromkeys(members, _now_ms()), xx=True)
+                self.connection.zadd(self.keys.released, dict.fromkeys(members, now_ms()), xx=True)
 
     def restore(self, members: Sequence[str]) -> None:
         """Put released entries back in the delay index, due now (a stopping worker's leftovers)."""
-        now = _now_ms()
+        now = now_ms()
         self.activate([(m, now) for m in members])
         self.done(members)
+
+    def pop_released(self, limit: int, timeout: float, done: Sequence[str] = ()) -> list[ReleasedBatch]:
+        with unavailable_as("could not pop released entries"):
+            first = self.connection.blpop([self.rq_queue.key], timeout=timeout)
+            if first is None:
+                if done:
+                    self.connection.zrem(self.keys.released, *done)
+                return []
+            ids = [as_text(first[1])]
+            pipe = self.connection.pipeline(transaction=True)
+            if limit > 1:
+                pipe.lpop(self.rq_queue.key, limit - 1)
+            earlier, jobs = self._take(pipe, ids, done)
+            taken = list(zip(ids, jobs, strict=True))
+            more = [as_text(m) for m in (earlier[0] if earlier else None) or ()]
+            if more:
+                taken += zip(
+                    more, self._take(self.connection.pipeline(transaction=True), more)[1], strict=True
+                )
+        return [batch for job_id, job in taken if job is not None and (batch := self._batch(job_id, job))]
+
+    def _take(
+        self, pipe: Any, ids: list[str], done: Sequence[str] = ()
+    ) -> tuple[list[Any], list[Job | None]]:
+        """Read and delete the job hashes of ``ids`` in ``pipe`` (a ``MULTI``: a re-release of the
+        same id that lands later creates a fresh hash, never one deleted unread), clearing the
+        released marks of ``done`` on the way; the replies to the commands ``pipe`` already held,
+        and the jobs (None: already taken, e.g. by a stock rq worker)."""
+        earlier = len(pipe)
+        keys = [Job.key_for(job_id) for job_id in ids]
+        for key in keys:
+            pipe.hgetall(key)
+        pipe.delete(*keys)
+        if done:
+            pipe.zrem(self.keys.released, *done)
+        results: list[Any] = pipe.execute()
+        jobs: list[Job | None] = []
+        for job_id, raw in zip(ids, results[earlier : earlier + len(ids)], strict=True):
+            job = None
+            if raw:
+                job = Job(job_id, connection=self.connection, serializer=JSONSerializer)
+                job.restore(raw)
+            jobs.append(job)
+        return results[:earlier], jobs
+
+    def _batch(self, job_id: str, job: Job) -> ReleasedBatch | None:
+        """The released batch of a fire job of this queue; None (logged) for anything else."""
+        members = _members(job, self.queue_name)
+        if members is None:
+            logger.error("refusing RQ job %s: it is not a schedule_sdk fire", job_id)
+            return None
+        return ReleasedBatch(job_id, members, due_of(job.meta))
+
+    # -- the releaser lease and its wake-ups -------------------------------------------------------
+
+    def lead(self, token: str, ttl: float) -> bool:
+        ttl_ms = int(ttl * 1000)
+        with unavailable_as("could not take the pump lock"):
+            return bool(self._renew(keys=[self.keys.pump], args=[token, ttl_ms])) or bool(
+                self.connection.set(self.keys.pump, token, nx=True, px=ttl_ms)
+            )
+
+    def resign(self, token: str) -> None:
+        with unavailable_as("could not release the pump lock"):
+            self._unlock(keys=[self.keys.pump], args=[token])
+
+    def depose(self, worker_ids: Sequence[str]) -> bool:
+        if not worker_ids:
+            return False
+        with unavailable_as("could not check the pump lock"):
+            return bool(self._drop_lock_of(keys=[self.keys.pump], args=list(worker_ids)))
+
+    def wakeups(self) -> WakeUps:
+        with unavailable_as("could not subscribe to the wake-up channel"):
+            return _RedisWakeUps(self.connection, self.keys.wake)
+
+    def nudge(self) -> None:
+        try:
+            self.connection.publish(self.keys.wake, "stop")
+        except Exception as error:
+            logger.debug("could not publish a wake-up: %s", error)
 
     def close(self) -> None:
         self.connection.close()
@@ -309,3 +299,37 @@ def batch_id(members: Sequence[str]) -> str:
     if len(members) == 1:
         return members[0]
     return "sdkbatch_" + hashlib.sha256("\n".join(members).encode()).hexdigest()[:40]
+
+
+class _RedisWakeUps(WakeUps):
+    """The pump's wake-up channel: a pub/sub subscription. ``wait`` is ``get_message`` with a
+    socket timeout (rounded up to whole milliseconds by redis-py)."""
+
+    def __init__(self, connection: Any, channel: str) -> None:
+        self._pubsub: Any = connection.pubsub(ignore_subscribe_messages=True)
+        self._pubsub.subscribe(channel)
+
+    def wait(self, timeout: float) -> bool:
+        with unavailable_as("lost the wake-up channel"):
+            return self._pubsub.get_message(timeout=timeout) is not None
+
+    def close(self) -> None:
+        try:
+            self._pubsub.close()
+        except Exception:
+            pass
+
+
+def _members(job: Job, queue_name: str) -> list[str] | None:
+    """The occurrence keys of a fire job of this queue, or None for anything else."""
+    try:
+        if job.func_name != FIRE_FUNCTION or job.kwargs:
+            return None
+        target, members = job.args
+    except Exception:  # undecodable data: never executed
+        return None
+    if target != queue_name or not isinstance(members, list):
+        return None
+    if not all(isinstance(m, str) for m in members):
+        return None
+    return members

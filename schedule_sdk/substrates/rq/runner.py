@@ -1,29 +1,23 @@
 """``RQRunner``: what a ``schedule-sdk`` worker runs on the ``rq`` substrate: the due-time pump
-(active in one process at a time) and an in-process RQ worker thread whose fires go to the
-worker's ``FireDispatcher``.
+(active in one process at a time) and an in-process consumer thread whose fires go to the
+worker's :class:`~schedule_sdk.ports.Dispatcher`.
 
-This is where the rq runtimes meet the Redis adapter: the fire runtimes see the delay index
-only through the :class:`~schedule_sdk.ports.DelayIndex` port; the pump's leader lock and wake-up
-channel and the consumer's pops use the adapter's Redis connection and RQ queue."""
+The pump, the consumer and the fire runtime see the delay index only through the
+:class:`~schedule_sdk.ports.DelayIndex` port (its Redis binding is
+:class:`~schedule_sdk.substrates.rq.queue.RQExecutionQueue`); the composition root builds this
+runner (``schedule_sdk/bootstrap/substrates.py``)."""
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
 
-from redis.exceptions import RedisError
-
-from schedule_sdk.bootstrap.settings import Settings
-from schedule_sdk.core.dispatch import FireDispatcher
-from schedule_sdk.core.firing import Firing
-from schedule_sdk.core.write_order import hand_over_committed
 from schedule_sdk.domain.errors import ScheduleError
 from schedule_sdk.domain.jobs import ScheduledJob
-from schedule_sdk.ports import Clock, ExecutionQueue, JobStore, Occurrence
+from schedule_sdk.ports import Clock, DelayIndex, Dispatcher, JobStore, Occurrence
 from schedule_sdk.substrates.rq.consumer import WorkerThread
 from schedule_sdk.substrates.rq.fire import DispatchRuntime
 from schedule_sdk.substrates.rq.pump import DuePump
-from schedule_sdk.substrates.rq.queue import RQExecutionQueue
 
 logger = logging.getLogger(__name__)
 
@@ -32,9 +26,9 @@ class RQRunner:
     def __init__(
         self,
         *,
-        queue: RQExecutionQueue,
+        queue: DelayIndex,
         store: JobStore,
-        dispatcher: FireDispatcher,
+        dispatcher: Dispatcher,
         clock: Clock,
         lease_seconds: float = 30.0,
         pump: DuePump | None = None,
@@ -45,26 +39,7 @@ class RQRunner:
         self.runtime = DispatchRuntime(
             dispatcher=dispatcher, store=store, queue=queue, clock=clock, lease_seconds=lease_seconds
         )
-        self.worker = WorkerThread(
-            queue=queue.rq_queue, runtime=self.runtime, released_key=queue.keys.released
-        )
-
-    @classmethod
-    def from_settings(
-        cls,
-        *,
-        settings: Settings,
-        queue: ExecutionQueue,
-        firing: Firing,
-        store: JobStore,
-        dispatcher: FireDispatcher,
-        clock: Clock,
-    ) -> RQRunner:
-        if not isinstance(queue, RQExecutionQueue):
-            raise TypeError("RQRunner needs the RQExecutionQueue")
-        return cls(
-            queue=queue, store=store, dispatcher=dispatcher, clock=clock, lease_seconds=settings.lease_seconds
-        )
+        self.worker = WorkerThread(index=queue, runtime=self.runtime)
 
     def start(self) -> None:
         self.runtime.start()
@@ -82,12 +57,13 @@ class RQRunner:
         """Workers declared dead: if one of them held the pump lock, take it over now."""
         try:
             self.pump.drop_lock_of(worker_ids)
-        except RedisError as error:  # the lock expires by itself
+        except ScheduleError as error:  # the lock expires by itself
             logger.warning("could not check the pump lock of dead workers: %s", error)
 
     def _rehand(self, jobs: Sequence[ScheduledJob]) -> None:
-        """The dispatcher returned these claims to pending at stop: give them back to the queue."""
+        """The dispatcher returned these claims to pending at stop (committed rows): put their
+        occurrences back in the delay index at their due instants."""
         try:
-            hand_over_committed(self.queue, [Occurrence.of(job) for job in jobs])
+            self.queue.activate([(Occurrence.of(job).key, job.run_at.timestamp() * 1000.0) for job in jobs])
         except ScheduleError as error:
             logger.warning("could not re-enqueue %d released fires (%s); reconciler heals", len(jobs), error)

@@ -1,10 +1,10 @@
 """``DuePoller``: the loop that drives the embedded ``sql`` substrate.
 
-It sleeps until the next due instant, is woken early by this process's commits (through
-:class:`~schedule_sdk.substrates.sql.queue.SQLExecutionQueue`) and by other processes (PostgreSQL
+It sleeps until the next due instant, is woken early by this process's commits (through the
+queue's :class:`~schedule_sdk.ports.CommitSignal`) and by other processes (PostgreSQL
 ``LISTEN/NOTIFY``, SQLite ``data_version``), re-reads at least every ``poll_interval`` as a safety
-net, and claims due rows in batches. It never fires early: a row is claimed only when its
-``run_at`` is at or before the process clock's now.
+net, and claims due rows in batches for the :class:`~schedule_sdk.ports.Dispatcher`. It never
+fires early: a row is claimed only when its ``run_at`` is at or before the process clock's now.
 """
 
 from __future__ import annotations
@@ -14,11 +14,9 @@ import threading
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 
-from schedule_sdk.core.dispatch import FireDispatcher
 from schedule_sdk.domain.backoff import Reconnect
 from schedule_sdk.domain.errors import ScheduleError
-from schedule_sdk.ports import Clock, JobStore
-from schedule_sdk.substrates.sql.queue import SQLExecutionQueue
+from schedule_sdk.ports import Clock, CommitSignal, Dispatcher, JobStore
 
 logger = logging.getLogger(__name__)
 
@@ -30,8 +28,8 @@ class DuePoller:
         self,
         *,
         store: JobStore,
-        queue: SQLExecutionQueue,
-        dispatcher: FireDispatcher,
+        queue: CommitSignal,
+        dispatcher: Dispatcher,
         clock: Clock,
         lease_seconds: float = 30.0,
         batch_size: int = 500,

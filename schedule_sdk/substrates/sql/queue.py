@@ -10,12 +10,12 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from datetime import datetime
 
-from schedule_sdk.ports import ExecutionQueue, Occurrence
+from schedule_sdk.ports import CommitSignal, ExecutionQueue, Occurrence
 
 Wake = Callable[[datetime | None], None]
 
 
-class SQLExecutionQueue(ExecutionQueue):
+class SQLExecutionQueue(ExecutionQueue, CommitSignal):
     name = "sql"
     holds_entries = False
 

@@ -5,6 +5,7 @@ Each module holds plain test classes: subclass one in your test module (under a 
 
 - :mod:`.job_store`: ``JobStoreContract``, ``JobStoreRetentionContract``, ``WorkerRegistryContract``
 - :mod:`.execution_queue`: ``ExecutionQueueContract``
+- :mod:`.delay_index`: ``DelayIndexContract`` (a substrate that releases due entries itself)
 - :mod:`.event_publisher`: ``EventPublisherContract``
 - :mod:`.timer_store`: ``TimerStoreContract``
 - :mod:`.brokers`: ``MessageBusContract``, ``CommandSourceContract``

@@ -1,0 +1,71 @@
+"""The ``rq`` substrate's objects, built from the settings (the composition root's part for it).
+
+The container calls these lazily, so Redis and RQ are imported only when the settings select the
+``rq`` substrate. Substrates never read settings themselves.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from schedule_sdk.bootstrap.settings import Settings
+from schedule_sdk.ports import Clock, DelayIndex, Dispatcher, ExecutionQueue, FirePath, JobStore
+
+if TYPE_CHECKING:
+    from schedule_sdk.substrates.rq.async_handoff import AsyncRQHandOff
+    from schedule_sdk.substrates.rq.fire import SyncRuntime
+    from schedule_sdk.substrates.rq.queue import RQExecutionQueue
+    from schedule_sdk.substrates.rq.runner import RQRunner
+
+
+def _stale_after(settings: Settings) -> float:
+    """How old a staged or released entry must be to count as missing: longer than any
+    transaction, and than a lease (a live consumer renews its marks within one)."""
+    return max(60.0, 2 * settings.lease_seconds)
+
+
+def rq_queue(settings: Settings) -> RQExecutionQueue:
+    from schedule_sdk.substrates.rq.queue import RQExecutionQueue
+
+    assert settings.redis_url is not None
+    return RQExecutionQueue(
+        redis_url=settings.redis_url, queue_name=settings.rq_queue, stale_after=_stale_after(settings)
+    )
+
+
+def rq_async_queue(settings: Settings) -> AsyncRQHandOff:
+    from schedule_sdk.substrates.rq.async_handoff import AsyncRQHandOff
+
+    assert settings.redis_url is not None
+    return AsyncRQHandOff(
+        redis_url=settings.redis_url, queue_name=settings.rq_queue, stale_after=_stale_after(settings)
+    )
+
+
+def rq_runner(
+    *, settings: Settings, queue: ExecutionQueue, store: JobStore, dispatcher: Dispatcher, clock: Clock
+) -> RQRunner:
+    from schedule_sdk.substrates.rq.runner import RQRunner
+
+    if not isinstance(queue, DelayIndex):
+        raise TypeError("the rq runner needs the rq substrate's queue (a DelayIndex)")
+    return RQRunner(
+        queue=queue, store=store, dispatcher=dispatcher, clock=clock, lease_seconds=settings.lease_seconds
+    )
+
+
+def rq_job_runtime(
+    *, settings: Settings, queue: ExecutionQueue, firing: FirePath, store: JobStore, clock: Clock
+) -> SyncRuntime:
+    from schedule_sdk.substrates.rq.fire import SyncRuntime
+
+    if not isinstance(queue, DelayIndex):
+        raise RuntimeError("the rq fire function needs SCHEDULE_REDIS_URL (the rq substrate)")
+    return SyncRuntime(
+        firing=firing,
+        store=store,
+        queue=queue,
+        clock=clock,
+        worker_id=settings.worker_id,
+        lease_seconds=settings.lease_seconds,
+    )
