@@ -42,6 +42,7 @@ from schedule_sdk.domain.errors import (
     ScheduleError,
     ScheduleUnavailable,
     ScheduleValidationError,
+    StoreLacksCapability,
     StoreUnavailable,
     TransactionNotJoinable,
 )
@@ -122,6 +123,7 @@ __all__ = [
     "ScheduleWorker",
     "ScheduledJob",
     "Settings",
+    "StoreLacksCapability",
     "StoreUnavailable",
     "TransactionNotJoinable",
     "on_event",
