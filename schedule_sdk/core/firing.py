@@ -30,6 +30,7 @@ from schedule_sdk.ports import (
     Clock,
     EventPublisher,
     ExecutionQueue,
+    FireHistory,
     Guard,
     JobStore,
     Metrics,
@@ -223,6 +224,8 @@ class Firing:
         tracing: Tracing | None = None,
     ) -> None:
         self._store = store
+        #: Where fires are recorded: the store, when it keeps a fire history (else none is kept).
+        self._history = store if isinstance(store, FireHistory) else None
         self._queue = queue
         self._publisher = publisher
         self._clock = clock
@@ -324,7 +327,8 @@ class Firing:
         ]
         with write_order(self._store, self._queue) as (tx, hand_off):
             tx.update_many(changes)
-            tx.record_fires([r.fire for r in results if r.fire is not None])
+            if self._history is not None:
+                self._history.record_fires(tx, [r.fire for r in results if r.fire is not None])
             hand_off.enqueue(following)
 
     def fire(self, job: ScheduledJob) -> FireResult:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import binascii
 import builtins
+import contextlib
 import copy
 import logging
 from collections.abc import Callable, Iterable, Sequence
@@ -25,6 +26,7 @@ from schedule_sdk.domain.errors import (
     NotTriggerable,
     RunAtInPast,
     ScheduleError,
+    TransactionNotJoinable,
 )
 from schedule_sdk.domain.history import FireRecord
 from schedule_sdk.domain.ids import new_id
@@ -45,9 +47,12 @@ from schedule_sdk.domain.timing import FireTime
 from schedule_sdk.ports import (
     Clock,
     ExecutionQueue,
+    FireHistory,
     Guard,
     JobStore,
     JobTransaction,
+    JoinableStore,
+    JoinedTransaction,
     Metrics,
     Occurrence,
     Tracing,
@@ -96,6 +101,12 @@ class ScheduleService:
         twin = copy.copy(self)
         twin._store = store
         return twin
+
+    def _join(self, connection: object) -> contextlib.AbstractContextManager[JoinedTransaction]:
+        """The store's ``join``; a store that is no :class:`JoinableStore` refuses ``connection=``."""
+        if not isinstance(self._store, JoinableStore):
+            raise TransactionNotJoinable(f"{type(self._store).__name__} cannot join a caller's transaction")
+        return self._store.join(connection)
 
     def schedule_at(self, spec: OneShotSpec, *, connection: object | None = None) -> ScheduledJob:
         """Schedule a one-shot job to fire once at ``spec.run_at`` (in ``connection``'s transaction if given).
@@ -155,7 +166,7 @@ class ScheduleService:
         """
         now = self._clock.now()
         if connection is not None:
-            with self._store.join(connection) as joined:
+            with self._join(connection) as joined:
                 open_job = cancel_row(joined, job_id, now)
                 if open_job is not None:
                     withdrawn = [Occurrence.of(open_job)]
@@ -291,7 +302,8 @@ class ScheduleService:
         its occurrence, attempt, due and fire instants, lateness, duration, outcome, error and
         worker. Pass the last entry's ``fired_at`` as ``before`` for the next page. Entries are
         kept until retention purges them, even after the job itself is gone; an unknown id has
-        none (an empty list, not an error).
+        none (an empty list, not an error), and so has every job of a store that keeps no fire
+        history (one that is no :class:`~schedule_sdk.ports.FireHistory`).
 
         :raises InvalidCursor: ``limit`` is out of range or ``before`` is naive.
         """
@@ -299,6 +311,8 @@ class ScheduleService:
             raise InvalidCursor(f"limit must be an int between 1 and {MAX_PAGE_SIZE}")
         if before is not None and before.tzinfo is None:
             raise InvalidCursor("before must be an aware datetime")
+        if not isinstance(self._store, FireHistory):
+            return []
         return self._store.history(job_id, limit, before)
 
     # -- internals ---------------------------------------------------------------------------
@@ -405,7 +419,7 @@ class ScheduleService:
         self._queue.enqueue(occurrence)
         replaced: ScheduledJob | None = None
         try:
-            with self._store.join(connection) as joined:
+            with self._join(connection) as joined:
                 if replace is not None:
                     replaced = cancel_row(joined, replace, job.created_at, replaced_by=job.id)
                     job = job.evolve(rescheduled_from=replace)
