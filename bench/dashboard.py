@@ -6,7 +6,7 @@ Run:  .venv/bin/python bench/dashboard.py [--store sqlite|postgres|all] [--jobs 
 Data (bulk-loaded with executemany, then ANALYZE): N jobs over 20 topics, 100 tenants and 1,000
 owners (70% completed, 18% pending, 6% cancelled, 4% failed, 2% paused, none active; 1% cron
 jobs), one million fire history entries over the last 24 hours (written through
-``JobTransaction.record_fires``, 20,000 a transaction, by 16 threads on their own connections,
+the SQL transaction's ``record_fires``, 20,000 a transaction, by 16 threads on their own connections,
 so the per-minute summary is kept as workers keep it, on PostgreSQL in up to 16 shards), and
 10,000 timers of 20 tenants. PostgreSQL uses a fresh database on
 127.0.0.1:5432, ``schedule_sdk_bench_dashboard`` unless ``SCHEDULE_DASHBOARD_BENCH_DB`` names

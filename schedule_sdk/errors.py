@@ -38,6 +38,7 @@ from schedule_sdk.domain.errors import (
     ScheduleError,
     ScheduleUnavailable,
     ScheduleValidationError,
+    StoreLacksCapability,
     StoreUnavailable,
     TransactionNotJoinable,
 )
@@ -70,6 +71,7 @@ __all__ = [
     "ScheduleError",
     "ScheduleUnavailable",
     "ScheduleValidationError",
+    "StoreLacksCapability",
     "StoreUnavailable",
     "TransactionNotJoinable",
 ]

@@ -12,9 +12,9 @@ from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar, cast
 
-from schedule_sdk.domain.errors import ScheduleValidationError, TransactionNotJoinable
+from schedule_sdk.domain.errors import ScheduleValidationError, StoreLacksCapability
 from schedule_sdk.domain.events import ScheduleArrivedEvent, ScheduleEvent, ScheduleMissedEvent
 from schedule_sdk.domain.history import FireRecord
 from schedule_sdk.domain.jobs import JobQuery, ScheduledJob
@@ -80,9 +80,6 @@ class Guard:
     occurrence: int | None = None
 
 
-# -- worker registry (issue 12) -------------------------------------------------------------------
-
-
 @dataclass(frozen=True, slots=True)
 class WorkerInfo:
     """One worker's row in the registry: who it is, where it runs, when it last beat, and how
@@ -98,12 +95,6 @@ class WorkerInfo:
     last_beat: datetime
     in_flight: int = 0
     node: str | None = None
-
-
-# -- end worker registry ---------------------------------------------------------------------------
-
-
-# -- metrics (issue 12) -----------------------------------------------------------------------------
 
 
 class Metrics(ABC):
@@ -134,12 +125,6 @@ class TopicBacklog:
     oldest_due: datetime | None
 
 
-# -- end metrics ------------------------------------------------------------------------------------
-
-
-# -- tracing (issue 12) -----------------------------------------------------------------------------
-
-
 class FireSpan(ABC):
     """The span of one fire, open while its listeners run."""
 
@@ -163,9 +148,6 @@ class Tracing(ABC):
         trace stored with the job, current while the listeners run."""
 
 
-# -- end tracing ------------------------------------------------------------------------------------
-
-
 class JobTransaction(ABC):
     """Writes inside one store transaction. Nothing is visible to others until it commits;
     leaving the ``with`` block with an exception rolls everything back."""
@@ -179,7 +161,8 @@ class JobTransaction(ABC):
         """
 
     def insert_many(self, jobs: Sequence[ScheduledJob]) -> None:
-        """Insert new job rows, in one statement where the store can (same contract as ``insert``)."""
+        """Insert new job rows, in one statement where the store can (same contract as ``insert``).
+        The default inserts them one by one (a derivation, correct for every store)."""
         for job in jobs:
             self.insert(job)
 
@@ -196,16 +179,9 @@ class JobTransaction(ABC):
     def update_many(self, changes: Sequence[tuple[ScheduledJob, Guard]]) -> None:
         """``update`` for many rows at once (rows failing their guard are left alone)."""
 
-    def record_fires(self, fires: Sequence[FireRecord]) -> None:
-        """Append ``fires`` to the fire history, in this transaction (so a fire's entry commits
-        or rolls back with its outcome), and to any summary the store keeps of it (the SQL
-        store's per-minute counts, which the dashboard reads). Optional: the default keeps no
-        history. Called on the fire path: keep it to a few statements per call."""
-        return None
-
 
 class JoinedTransaction(JobTransaction):
-    """Writes inside the *caller's* transaction (see :meth:`JobStore.join`): the store neither
+    """Writes inside the *caller's* transaction (see :meth:`JoinableStore.join`): the store neither
     commits nor rolls back; whoever owns the transaction does."""
 
     @abstractmethod
@@ -214,28 +190,28 @@ class JoinedTransaction(JobTransaction):
         it rolled back (on the thread that ends it; each at most once)."""
 
 
+# --- the job store and its capabilities ---------------------------------------------------------
+#
+# ``JobStore`` is what every store must do: the core cannot schedule or fire without it. The other
+# ports below are capabilities a store adds by inheriting them too (``class MyStore(JobStore,
+# WorkerRegistry)``); every method of each is abstract, so a store either does all of a
+# capability or does not claim it. The container checks, when it builds a component, that the
+# configured store has the capabilities that component needs (``StoreLacksCapability``).
+
+
 class JobStore(ABC):
-    """The source of truth for jobs (and, for the ``sql`` substrate, the delay index).
+    """The source of truth for jobs (and, for the ``sql`` substrate, the delay index): write
+    transactions, reads, claims with leases, and the scans the reconciler and the poller need.
+
+    The methods with a body are derivations of the abstract ones, correct for every store; a store
+    overrides them only to do the same in fewer round trips.
 
     :raises StoreUnavailable: from any method when the database is unreachable or fails.
     """
 
-    #: True when one write transaction excludes every other (SQLite): a long write then delays
-    #: the claim of a job that comes due meanwhile, so background writers (retention) fit their
-    #: batches between due instants.
-    one_writer: bool = False
-
     @abstractmethod
     def transaction(self) -> AbstractContextManager[JobTransaction]:
         """A write transaction: commits when the block ends normally, rolls back on an exception."""
-
-    def join(self, connection: object) -> AbstractContextManager[JoinedTransaction]:
-        """Write in the caller's open transaction on ``connection`` (a store that has none refuses);
-        leaving the block neither commits nor rolls back.
-
-        :raises TransactionNotJoinable: this store cannot write through ``connection``.
-        """
-        raise TransactionNotJoinable(f"{type(self).__name__} cannot join a caller's transaction")
 
     @abstractmethod
     def get(self, job_id: str) -> ScheduledJob | None:
@@ -269,7 +245,7 @@ class JobStore(ABC):
     def claim(
         self, job_id: str, occurrence: int, attempt: int, now: datetime, worker_id: str, lease_until: datetime
     ) -> ScheduledJob | None:
-        """``claim_many`` for one occurrence: the claimed job, or None."""
+        """``claim_many`` for one occurrence: the claimed job, or None (derived from ``claim_many``)."""
         claimed = self.claim_many([(job_id, occurrence, attempt)], now, worker_id, lease_until)
         return claimed[0] if claimed else None
 
@@ -286,51 +262,6 @@ class JobStore(ABC):
     def release_expired(self, now: datetime, limit: int) -> list[ScheduledJob]:
         """Return up to ``limit`` active jobs whose lease ended before ``now`` to ``pending``
         (same occurrence and attempt, so they fire again); return them as released."""
-
-    # -- worker registry (issue 12): optional; a store without one leaves recovery to leases --
-
-    def beat(self, worker: WorkerInfo) -> None:
-        """Insert or update ``worker``'s registry row (every field; keyed by ``worker.id``)."""
-        return None
-
-    def workers(self) -> list[WorkerInfo]:
-        """Every registered worker, in id order."""
-        return []
-
-    def remove_worker(self, worker_id: str) -> None:
-        """Delete this worker's registry row (a clean stop); no error when absent."""
-        return None
-
-    def release_dead(
-        self, beat_before: datetime, also: Sequence[str], now: datetime, limit: int
-    ) -> list[ScheduledJob]:
-        """Return to ``pending`` (same occurrence and attempt) up to ``limit`` active jobs claimed
-        by a *registered* worker whose last beat is before ``beat_before`` or whose id is in
-        ``also``, deciding in one statement (a worker that beats meanwhile keeps its claims);
-        return them as released. Claims of workers absent from the registry are left to leases."""
-        return []
-
-    def forget_workers(self, beat_before: datetime) -> int:
-        """Delete registry rows whose last beat is before ``beat_before``; return how many."""
-        return 0
-
-    def backlog(self, now: datetime) -> list[TopicBacklog]:
-        """Pending jobs per topic (topics with none are left out), in topic order: for the pending
-        and backlog gauges and the health check. Not on the fire path: one query per call."""
-        found: dict[str, list[Any]] = {}
-        after: str | None = None
-        while page := self.scan_open(after, 1000):
-            after = page[-1].id
-            for job in page:
-                if job.status is JobStatus.PENDING:
-                    entry = found.setdefault(job.topic, [0, 0, None])
-                    entry[0] += 1
-                    if job.run_at <= now:
-                        entry[1] += 1
-                        entry[2] = job.run_at if entry[2] is None else min(entry[2], job.run_at)
-        return [TopicBacklog(topic, *found[topic]) for topic in sorted(found)]
-
-    # -- end worker registry ---------------------------------------------------------------------
 
     @abstractmethod
     def next_due_at(self) -> datetime | None:
@@ -350,37 +281,148 @@ class JobStore(ABC):
             for job in self.scan_open(after_id, limit)
         ]
 
-    def purge_finished(self, before: datetime, limit: int, *, wait: bool = False) -> int | None:
-        """Delete up to ``limit`` finished jobs (completed, cancelled or failed) whose last change
-        (``updated_at``) is before ``before``, oldest first, in one transaction; return how many.
-        Open jobs (pending, active, paused) are never deleted. One purger runs at a time across
-        processes: when another holds the purge lock, return None at once (or, with ``wait``,
-        wait for it). Optional: the default deletes nothing (a store without retention)."""
-        return 0
-
-    def history(self, job_id: str, limit: int, before: datetime | None = None) -> list[FireRecord]:
-        """Up to ``limit`` fire history entries of job ``job_id``, newest first (by ``fired_at``),
-        only those fired before ``before`` when given (the next page). Entries outlive their job
-        until purged. Optional: the default has none."""
-        return []
-
-    def purge_history(self, before: datetime, limit: int) -> int:
-        """Delete up to ``limit`` rows of fire history fired before ``before``, oldest first, in
-        one transaction; return how many. Rows are entries and, once no entry before ``before``
-        is left, the rows of any summary the store keeps of whole minutes before ``before``. The
-        retention purger calls it until it returns less than ``limit``: then nothing before
-        ``before`` is left. Optional: the default deletes nothing."""
-        return 0
+    def backlog(self, now: datetime) -> list[TopicBacklog]:
+        """Pending jobs per topic (topics with none are left out), in topic order: for the pending
+        and backlog gauges and the health check. Not on the fire path. The default pages through
+        :meth:`scan_open`; a store may answer it in one query (the SQL store does)."""
+        found: dict[str, list[Any]] = {}
+        after: str | None = None
+        while page := self.scan_open(after, 1000):
+            after = page[-1].id
+            for job in page:
+                if job.status is JobStatus.PENDING:
+                    entry = found.setdefault(job.topic, [0, 0, None])
+                    entry[0] += 1
+                    if job.run_at <= now:
+                        entry[1] += 1
+                        entry[2] = job.run_at if entry[2] is None else min(entry[2], job.run_at)
+        return [TopicBacklog(topic, *found[topic]) for topic in sorted(found)]
 
     @abstractmethod
     def watch(self, on_change: Callable[[datetime | None], None]) -> Callable[[], None]:
         """Call ``on_change(due_at)`` (from any thread) soon after another process schedules a job
         (``due_at`` its due time, or None when unknown); return a function that stops watching.
-        Best effort: a missed call only delays a fire until the poller's safety-net interval."""
+        Best effort: a missed call only delays a fire until the poller's safety-net interval. A
+        store no other process writes to (in memory) has nothing to report: it returns a stop
+        function at once."""
 
     @abstractmethod
     def close(self) -> None:
         """Release connections and threads."""
+
+
+class JoinableStore(ABC):
+    """Capability: writing in the caller's own open transaction (``connection=`` of the service).
+    A store without it refuses ``connection=`` with ``TransactionNotJoinable``."""
+
+    @abstractmethod
+    def join(self, connection: object) -> AbstractContextManager[JoinedTransaction]:
+        """Write in the caller's open transaction on ``connection``: what is written becomes
+        visible to others only when the caller commits, and nothing of it remains if the caller
+        rolls back. Leaving the block (even with an exception) neither commits nor rolls back.
+
+        :raises TransactionNotJoinable: this store cannot write through ``connection``.
+        """
+
+
+class WorkerRegistry(ABC):
+    """Capability: the worker registry, which dead-worker detection needs. Every worker beats its
+    row; a worker whose beat stops has its claims released by its peers well before its leases
+    end. A worker (``container.worker()``) and the health check need it."""
+
+    @abstractmethod
+    def beat(self, worker: WorkerInfo) -> None:
+        """Insert or update ``worker``'s registry row, keyed by ``worker.id``: a new row takes
+        every field; an existing row takes ``last_beat`` and ``in_flight`` only."""
+
+    @abstractmethod
+    def workers(self) -> list[WorkerInfo]:
+        """Every registered worker, in id order."""
+
+    @abstractmethod
+    def remove_worker(self, worker_id: str) -> None:
+        """Delete this worker's registry row (a clean stop); no error when absent."""
+
+    @abstractmethod
+    def release_dead(
+        self, beat_before: datetime, also: Sequence[str], now: datetime, limit: int
+    ) -> list[ScheduledJob]:
+        """Return to ``pending`` (same occurrence and attempt) up to ``limit`` active jobs claimed
+        by a *registered* worker whose last beat is before ``beat_before`` or whose id is in
+        ``also``, deciding in one statement (a worker that beats meanwhile keeps its claims);
+        return them as released. Claims of workers absent from the registry are left to leases."""
+
+    @abstractmethod
+    def forget_workers(self, beat_before: datetime) -> int:
+        """Delete registry rows whose last beat is before ``beat_before``; return how many."""
+
+
+class FireHistory(ABC):
+    """Capability: the fire history, one entry per fire, kept until purged. A store without it
+    keeps none: fires are not recorded and ``ScheduleService.history`` returns no entries."""
+
+    @abstractmethod
+    def record_fires(self, tx: JobTransaction, fires: Sequence[FireRecord]) -> None:
+        """Append ``fires`` to the history inside ``tx`` (a transaction of this store), so a
+        fire's entry commits or rolls back with its outcome, and to any summary the store keeps
+        of it (the SQL store's per-minute counts, which the dashboard reads). Called on the fire
+        path: keep it to a few statements per call.
+
+        :raises TypeError: ``tx`` is not a transaction of this store.
+        """
+
+    @abstractmethod
+    def history(self, job_id: str, limit: int, before: datetime | None = None) -> list[FireRecord]:
+        """Up to ``limit`` fire history entries of job ``job_id``, newest first (by ``fired_at``),
+        only those fired before ``before`` when given (the next page). Entries outlive their job
+        until purged."""
+
+    @abstractmethod
+    def purge_history(self, before: datetime, limit: int) -> int:
+        """Delete up to ``limit`` rows of fire history fired before ``before``, oldest first, in
+        one transaction; return how many. Rows are entries and, once no entry before ``before``
+        is left, the rows of any summary the store keeps of whole minutes before ``before``. The
+        retention purger calls it until it returns less than ``limit``: then nothing before
+        ``before`` is left."""
+
+
+class Retention(ABC):
+    """Capability: deleting finished jobs, which the ``retention`` setting and
+    ``schedule-sdk jobs purge`` need. (A store that also is a :class:`FireHistory` has its
+    history purged by the same purger.)"""
+
+    @property
+    @abstractmethod
+    def one_writer(self) -> bool:
+        """True when one write transaction excludes every other (SQLite): a long write then delays
+        the claim of a job that comes due meanwhile, so the purger fits its batches between due
+        instants."""
+
+    @abstractmethod
+    def purge_finished(self, before: datetime, limit: int, *, wait: bool = False) -> int | None:
+        """Delete up to ``limit`` finished jobs (completed, cancelled or failed) whose last change
+        (``updated_at``) is before ``before``, oldest first, in one transaction; return how many.
+        Open jobs (pending, active, paused) are never deleted. One purger runs at a time across
+        processes: when another holds the purge lock, return None at once (or, with ``wait``,
+        wait for it)."""
+
+
+#: The capabilities a store may add to :class:`JobStore`.
+CAPABILITIES: tuple[type, ...] = (JoinableStore, WorkerRegistry, FireHistory, Retention)
+
+_Capability = TypeVar("_Capability")
+
+
+def require(store: object, capability: Callable[..., _Capability], needed_by: str) -> _Capability:
+    """``store`` as ``capability`` (one of :data:`CAPABILITIES`, an abstract class: hence typed as
+    a callable, which mypy accepts), or refuse, naming ``needed_by``: what needs it.
+
+    :raises StoreLacksCapability: ``store`` does not declare ``capability`` (does not inherit it).
+    """
+    port = cast(type, capability)
+    if isinstance(store, port):
+        return cast(_Capability, store)
+    raise StoreLacksCapability(type(store).__name__, port.__name__, needed_by)
 
 
 class ExecutionQueue(ABC):

@@ -13,6 +13,14 @@ from ``container.config.from_dict({...})`` before first use. Any provider can be
 
 Nothing connects at import time; providers for the ``rq`` substrate are imported only when the
 settings select it. Providers that worker threads reach are thread-safe singletons.
+
+The store may be overridden with any :class:`~schedule_sdk.ports.JobStore`. A component that needs
+more than that, a capability of the store (see :mod:`schedule_sdk.ports`), refuses a store that
+lacks it as the container builds it, with :class:`~schedule_sdk.domain.errors.StoreLacksCapability`:
+``container.worker()`` needs a ``WorkerRegistry`` (dead-worker detection), and also ``Retention``
+when the ``retention`` setting is set; ``container.purger()`` needs ``Retention``. Optional
+capabilities are used when the store has them (``FireHistory``: fires are recorded;
+``JoinableStore``: ``connection=`` is accepted).
 """
 
 from __future__ import annotations
@@ -102,6 +110,12 @@ def _sqlite_calls(settings: Settings, store: SQLAlchemyJobStore, service: Schedu
     calls.close()
 
 
+def _worker_purger(retention: object, purger: Callable[[], Purger]) -> Purger | None:
+    """The worker's purger: built (so the store must have ``Retention``) when the ``retention``
+    setting is set, else None (the worker purges nothing)."""
+    return None if retention is None else purger()
+
+
 def _listener_loop() -> Iterator[ListenerLoop]:
     loop = ListenerLoop()
     yield loop
@@ -116,7 +130,7 @@ class ScheduleContainer(containers.DeclarativeContainer):
     engine = providers.Resource(_engine, settings=settings)
     store = providers.ThreadSafeSingleton(SQLAlchemyJobStore, engine=engine)
 
-    # Issue 12: one metrics port for jobs and the timer (override it to bring your own).
+    # One metrics port for jobs and the timer (override it to bring your own).
     metrics = providers.Selector(
         settings.provided.metrics,
         none=providers.ThreadSafeSingleton(NoMetrics),
@@ -124,7 +138,7 @@ class ScheduleContainer(containers.DeclarativeContainer):
         prometheus=providers.ThreadSafeSingleton(_prometheus, store=store, clock=clock),
     )
 
-    #: Issue 12: spans for fires in the trace that scheduled the job (override it to pass your
+    #: Spans for fires in the trace that scheduled the job (override it to pass your
     #: own ``OtelTracing(tracer_provider=...)``).
     tracing = providers.ThreadSafeSingleton(tracing_for, settings.provided.tracing)
 
@@ -253,7 +267,9 @@ class ScheduleContainer(containers.DeclarativeContainer):
         lease_seconds=settings.provided.lease_seconds,
         stop_timeout=settings.provided.stop_timeout,
         reconcile_interval=settings.provided.reconcile_interval,
-        purger=purger,
+        purger=providers.Callable(
+            _worker_purger, retention=settings.provided.retention_period, purger=purger.provider
+        ),
         dead_after=settings.provided.dead_after,
         substrate=settings.provided.execution_substrate,
         listener_loop=listeners.provided.loop,

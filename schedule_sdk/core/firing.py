@@ -28,6 +28,7 @@ from schedule_sdk.ports import (
     Clock,
     EventPublisher,
     ExecutionQueue,
+    FireHistory,
     FirePath,
     FireResult,
     Guard,
@@ -213,6 +214,8 @@ class Firing(FirePath):
         tracing: Tracing | None = None,
     ) -> None:
         self._store = store
+        #: Where fires are recorded: the store, when it keeps a fire history (else none is kept).
+        self._history = store if isinstance(store, FireHistory) else None
         self._queue = queue
         self._publisher = publisher
         self._clock = clock
@@ -314,5 +317,6 @@ class Firing(FirePath):
         ]
         with write_order(self._store, self._queue) as (tx, hand_off):
             tx.update_many(changes)
-            tx.record_fires([r.fire for r in results if r.fire is not None])
+            if self._history is not None:
+                self._history.record_fires(tx, [r.fire for r in results if r.fire is not None])
             hand_off.enqueue(following)

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from schedule_sdk.domain.errors import ScheduleError
-from schedule_sdk.ports import Clock, JobStore
+from schedule_sdk.ports import Clock, JobStore, WorkerRegistry, require
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,15 +54,21 @@ def check_health(
     ping_redis: Callable[[], object] | None = None,
     min_workers: int = 1,
     max_backlog_age: float = 60.0,
+    registry: WorkerRegistry | None = None,
 ) -> HealthReport:
-    """Run every check (see the module docstring); ``ping_redis`` is called when given."""
+    """Run every check (see the module docstring); ``ping_redis`` is called when given. The
+    workers are read from ``registry``, by default the store.
+
+    :raises StoreLacksCapability: no ``registry``, and the store is no WorkerRegistry.
+    """
+    workers_of = registry if registry is not None else require(store, WorkerRegistry, "the health check")
     from schedule_sdk.core.liveness import is_dead
 
     checks: list[Check] = []
     now = clock.now()
     try:
         backlog = store.backlog(now)
-        workers = store.workers()
+        workers = workers_of.workers()
     except ScheduleError as error:
         return HealthReport([Check("store", False, str(error), unavailable=True)])
     checks.append(Check("store", True, "reachable"))

@@ -1,6 +1,6 @@
 """``Liveness``: this worker's row in the worker registry, and who among the others is dead.
 
-Every worker beats its row (``JobStore.beat``) from its heartbeat thread. A registered worker is
+Every worker beats its row (``WorkerRegistry.beat``) from its heartbeat thread. A registered worker is
 dead when its last beat is more than ``dead_after`` seconds old, or at once when it ran on this
 node (same kernel boot and PID namespace) and its process no longer exists (a restart after
 ``kill -9`` recovers without waiting). A dead worker's claims are released by

@@ -20,7 +20,15 @@ from datetime import datetime
 
 from schedule_sdk.core.write_order import hand_over_committed
 from schedule_sdk.domain.jobs import ScheduledJob
-from schedule_sdk.ports import Clock, ExecutionQueue, JobStore, Occurrence, OccurrenceRef
+from schedule_sdk.ports import (
+    Clock,
+    ExecutionQueue,
+    JobStore,
+    Occurrence,
+    OccurrenceRef,
+    WorkerRegistry,
+    require,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -64,12 +72,19 @@ class Reconciler:
             logger.warning("released %d expired claims (a worker stopped mid-fire)", total)
         return total
 
-    def release_dead(self, beat_before: datetime, also: Sequence[str] = ()) -> int:
-        """Return the claims of registered workers that last beat before ``beat_before`` (or are in
-        ``also``) to pending and hand them to the queue again (on ``rq`` their entries were
-        consumed); return how many."""
+    def release_dead(
+        self, beat_before: datetime, also: Sequence[str] = (), *, registry: WorkerRegistry | None = None
+    ) -> int:
+        """Return the claims of workers registered in ``registry`` (default: the store, which must
+        then be a WorkerRegistry) that last beat before ``beat_before`` (or are in ``also``) to
+        pending and hand them to the queue again (on ``rq`` their entries were consumed); return
+        how many.
+
+        :raises StoreLacksCapability: no ``registry``, and the store is no WorkerRegistry.
+        """
+        workers = registry if registry is not None else require(self._store, WorkerRegistry, "release_dead")
         total = self._hand_back(
-            lambda: self._store.release_dead(beat_before, also, self._clock.now(), self._batch)
+            lambda: workers.release_dead(beat_before, also, self._clock.now(), self._batch)
         )
         if total:
             logger.warning("released %d claims of dead workers", total)

@@ -2,12 +2,13 @@
 and the fire history (entries and the per-minute summary) as long after it was written.
 
 :class:`Purger` deletes in small batches (one short write transaction each, so fires are never
-held up for long), one purger of jobs at a time across processes (``JobStore.purge_finished``
-holds the store's purge lock). A worker with ``retention`` set calls :meth:`Purger.tick` from its
-heartbeat: each tick works for at most ``tick_budget`` seconds, finished jobs first, then the
+held up for long), one purger of jobs at a time across processes (``Retention.purge_finished``
+holds the store's purge lock); the fire history too, when the store keeps one (a
+``FireHistory``). A worker with ``retention`` set calls :meth:`Purger.tick` from its heartbeat:
+each tick works for at most ``tick_budget`` seconds, finished jobs first, then the
 fire history, and starts at most every ``interval`` seconds while nothing is left to delete.
 Between batches it rests three times as long as the batch took (``duty`` 0.25). On a store with
-one writer at a time (SQLite, ``JobStore.one_writer``) a batch also fits before the next due
+one writer at a time (SQLite, ``Retention.one_writer``) a batch also fits before the next due
 instant: it deletes at most as many rows as take half the time left (the time per row is learnt
 from the batches), and when not even ``min_batch`` fits it waits for that instant to pass, so the
 claim at a due instant never waits for a purge batch. A backlog (the next due instant more than
@@ -25,7 +26,7 @@ from collections.abc import Callable
 from datetime import timedelta
 
 from schedule_sdk.domain.errors import InvalidSetting
-from schedule_sdk.ports import Clock, JobStore
+from schedule_sdk.ports import Clock, FireHistory, JobStore, Retention, require
 
 logger = logging.getLogger(__name__)
 
@@ -68,6 +69,10 @@ class Purger:
         overdue_grace: float = 0.5,
     ) -> None:
         self._store = store
+        #: What deletes finished jobs: the store, which must be a Retention (``StoreLacksCapability``).
+        self._retention: Retention = require(store, Retention, "the purger (retention, jobs purge)")
+        #: The fire history to purge too: the store's, when it keeps one.
+        self._history = store if isinstance(store, FireHistory) else None
         self._clock = clock
         self.retention = retention
         self._batch = batch_size
@@ -77,7 +82,7 @@ class Purger:
         #: t * (1 / duty - 1) seconds, so fires (SQLite's one writer, the CPU) are not held up.
         self._rest = 1.0 / duty - 1.0
         self._idle_until = 0.0
-        self._fit = store.one_writer
+        self._fit = self._retention.one_writer
         self._min_batch = min(min_batch, batch_size)
         self._max_wait = max_wait
         self._overdue_grace = overdue_grace
@@ -92,13 +97,17 @@ class Purger:
         ``progress`` gets the running total after each batch. With ``wait`` (the default) it waits
         its turn when another process is purging; without, it stops there."""
         before = self._clock.now() - older_than
-        return self._drain(lambda rows: self._store.purge_finished(before, rows, wait=wait), progress)[0]
+        return self._drain(lambda rows: self._retention.purge_finished(before, rows, wait=wait), progress)[0]
 
     def purge_history(self, older_than: timedelta, *, progress: Callable[[int], None] | None = None) -> int:
         """Delete the fire history written more than ``older_than`` ago (entries, then the rows of
-        the store's per-minute summary); return how many rows. ``progress`` as for :meth:`purge`."""
+        the store's per-minute summary); return how many rows (0 when the store keeps no fire
+        history). ``progress`` as for :meth:`purge`."""
+        history = self._history
+        if history is None:
+            return 0
         before = self._clock.now() - older_than
-        return self._drain(lambda rows: self._store.purge_history(before, rows), progress)[0]
+        return self._drain(lambda rows: history.purge_history(before, rows), progress)[0]
 
     def tick(self) -> int:
         """Some of the retention work (a worker's heartbeat calls this): finished jobs, then the
@@ -108,11 +117,11 @@ class Purger:
         before = self._clock.now() - self.retention
         deadline = time.monotonic() + self._budget
         jobs, done = self._drain(
-            lambda rows: self._store.purge_finished(before, rows, wait=False), deadline=deadline
+            lambda rows: self._retention.purge_finished(before, rows, wait=False), deadline=deadline
         )
-        fires = 0
-        if done:
-            fires, done = self._drain(lambda rows: self._store.purge_history(before, rows), deadline=deadline)
+        fires, history = 0, self._history
+        if done and history is not None:
+            fires, done = self._drain(lambda rows: history.purge_history(before, rows), deadline=deadline)
         if done:  # all deleted, or another process purges: rest until the next interval
             self._idle_until = time.monotonic() + self._interval
         if jobs or fires:

@@ -23,6 +23,7 @@ from schedule_sdk.domain.errors import (
     NotReschedulable,
     NotTriggerable,
     ScheduleError,
+    TransactionNotJoinable,
 )
 from schedule_sdk.domain.history import FireRecord
 from schedule_sdk.domain.ids import new_id
@@ -43,9 +44,11 @@ from schedule_sdk.domain.timing import FireTime
 from schedule_sdk.ports import (
     Clock,
     ExecutionQueue,
+    FireHistory,
     Guard,
     JobStore,
     JobTransaction,
+    JoinableStore,
     Metrics,
     Occurrence,
     Tracing,
@@ -94,6 +97,15 @@ class ScheduleService:
         twin = copy.copy(self)
         twin._store = store
         return twin
+
+    def _joinable(self) -> JoinableStore:
+        """The store, which must be a :class:`JoinableStore` for ``connection=``.
+
+        :raises TransactionNotJoinable: it cannot join a caller's transaction.
+        """
+        if not isinstance(self._store, JoinableStore):
+            raise TransactionNotJoinable(f"{type(self._store).__name__} cannot join a caller's transaction")
+        return self._store
 
     def schedule_at(self, spec: OneShotSpec, *, connection: object | None = None) -> ScheduledJob:
         """Schedule a one-shot job to fire once at ``spec.run_at`` (in ``connection``'s transaction if given).
@@ -153,7 +165,7 @@ class ScheduleService:
         """
         now = self._clock.now()
         if connection is not None:
-            with joined_write_order(self._store, self._queue, connection, []) as (joined, after):
+            with joined_write_order(self._joinable(), self._queue, connection, []) as (joined, after):
                 open_job = cancel_row(joined, job_id, now)
                 if open_job is not None:
                     after.withdraw([Occurrence.of(open_job)])
@@ -288,7 +300,8 @@ class ScheduleService:
         its occurrence, attempt, due and fire instants, lateness, duration, outcome, error and
         worker. Pass the last entry's ``fired_at`` as ``before`` for the next page. Entries are
         kept until retention purges them, even after the job itself is gone; an unknown id has
-        none (an empty list, not an error).
+        none (an empty list, not an error), and so has every job of a store that keeps no fire
+        history (one that is no :class:`~schedule_sdk.ports.FireHistory`).
 
         :raises InvalidCursor: ``limit`` is out of range or ``before`` is naive.
         """
@@ -296,6 +309,8 @@ class ScheduleService:
             raise InvalidCursor(f"limit must be an int between 1 and {MAX_PAGE_SIZE}")
         if before is not None and before.tzinfo is None:
             raise InvalidCursor("before must be an aware datetime")
+        if not isinstance(self._store, FireHistory):
+            return []
         return self._store.history(job_id, limit, before)
 
     # -- internals ---------------------------------------------------------------------------
@@ -372,7 +387,7 @@ class ScheduleService:
         """``_write`` in the caller's transaction, in the joined write order."""
         replaced: ScheduledJob | None = None
         occurrence = [Occurrence.of(job)]
-        with joined_write_order(self._store, self._queue, connection, occurrence) as (joined, after):
+        with joined_write_order(self._joinable(), self._queue, connection, occurrence) as (joined, after):
             if replace is not None:
                 replaced = cancel_row(joined, replace, job.created_at, replaced_by=job.id)
                 job = job.evolve(rescheduled_from=replace)

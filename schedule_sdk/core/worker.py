@@ -36,7 +36,7 @@ from schedule_sdk.core.loop import ListenerLoop
 from schedule_sdk.core.reconciler import Reconciler
 from schedule_sdk.core.retention import Purger
 from schedule_sdk.domain.errors import ScheduleError
-from schedule_sdk.ports import Clock, JobStore, Runner
+from schedule_sdk.ports import Clock, JobStore, Runner, WorkerRegistry, require
 
 logger = logging.getLogger(__name__)
 
@@ -48,6 +48,7 @@ class ScheduleWorker:
         store: JobStore,
         clock: Clock,
         reconciler: Reconciler,
+        registry: WorkerRegistry | None = None,
         dispatcher: FireDispatcher,
         runner: Runner,
         lease_seconds: float = 30.0,
@@ -59,6 +60,13 @@ class ScheduleWorker:
         listener_loop: ListenerLoop | None = None,
     ) -> None:
         self._store = store
+        #: Where the worker beats and finds dead peers: ``registry``, else the store, which must
+        #: then be a WorkerRegistry (``StoreLacksCapability``): dead-worker detection is not optional.
+        self._registry: WorkerRegistry = (
+            registry
+            if registry is not None
+            else require(store, WorkerRegistry, "a worker (dead-worker detection)")
+        )
         self._clock = clock
         self.reconciler = reconciler
         self.dispatcher = dispatcher
@@ -94,7 +102,7 @@ class ScheduleWorker:
                 dead_after=self._dead_after,
                 started_at=self._clock.now(),
             )
-            self._store.beat(self.liveness.row(self._clock.now(), 0))
+            self._registry.beat(self.liveness.row(self._clock.now(), 0))
             self._watch_peers()
             self.reconciler.run_at_start()
             self._stop.clear()
@@ -118,7 +126,7 @@ class ScheduleWorker:
             self._heartbeat.join(timeout=2)
             self._heartbeat = None
             try:
-                self._store.remove_worker(self.dispatcher.worker_id)
+                self._registry.remove_worker(self.dispatcher.worker_id)
             except ScheduleError as error:  # the row ages out; peers find no claims to release
                 logger.warning("could not deregister worker: %s", error)
             logger.info("worker %s stopped", self.dispatcher.worker_id)
@@ -138,10 +146,10 @@ class ScheduleWorker:
         """Release the claims of workers found dead; forget long-dead ones."""
         assert self.liveness is not None
         now = self._clock.now()
-        workers = self._store.workers()
+        workers = self._registry.workers()
         dead, gone = self.liveness.judge(workers, now)
         if dead:
-            self.reconciler.release_dead(now - self.liveness.dead_after, gone)
+            self.reconciler.release_dead(now - self.liveness.dead_after, gone, registry=self._registry)
             self.liveness.released(dead)
             logger.warning("workers declared dead: %s", ", ".join(x.id for x in dead))
             self._runner.peers_dead([x.id for x in dead])
@@ -149,7 +157,7 @@ class ScheduleWorker:
         if time.monotonic() < self._rescue_fast_until:
             self.reconciler.rescue(DEAD_RESCUE_AGE)
         if any(x.last_beat < now - timedelta(seconds=FORGET_AFTER) for x in workers):
-            self._store.forget_workers(now - timedelta(seconds=FORGET_AFTER))
+            self._registry.forget_workers(now - timedelta(seconds=FORGET_AFTER))
 
     async def start_async(self) -> ScheduleWorker:
         """:meth:`start` from async code: ``async def`` listeners run on the running (the app's)
@@ -185,7 +193,7 @@ class ScheduleWorker:
         while not self._stop.wait(self.beat_interval):
             try:
                 held = self.dispatcher.held_ids()
-                self._store.beat(self.liveness.row(self._clock.now(), len(held)))
+                self._registry.beat(self.liveness.row(self._clock.now(), len(held)))
                 if held:
                     until = self._clock.now() + timedelta(seconds=self._lease)
                     self._store.extend_claims(self.dispatcher.worker_id, held, until)

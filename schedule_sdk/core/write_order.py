@@ -24,7 +24,14 @@ import contextlib
 import logging
 from collections.abc import Iterator, Sequence
 
-from schedule_sdk.ports import ExecutionQueue, JobStore, JobTransaction, JoinedTransaction, Occurrence
+from schedule_sdk.ports import (
+    ExecutionQueue,
+    JobStore,
+    JobTransaction,
+    JoinableStore,
+    JoinedTransaction,
+    Occurrence,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -77,7 +84,7 @@ class AfterCommit:
 
 @contextlib.contextmanager
 def joined_write_order(
-    store: JobStore, queue: ExecutionQueue, connection: object, occurrences: Sequence[Occurrence]
+    store: JoinableStore, queue: ExecutionQueue, connection: object, occurrences: Sequence[Occurrence]
 ) -> Iterator[tuple[JoinedTransaction, AfterCommit]]:
     """The caller's transaction on ``connection``, joined, in the write order (module docstring):
     ``occurrences`` are handed over (staged) before the rows are written, so a queue error leaves

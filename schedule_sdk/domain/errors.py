@@ -18,6 +18,7 @@ Catch :class:`ScheduleError` for "anything from the scheduler", a builtin for a 
     │   ├── InvalidCursor               SCHEDULE_INVALID_CURSOR
     │   ├── InvalidStatus               SCHEDULE_INVALID_STATUS
     │   ├── InvalidSetting              SCHEDULE_INVALID_SETTING
+    │   │   └── StoreLacksCapability    SCHEDULE_STORE_LACKS_CAPABILITY
     │   ├── InvalidMisfire              SCHEDULE_INVALID_MISFIRE
     │   ├── TransactionNotJoinable      SCHEDULE_TRANSACTION_NOT_JOINABLE
     │   └── InvalidTimerCommand         TIMER_INVALID_COMMAND
@@ -148,6 +149,22 @@ class InvalidSetting(ScheduleValidationError):
     """A configuration value is invalid."""
 
     code = "SCHEDULE_INVALID_SETTING"
+
+
+class StoreLacksCapability(InvalidSetting):
+    """The configured job store lacks a capability the configuration needs (a worker needs a
+    ``WorkerRegistry``, the ``retention`` setting needs ``Retention``); nothing was built."""
+
+    code = "SCHEDULE_STORE_LACKS_CAPABILITY"
+
+    def __init__(self, store: str, capability: str, needed_by: str) -> None:
+        super().__init__(
+            f"{needed_by} needs a job store that is a {capability}, and {store} is not one "
+            f"(a store declares a capability by inheriting its port from schedule_sdk.ports)"
+        )
+        self.store = store
+        self.capability = capability
+        self.needed_by = needed_by
 
 
 class InvalidMisfire(ScheduleValidationError):

@@ -231,7 +231,9 @@ def cmd_workers(ctx: Context) -> int:
     from schedule_sdk.core.liveness import is_dead
 
     now = ctx.container.clock().now()
-    workers = ctx.container.store().workers()
+    from schedule_sdk.ports import WorkerRegistry, require
+
+    workers = require(ctx.container.store(), WorkerRegistry, "schedule-sdk workers").workers()
     dead_after = ctx.settings.dead_after
     states = ["dead" if is_dead(x, now, dead_after) else "live" for x in workers]
     if ctx.args.json:

@@ -2,8 +2,10 @@
 
 ``MeteredJobStore`` and ``MeteredExecutionQueue`` wrap another adapter and count calls (the shape
 of a metrics or tracing adapter); ``JsonLinesEventPublisher`` appends every event to a file before
-handing it to the listeners. tests/examples/test_custom_adapter.py runs the JobStore contract
-suite against ``MeteredJobStore`` and a worker with all three plugged into the container.
+handing it to the listeners. ``MeteredJobStore`` declares two capabilities besides the JobStore
+port: the worker registry (a worker needs it) and retention. tests/examples/test_custom_adapter.py
+runs the contract suites of those ports against ``MeteredJobStore`` and a worker with all three
+adapters plugged into the container.
 """
 
 from __future__ import annotations
@@ -28,15 +30,24 @@ from schedule_sdk.ports import (
     JobTransaction,
     Occurrence,
     OccurrenceRef,
+    Retention,
+    WorkerInfo,
+    WorkerRegistry,
+    require,
 )
 
 
 # --8<-- [start:store]
-class MeteredJobStore(JobStore):
-    """Any JobStore, with a count of calls per method. Every method keeps the inner store's contract."""
+class MeteredJobStore(JobStore, WorkerRegistry, Retention):
+    """Any JobStore with a worker registry and retention, with a count of calls per method.
+    Every method keeps the inner store's contract. It inherits the capabilities it implements:
+    ``WorkerRegistry`` (a worker refuses a store without one) and ``Retention``; being no
+    ``FireHistory`` or ``JoinableStore``, it keeps no fire history and refuses ``connection=``."""
 
     def __init__(self, inner: JobStore) -> None:
         self._inner = inner
+        self._registry = require(inner, WorkerRegistry, "MeteredJobStore")
+        self._retention = require(inner, Retention, "MeteredJobStore")
         self.calls: Counter[str] = Counter()
 
     def transaction(self) -> AbstractContextManager[JobTransaction]:
@@ -83,15 +94,42 @@ class MeteredJobStore(JobStore):
         self.calls["scan_open"] += 1
         return self._inner.scan_open(after_id, limit)
 
-    def purge_finished(self, before: datetime, limit: int, *, wait: bool = False) -> int | None:
-        self.calls["purge_finished"] += 1
-        return self._inner.purge_finished(before, limit, wait=wait)
-
     def watch(self, on_change: Callable[[datetime | None], None]) -> Callable[[], None]:
         return self._inner.watch(on_change)
 
     def close(self) -> None:
         self._inner.close()
+
+    # -- WorkerRegistry: every method abstract, so none can be forgotten -------------------------
+
+    def beat(self, worker: WorkerInfo) -> None:
+        self.calls["beat"] += 1
+        self._registry.beat(worker)
+
+    def workers(self) -> list[WorkerInfo]:
+        return self._registry.workers()
+
+    def remove_worker(self, worker_id: str) -> None:
+        self._registry.remove_worker(worker_id)
+
+    def release_dead(
+        self, beat_before: datetime, also: Sequence[str], now: datetime, limit: int
+    ) -> list[ScheduledJob]:
+        self.calls["release_dead"] += 1
+        return self._registry.release_dead(beat_before, also, now, limit)
+
+    def forget_workers(self, beat_before: datetime) -> int:
+        return self._registry.forget_workers(beat_before)
+
+    # -- Retention -------------------------------------------------------------------------------
+
+    @property
+    def one_writer(self) -> bool:
+        return self._retention.one_writer
+
+    def purge_finished(self, before: datetime, limit: int, *, wait: bool = False) -> int | None:
+        self.calls["purge_finished"] += 1
+        return self._retention.purge_finished(before, limit, wait=wait)
 
 
 # --8<-- [end:store]

@@ -1,6 +1,7 @@
 """The adapters of tests/examples/custom_adapter.py pass the acceptance tests an adapter must pass.
 
-1. The JobStore contract suite shipped in ``schedule_sdk.testing.contracts``, subclassed here for
+1. The contract suites shipped in ``schedule_sdk.testing.contracts`` of the JobStore port and of
+   the capabilities ``MeteredJobStore`` declares (worker registry, retention), subclassed here for
    ``MeteredJobStore`` wrapped around the in-memory and the SQLite store.
 2. A real worker with all three adapters plugged into the container fires, retries a failed
    listener as a whole, and records what it did.
@@ -29,7 +30,11 @@ from schedule_sdk.adapters.stores.engine import make_engine
 from schedule_sdk.adapters.stores.memory import MemoryJobStore
 from schedule_sdk.adapters.stores.sqlalchemy import SQLAlchemyJobStore
 from schedule_sdk.ports import JobStore
-from schedule_sdk.testing.contracts.job_store import JobStoreContract
+from schedule_sdk.testing.contracts.job_store import (
+    JobStoreContract,
+    JobStoreRetentionContract,
+    WorkerRegistryContract,
+)
 from tests.support.waiting import wait_for
 
 from .custom_adapter import (
@@ -42,15 +47,16 @@ from .custom_adapter import (
 
 # -- 1. the contract suite, run here against MeteredJobStore -----------------------------------
 # --8<-- [start:contract]
-class TestMeteredJobStoreInMemory(JobStoreContract):
-    """The whole JobStore contract suite, on MeteredJobStore around the in-memory store."""
+class TestMeteredJobStoreInMemory(JobStoreContract, WorkerRegistryContract, JobStoreRetentionContract):
+    """The suites of the JobStore port and of the capabilities MeteredJobStore declares, on
+    MeteredJobStore around the in-memory store."""
 
     def open_store(self) -> JobStore:
         return MeteredJobStore(MemoryJobStore())
 
 
-class TestMeteredJobStoreOnSQLite(JobStoreContract):
-    """The same suite on MeteredJobStore around SQLite; ``reopen`` is another process's view."""
+class TestMeteredJobStoreOnSQLite(JobStoreContract, WorkerRegistryContract, JobStoreRetentionContract):
+    """The same suites on MeteredJobStore around SQLite; ``reopen`` is another process's view."""
 
     def setup_method(self, method: object) -> None:
         super().setup_method(method)
@@ -120,4 +126,5 @@ def test_a_worker_runs_on_the_custom_adapters(tmp_path: Path) -> None:
     assert isinstance(store, MeteredJobStore) and isinstance(queue, MeteredExecutionQueue)
     assert isinstance(container.publisher(), JsonLinesEventPublisher)
     assert store.calls["claim_due"] >= 1
+    assert store.calls["beat"] >= 1  # the worker registers through the declared WorkerRegistry
     assert queue.calls["enqueue"] >= 2  # the job, then its retry

@@ -4,7 +4,9 @@ It behaves like the SQL store in every way the ports promise: a write transactio
 store's write lock from start to end (like SQLite's ``BEGIN IMMEDIATE``), buffers its writes and
 applies them on commit; an exception rolls them back. Readers never wait for a writer and see only
 committed rows. Rows are copied in and out (payloads through JSON, times as aware UTC), so a
-caller's later changes to its objects never leak into the store.
+caller's later changes to its objects never leak into the store. It has every capability of the
+SQL store: it joins a caller's transaction (a :class:`MemoryConnection`), keeps a worker
+registry and a fire history, and purges.
 """
 
 from __future__ import annotations
@@ -17,11 +19,22 @@ from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from schedule_sdk.domain.errors import ClientRequestIdInUse, StoreUnavailable
+from schedule_sdk.domain.errors import ClientRequestIdInUse, StoreUnavailable, TransactionNotJoinable
 from schedule_sdk.domain.history import FireRecord
 from schedule_sdk.domain.jobs import MUTABLE_FIELDS, JobQuery, ScheduledJob, encode_json, repeated_request_id
 from schedule_sdk.domain.status import FINISHED_STATUSES, JobStatus
-from schedule_sdk.ports import Guard, JobStore, JobTransaction, JoinedTransaction, OccurrenceRef, WorkerInfo
+from schedule_sdk.ports import (
+    FireHistory,
+    Guard,
+    JobStore,
+    JobTransaction,
+    JoinableStore,
+    JoinedTransaction,
+    OccurrenceRef,
+    Retention,
+    WorkerInfo,
+    WorkerRegistry,
+)
 
 _TIMES = (
     "run_at",
@@ -124,28 +137,87 @@ class MemoryTransaction(JobTransaction):
 
 
 class _Joined(JoinedTransaction):
-    def __init__(self, tx: MemoryTransaction, steps: list[Callable[[], None]]) -> None:
-        self._tx = tx
-        self._steps = steps
+    def __init__(self, tx: MemoryTransaction, done: _Callbacks) -> None:
+        self.tx = tx
+        self._done = done
 
     def insert(self, job: ScheduledJob) -> None:
-        self._tx.insert(job)
+        self.tx.insert(job)
+
+    def insert_many(self, jobs: Sequence[ScheduledJob]) -> None:
+        self.tx.insert_many(jobs)
 
     def get(self, job_id: str, *, for_update: bool = False) -> ScheduledJob | None:
-        return self._tx.get(job_id, for_update=for_update)
+        return self.tx.get(job_id, for_update=for_update)
 
     def update(self, job: ScheduledJob, guard: Guard) -> bool:
-        return self._tx.update(job, guard)
+        return self.tx.update(job, guard)
 
     def update_many(self, changes: Sequence[tuple[ScheduledJob, Guard]]) -> None:
-        self._tx.update_many(changes)
+        self.tx.update_many(changes)
 
     def when_done(self, committed: Callable[[], None], rolled_back: Callable[[], None]) -> None:
-        self._steps.append(committed)
+        self._done.append((committed, rolled_back))
 
 
-class MemoryJobStore(JobStore):
-    """A faithful in-memory :class:`~schedule_sdk.ports.JobStore` (one process, no persistence)."""
+_Callbacks = list[tuple[Callable[[], None], Callable[[], None]]]
+
+
+def _run(callbacks: _Callbacks, committed: bool) -> None:
+    for on_commit, on_rollback in callbacks:
+        (on_commit if committed else on_rollback)()
+
+
+class MemoryConnection:
+    """A caller's transaction on a :class:`MemoryJobStore`, standing in for a database connection
+    in tests of code that passes ``connection=``: what the store writes through it (``join``) is
+    applied by :meth:`commit` and dropped by :meth:`rollback`, which then run the ``when_done``
+    callbacks. Like SQLite's ``BEGIN IMMEDIATE``, its transaction holds the store's write lock
+    from the first join until it ends (so end it on the thread that joined)."""
+
+    def __init__(self, store: MemoryJobStore) -> None:
+        self.store = store
+        self._tx: MemoryTransaction | None = None
+        self._done: _Callbacks = []
+
+    def transaction(self) -> tuple[MemoryTransaction, _Callbacks]:
+        """The open transaction (begun, taking the write lock, if it was not)."""
+        if self._tx is None:
+            self.store._write_lock.acquire()
+            self._tx = MemoryTransaction(self.store)
+        return self._tx, self._done
+
+    def commit(self) -> None:
+        """Apply what was written, then run the ``committed`` callbacks."""
+        self._end(True)
+
+    def rollback(self) -> None:
+        """Drop what was written, then run the ``rolled_back`` callbacks."""
+        self._end(False)
+
+    def close(self) -> None:
+        """Roll back an open transaction (like closing a database connection)."""
+        if self._tx is not None:
+            self.rollback()
+
+    def _end(self, committed: bool) -> None:
+        tx, done = self._tx, self._done
+        self._tx, self._done = None, []
+        if tx is not None:
+            try:
+                if committed:
+                    self.store._apply(tx)
+            finally:
+                self.store._write_lock.release()
+        _run(done, committed)
+
+
+class MemoryJobStore(JobStore, JoinableStore, WorkerRegistry, FireHistory, Retention):
+    """A faithful in-memory :class:`~schedule_sdk.ports.JobStore` (one process, no persistence),
+    with every capability."""
+
+    #: Its purge is one short step under the write lock: nothing to fit between due instants.
+    one_writer = False
 
     def __init__(self) -> None:
         self._rows: dict[str, ScheduledJob] = {}
@@ -173,11 +245,15 @@ class MemoryJobStore(JobStore):
         with self._write_lock:
             tx = MemoryTransaction(self)
             yield tx
-            with self._data_lock:
-                self._rows.update(tx.changes)
-                self._fires.extend(tx.fires)
-            for apply in tx.on_commit:
-                apply()
+            self._apply(tx)
+
+    def _apply(self, tx: MemoryTransaction) -> None:
+        """Publish what ``tx`` wrote (its commit; the caller holds the write lock)."""
+        with self._data_lock:
+            self._rows.update(tx.changes)
+            self._fires.extend(tx.fires)
+        for apply in tx.on_commit:
+            apply()
 
     def _change(self, rows: Sequence[ScheduledJob], **values: Any) -> list[ScheduledJob]:
         with self._write() as tx:
@@ -190,16 +266,30 @@ class MemoryJobStore(JobStore):
     def transaction(self) -> contextlib.AbstractContextManager[JobTransaction]:
         return self._write()
 
+    def connection(self) -> MemoryConnection:
+        """A caller's transaction to pass as ``connection=`` (see :class:`MemoryConnection`)."""
+        return MemoryConnection(self)
+
     @contextlib.contextmanager
     def join(self, connection: object) -> Iterator[JoinedTransaction]:
-        """In memory there is no caller's transaction to join: the writes commit when the block
-        ends, and the after-commit steps run then (so app code that passes ``connection=`` runs
-        unchanged on the testing kit)."""
-        steps: list[Callable[[], None]] = []
-        with self._write() as tx:
-            yield _Joined(tx, steps)
-        for step in steps:
-            step()
+        """Write in the transaction of a :class:`MemoryConnection` of this store, which its owner
+        commits or rolls back. Any other ``connection`` (app code that passes a database
+        connection runs unchanged on the testing kit) gets a transaction of its own that ends
+        with the block: it commits when the block ends normally, rolls back on an exception, and
+        runs the ``when_done`` callbacks then."""
+        if isinstance(connection, MemoryConnection):
+            if connection.store is not self:
+                raise TransactionNotJoinable("connection= is a MemoryConnection of another store")
+            yield _Joined(*connection.transaction())
+            return
+        done: _Callbacks = []
+        try:
+            with self._write() as tx:
+                yield _Joined(tx, done)
+        except BaseException:
+            _run(done, committed=False)
+            raise
+        _run(done, committed=True)
 
     def get(self, job_id: str) -> ScheduledJob | None:
         return self._committed(job_id)
@@ -276,7 +366,7 @@ class MemoryJobStore(JobStore):
                 expired, status=_PENDING, claimed_by=None, claimed_until=None, updated_at=now.astimezone(UTC)
             )
 
-    # -- worker registry (issue 12) ---------------------------------------------------------------
+    # -- WorkerRegistry ------------------------------------------------------------------------
 
     def beat(self, worker: WorkerInfo) -> None:
         with self._write_lock:
@@ -310,8 +400,6 @@ class MemoryJobStore(JobStore):
                 del self._workers[worker_id]
             return len(gone)
 
-    # -- end worker registry -----------------------------------------------------------------------
-
     def next_due_at(self) -> datetime | None:
         pending = [r.run_at for r in self._snapshot().values() if r.status is _PENDING]
         return min(pending, default=None)
@@ -330,6 +418,14 @@ class MemoryJobStore(JobStore):
                 for row in doomed:
                     del self._rows[row.id]
         return len(doomed)
+
+    # -- FireHistory ---------------------------------------------------------------------------
+
+    def record_fires(self, tx: JobTransaction, fires: Sequence[FireRecord]) -> None:
+        own = tx.tx if isinstance(tx, _Joined) else tx
+        if not isinstance(own, MemoryTransaction) or own._store is not self:
+            raise TypeError("MemoryJobStore.record_fires needs a transaction of this store")
+        own.record_fires(fires)
 
     def history(self, job_id: str, limit: int, before: datetime | None = None) -> list[FireRecord]:
         with self._data_lock:

@@ -40,15 +40,19 @@ from schedule_sdk.domain.jobs import (
 )
 from schedule_sdk.domain.status import JobStatus
 from schedule_sdk.ports import (
+    FireHistory,
     Guard,
     JobStore,
     JobTransaction,
+    JoinableStore,
     JoinedTransaction,
     Occurrence,
     OccurrenceRef,
     OpenOccurrence,
+    Retention,
     TopicBacklog,
     WorkerInfo,
+    WorkerRegistry,
 )
 
 NOTIFY_CHANNEL = "schedule_sdk_jobs"
@@ -133,7 +137,7 @@ def from_row(row: Mapping[Any, Any]) -> ScheduledJob:
     )
 
 
-# -- fire history (issue 13) ------------------------------------------------------------------
+# -- fire history ------------------------------------------------------------------------------
 
 _FIRE_FIELDS = tuple(c.name for c in fires.c if c.name != "id")
 _FIRE_TIME = UTCDateTime()
@@ -394,15 +398,14 @@ def _sorted(rows: Sequence[Mapping[Any, Any]]) -> list[ScheduledJob]:
     return sorted((from_row(r) for r in rows), key=lambda j: (j.run_at, j.id))
 
 
-class SQLAlchemyJobStore(JobStore, SQLOperatorReads):
-    """The job store on SQLite (file) or PostgreSQL. Create the schema with
+class SQLAlchemyJobStore(JobStore, JoinableStore, WorkerRegistry, FireHistory, Retention, SQLOperatorReads):
+    """The job store on SQLite (file) or PostgreSQL, with every capability. Create the schema with
     :func:`schedule_sdk.adapters.stores.schema.upgrade` (the container does it at start-up)."""
 
     def __init__(self, engine: Engine, *, notify_channel: str = NOTIFY_CHANNEL) -> None:
         self.engine = engine
         self._channel = notify_channel
         self._is_pg = engine.dialect.name == "postgresql"
-        self.one_writer = not self._is_pg
         self._purge_engine: Engine | None = None  # SQLite: the purger's, which never checkpoints
         self._writer_conn: Connection | None = None  # SQLite: see _writer
         self._writer_pid = 0
@@ -418,6 +421,11 @@ class SQLAlchemyJobStore(JobStore, SQLOperatorReads):
         # claim need not survive a database crash: a lost claim leaves the row pending, so the
         # occurrence fires again (at least once). Job rows and outcomes use the durable pool.
         self._claims = _claims_engine(engine) if self._is_pg else None
+
+    @property
+    def one_writer(self) -> bool:
+        """SQLite: one write transaction at a time."""
+        return not self._is_pg
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[JobTransaction]:
@@ -586,7 +594,7 @@ class SQLAlchemyJobStore(JobStore, SQLOperatorReads):
             rows = conn.execute(statement).mappings().all()
         return [from_row(r) for r in rows]
 
-    # -- worker registry (issue 12) ---------------------------------------------------------------
+    # -- WorkerRegistry ------------------------------------------------------------------------
 
     def beat(self, worker: WorkerInfo) -> None:
         values = dataclasses.asdict(worker)
@@ -631,8 +639,6 @@ class SQLAlchemyJobStore(JobStore, SQLOperatorReads):
     def forget_workers(self, beat_before: datetime) -> int:
         with self._write() as conn:
             return int(conn.execute(sa.delete(w).where(w.c.last_beat < beat_before)).rowcount)
-
-    # -- end worker registry -----------------------------------------------------------------------
 
     def backlog(self, now: datetime) -> list[TopicBacklog]:
         is_due = t.c.run_at <= sa.bindparam("now", now, type_=UTCDateTime)
@@ -706,7 +712,12 @@ class SQLAlchemyJobStore(JobStore, SQLOperatorReads):
                     raw.close()
         return deleted
 
-    # -- fire history (issue 13) --------------------------------------------------------------
+    # -- FireHistory ---------------------------------------------------------------------------
+
+    def record_fires(self, tx: JobTransaction, fires: Sequence[FireRecord]) -> None:
+        if not isinstance(tx, _Transaction):
+            raise TypeError("SQLAlchemyJobStore.record_fires needs a transaction of a SQLAlchemyJobStore")
+        tx.record_fires(fires)
 
     def history(self, job_id: str, limit: int, before: datetime | None = None) -> list[FireRecord]:
         statement = (
@@ -764,7 +775,6 @@ class ConnectionJobStore(SQLAlchemyJobStore):
         self._writers = None
         self._write_lock = contextlib.nullcontext()  # a thread lock would block the event loop
         self._purge_engine = None
-        self.one_writer = not self._is_pg
         self._claims = None
 
     @contextlib.contextmanager

@@ -153,7 +153,7 @@ sa.Index("ix_schedule_jobs_topic", schedule_jobs.c.topic, schedule_jobs.c.id)
 
 # -- the worker registry and the trace context of a job (migration 0005) ------------------
 
-#: One row per running worker, written by its heartbeat (see ``JobStore.beat``).
+#: One row per running worker, written by its heartbeat (see ``WorkerRegistry.beat``).
 schedule_workers = sa.Table(
     "schedule_workers",
     metadata,

@@ -31,7 +31,7 @@ from schedule_sdk.domain.status import FINISHED_STATUSES, JobStatus
 from schedule_sdk.domain.timers import TimerState
 from schedule_sdk.entrypoints.dashboard import coupling, plots
 from schedule_sdk.entrypoints.dashboard.security import Access, AuthHook
-from schedule_sdk.ports import Clock, JobStore, OperatorReads
+from schedule_sdk.ports import Clock, JobStore, OperatorReads, WorkerRegistry, require
 
 PAGE_SIZE = 50
 HISTORY_SIZE = 50
@@ -197,7 +197,8 @@ class Dashboard:
         )
 
     def workers(self, request: Request) -> Response:
-        found, live = coupling.workers(self.store, self.reads, self.clock.now())
+        registry = require(self.store, WorkerRegistry, "the dashboard's workers page")
+        found, live = coupling.workers(registry, self.reads, self.clock.now())
         return self.render(request, "workers.html", workers=found, live=live)
 
     def timers(self, request: Request) -> Response:

@@ -1,5 +1,5 @@
 """The dashboard's view of the schedule preview (``ScheduleService.preview``, with DST marks) and
-of the worker registry (``JobStore.workers``), joined with what the fire history shows.
+of the worker registry (``WorkerRegistry.workers``), joined with what the fire history shows.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from schedule_sdk.core.service import ScheduleService
 from schedule_sdk.domain.jobs import ScheduledJob
 from schedule_sdk.domain.status import OPEN_STATUSES
 from schedule_sdk.domain.timing import FireTime
-from schedule_sdk.ports import JobStore, OperatorReads
+from schedule_sdk.ports import OperatorReads, WorkerRegistry
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,7 +55,7 @@ class WorkerView:
     last_fire: datetime | None
 
 
-def workers(store: JobStore, reads: OperatorReads, now: datetime) -> tuple[list[WorkerView], bool]:
+def workers(store: WorkerRegistry, reads: OperatorReads, now: datetime) -> tuple[list[WorkerView], bool]:
     """The workers to show, and whether they come from the worker registry (False: a store
     without one; then the workers seen in the fire history of the last hour and in the claims
     held now)."""

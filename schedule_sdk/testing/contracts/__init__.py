@@ -3,7 +3,9 @@
 Each module holds plain test classes: subclass one in your test module (under a name starting with
 ``Test``), implement its ``open_*`` hook, and pytest runs the whole suite against your adapter.
 
-- :mod:`.job_store`: ``JobStoreContract``, ``JobStoreRetentionContract``, ``WorkerRegistryContract``
+- :mod:`.job_store`: ``JobStoreContract``, and the suites of the store's capabilities:
+  ``WorkerRegistryContract``, ``FireHistoryContract``, ``JobStoreRetentionContract``
+- :mod:`.joined`: ``JoinedTransactionContract`` (the ``JoinableStore`` capability)
 - :mod:`.execution_queue`: ``ExecutionQueueContract``
 - :mod:`.delay_index`: ``DelayIndexContract`` (a substrate that releases due entries itself)
 - :mod:`.event_publisher`: ``EventPublisherContract``

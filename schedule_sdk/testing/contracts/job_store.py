@@ -15,10 +15,13 @@ your store; pytest collects every test of the suite there::
 
 ``self.job_store`` is the store of the current test (opened on first use); ``close_stores``
 (run in ``teardown_method``) closes it; override it to close what ``reopen`` opened too. The suite
-needs pytest and nothing else: no fixtures, no conftest. :class:`JobStoreRetentionContract` and
-:class:`WorkerRegistryContract` and :class:`FireHistoryContract` cover the optional parts of the port
-(``purge_finished``, the worker registry, ``record_fires``/``history``/``purge_history``); a store
-that implements them subclasses those too.
+needs pytest and nothing else: no fixtures, no conftest.
+
+Each capability a store declares (see :mod:`schedule_sdk.ports`) has its own suite; a store runs
+those of the capabilities it inherits: :class:`WorkerRegistryContract` (``WorkerRegistry``),
+:class:`FireHistoryContract` (``FireHistory``), :class:`JobStoreRetentionContract`
+(``Retention``), and :class:`~schedule_sdk.testing.contracts.joined.JoinedTransactionContract`
+(``JoinableStore``).
 """
 
 from __future__ import annotations
@@ -45,7 +48,18 @@ from schedule_sdk.domain.jobs import (
     ScheduledJob,
 )
 from schedule_sdk.domain.status import OPEN_STATUSES, JobStatus
-from schedule_sdk.ports import Guard, JobStore, Occurrence, OpenOccurrence, WorkerInfo
+from schedule_sdk.ports import (
+    FireHistory,
+    Guard,
+    JobStore,
+    Occurrence,
+    OpenOccurrence,
+    Retention,
+    TopicBacklog,
+    WorkerInfo,
+    WorkerRegistry,
+    require,
+)
 from schedule_sdk.testing.contracts.rows import FIRED_JOB_ID, NOW, at, fire, ids, insert, job, record
 
 PLUS_5 = timezone(timedelta(hours=5, minutes=30))
@@ -153,7 +167,7 @@ def held_due(by: str, **changes: object) -> ScheduledJob:
     return job(status=ACTIVE, claimed_by=by, claimed_until=at(30), run_at=at(-1), **changes)
 
 
-class _StoreContract:
+class StoreContract:
     """How a contract suite gets its stores (override :meth:`open_store`, optionally the rest)."""
 
     _store: JobStore | None = None
@@ -187,8 +201,9 @@ class _StoreContract:
         self._store = None
 
 
-class JobStoreContract(_StoreContract):
-    """Transactions, reads, guarded updates, listing, claims, leases, scans and watch."""
+class JobStoreContract(StoreContract):
+    """The :class:`~schedule_sdk.ports.JobStore` port: transactions, reads, guarded updates,
+    listing, claims, leases, scans, the backlog and watch."""
 
     def test_insert_then_get_returns_every_field_with_times_as_aware_utc(self) -> None:
         written = full_job()
@@ -673,6 +688,26 @@ class JobStoreContract(_StoreContract):
         due = self.job_store.scan_open_occurrences(None, 1)[0].occurrence.due_at
         assert due.utcoffset() == timedelta(0)
 
+    def test_backlog_counts_pending_rows_per_topic_and_the_due_ones(self) -> None:
+        assert self.job_store.backlog(NOW) == []
+        insert(
+            self.job_store,
+            job(topic="b.late", run_at=at(-30)),
+            job(topic="b.late", run_at=at(-10)),
+            job(topic="b.late", run_at=at(60)),
+            job(topic="a.later", run_at=at(5)),
+            job(topic="a.later", run_at=NOW),
+            held("w", run_at=at(-100), topic="c.firing"),
+            job(topic="d.done", status=JobStatus.COMPLETED, run_at=at(-100)),
+            job(topic="e.paused", status=JobStatus.PAUSED, run_at=at(-100)),
+        )
+        assert self.job_store.backlog(NOW) == [
+            TopicBacklog("a.later", 2, 1, NOW),
+            TopicBacklog("b.late", 3, 2, at(-30)),
+        ]
+        oldest = self.job_store.backlog(NOW)[1].oldest_due
+        assert oldest is not None and oldest.utcoffset() == timedelta(0)
+
     def test_watch_returns_a_function_that_stops_watching(self) -> None:
         calls: list[datetime | None] = []
         stop = self.job_store.watch(calls.append)
@@ -683,15 +718,24 @@ class JobStoreContract(_StoreContract):
         assert calls == []  # stopped: the schedule above is not reported
 
 
-class JobStoreRetentionContract(_StoreContract):
-    """``purge_finished`` and the paused status."""
+class JobStoreRetentionContract(StoreContract):
+    """The :class:`~schedule_sdk.ports.Retention` capability (``purge_finished``, ``one_writer``)
+    and the paused status."""
+
+    @property
+    def retention(self) -> Retention:
+        """The current test's store, as the capability under test."""
+        return require(self.job_store, Retention, "JobStoreRetentionContract")
+
+    def test_the_store_declares_retention_and_says_whether_it_has_one_writer(self) -> None:
+        assert isinstance(self.retention.one_writer, bool)
 
     def test_purge_deletes_only_finished_rows_older_than_the_cutoff(self) -> None:
         old_finished = [job(status=s, updated_at=at(-3600 - i)) for i, s in enumerate(FINISHED)]
         old_open = [job(status=s, updated_at=at(-7200)) for s in OPEN]
         recent_finished = [job(status=s, updated_at=at(-10)) for s in FINISHED]
         insert(self.job_store, *old_finished, *old_open, *recent_finished)
-        assert self.job_store.purge_finished(at(-60), 100) == 3
+        assert self.retention.purge_finished(at(-60), 100) == 3
         for gone in old_finished:
             assert self.job_store.get(gone.id) is None
         for kept in old_open + recent_finished:
@@ -701,17 +745,17 @@ class JobStoreRetentionContract(_StoreContract):
         rows = insert(
             self.job_store, *[job(status=JobStatus.COMPLETED, updated_at=at(-100 + i)) for i in range(7)]
         )
-        assert self.job_store.purge_finished(NOW, 3) == 3
+        assert self.retention.purge_finished(NOW, 3) == 3
         left = [r for r in rows if self.job_store.get(r.id) is not None]
         assert ids(left) == ids(rows[3:])
-        assert self.job_store.purge_finished(NOW, 3) == 3
-        assert self.job_store.purge_finished(NOW, 3) == 1
-        assert self.job_store.purge_finished(NOW, 3) == 0
+        assert self.retention.purge_finished(NOW, 3) == 3
+        assert self.retention.purge_finished(NOW, 3) == 1
+        assert self.retention.purge_finished(NOW, 3) == 0
 
     def test_the_cutoff_is_exclusive(self) -> None:
         [row] = insert(self.job_store, job(status=JobStatus.FAILED, updated_at=at(-5)))
-        assert self.job_store.purge_finished(at(-5), 10) == 0
-        assert self.job_store.purge_finished(at(-5) + timedelta(microseconds=1), 10) == 1
+        assert self.retention.purge_finished(at(-5), 10) == 0
+        assert self.retention.purge_finished(at(-5) + timedelta(microseconds=1), 10) == 1
         assert self.job_store.get(row.id) is None
 
     def test_a_paused_row_roundtrips_and_is_never_claimed(self) -> None:
@@ -722,74 +766,86 @@ class JobStoreRetentionContract(_StoreContract):
         assert self.job_store.next_due_at() is None
 
 
-class WorkerRegistryContract(_StoreContract):
-    """The worker registry and dead workers' claims (``beat``, ``release_dead`` ...)."""
+class WorkerRegistryContract(StoreContract):
+    """The :class:`~schedule_sdk.ports.WorkerRegistry` capability: the worker registry and dead
+    workers' claims (``beat``, ``release_dead`` ...)."""
+
+    @property
+    def registry(self) -> WorkerRegistry:
+        """The current test's store, as the capability under test."""
+        return require(self.job_store, WorkerRegistry, "WorkerRegistryContract")
 
     def test_beat_registers_a_worker_then_updates_only_its_beat_and_in_flight(self) -> None:
-        assert self.job_store.workers() == []
+        assert self.registry.workers() == []
         first = worker("w1", node=None)
-        self.job_store.beat(first)
-        self.job_store.beat(worker("w0", beat=-5, in_flight=3))
-        assert self.job_store.workers() == [worker("w0", beat=-5, in_flight=3), first]
-        self.job_store.beat(
+        self.registry.beat(first)
+        self.registry.beat(worker("w0", beat=-5, in_flight=3))
+        assert self.registry.workers() == [worker("w0", beat=-5, in_flight=3), first]
+        self.registry.beat(
             replace(first, last_beat=at(1), in_flight=7, host="other", pid=1, started_at=at(0))
         )
-        assert self.reopen().workers()[1] == replace(first, last_beat=at(1), in_flight=7)
+        reopened = require(self.reopen(), WorkerRegistry, "WorkerRegistryContract")
+        assert reopened.workers()[1] == replace(first, last_beat=at(1), in_flight=7)
 
     def test_remove_worker_deletes_its_row_and_ignores_unknown_ids(self) -> None:
-        self.job_store.beat(worker("w1"))
-        self.job_store.beat(worker("w2"))
-        self.job_store.remove_worker("w1")
-        self.job_store.remove_worker("nobody")
-        assert [x.id for x in self.job_store.workers()] == ["w2"]
+        self.registry.beat(worker("w1"))
+        self.registry.beat(worker("w2"))
+        self.registry.remove_worker("w1")
+        self.registry.remove_worker("nobody")
+        assert [x.id for x in self.registry.workers()] == ["w2"]
 
     def test_release_dead_releases_active_claims_of_workers_whose_beat_is_too_old(self) -> None:
-        self.job_store.beat(worker("dead", beat=-11))
-        self.job_store.beat(worker("live", beat=-1))
+        self.registry.beat(worker("dead", beat=-11))
+        self.registry.beat(worker("live", beat=-1))
         dead_claims = insert(self.job_store, *(held_due("dead", occurrence=2, attempt=3) for _ in range(3)))
         live_claim, unregistered = insert(self.job_store, held_due("live"), held_due("stock-rq-worker"))
         finished = insert(self.job_store, job(status=JobStatus.COMPLETED, claimed_by="dead"))[0]
-        first = self.job_store.release_dead(at(-10), [], NOW, 2)
-        rest = self.job_store.release_dead(at(-10), [], NOW, 10)
+        first = self.registry.release_dead(at(-10), [], NOW, 2)
+        rest = self.registry.release_dead(at(-10), [], NOW, 10)
         assert len(first) == 2 and len(rest) == 1
         assert sorted(ids(first + rest)) == sorted(ids(dead_claims))
         for j in first + rest:
             assert (j.status, j.occurrence, j.attempt) == (PENDING, 2, 3)
             assert j.claimed_by is None and j.claimed_until is None and j.updated_at == NOW
             assert self.job_store.get(j.id) == j
-        assert self.job_store.release_dead(at(-10), [], NOW, 10) == []
+        assert self.registry.release_dead(at(-10), [], NOW, 10) == []
         for untouched in (live_claim, unregistered, finished):
             assert self.job_store.get(untouched.id) == untouched
-        assert [x.id for x in self.job_store.workers()] == ["dead", "live"]  # rows stay until forgotten
+        assert [x.id for x in self.registry.workers()] == ["dead", "live"]  # rows stay until forgotten
 
     def test_release_dead_also_releases_the_named_workers_but_only_registered_ones(self) -> None:
-        self.job_store.beat(worker("gone", beat=0))
+        self.registry.beat(worker("gone", beat=0))
         gone, unregistered = insert(self.job_store, held_due("gone"), held_due("ghost"))
-        released = self.job_store.release_dead(at(-10), ["gone", "ghost"], NOW, 10)
+        released = self.registry.release_dead(at(-10), ["gone", "ghost"], NOW, 10)
         assert ids(released) == [gone.id]
         assert self.job_store.get(unregistered.id) == unregistered
 
     def test_a_worker_that_beats_again_keeps_its_claims(self) -> None:
-        self.job_store.beat(worker("w1", beat=-20))
+        self.registry.beat(worker("w1", beat=-20))
         claim = insert(self.job_store, held_due("w1"))[0]
-        self.job_store.beat(worker("w1", beat=0))  # resumed before anyone released it
-        assert self.job_store.release_dead(at(-10), [], NOW, 10) == []
+        self.registry.beat(worker("w1", beat=0))  # resumed before anyone released it
+        assert self.registry.release_dead(at(-10), [], NOW, 10) == []
         assert self.job_store.get(claim.id) == claim
 
     def test_forget_workers_deletes_rows_whose_beat_is_older_than_the_cutoff(self) -> None:
         for n, beat in enumerate((-7200, -3601, -3600, 0)):
-            self.job_store.beat(worker(f"w{n}", beat=beat))
-        assert self.job_store.forget_workers(at(-3600)) == 2
-        assert [x.id for x in self.job_store.workers()] == ["w2", "w3"]
-        assert self.job_store.forget_workers(at(-3600)) == 0
+            self.registry.beat(worker(f"w{n}", beat=beat))
+        assert self.registry.forget_workers(at(-3600)) == 2
+        assert [x.id for x in self.registry.workers()] == ["w2", "w3"]
+        assert self.registry.forget_workers(at(-3600)) == 0
 
 
 PLUS_2 = timezone(timedelta(hours=2))
 
 
-class FireHistoryContract(_StoreContract):
-    """The fire history (``record_fires``, ``history``, ``purge_history``): entries commit and
-    roll back with the transaction that writes them."""
+class FireHistoryContract(StoreContract):
+    """The :class:`~schedule_sdk.ports.FireHistory` capability (``record_fires``, ``history``,
+    ``purge_history``): entries commit and roll back with the transaction that writes them."""
+
+    @property
+    def fire_history(self) -> FireHistory:
+        """The current test's store, as the capability under test."""
+        return require(self.job_store, FireHistory, "FireHistoryContract")
 
     def test_a_recorded_fire_reads_back_field_for_field(self) -> None:
         failed = fire(
@@ -802,7 +858,7 @@ class FireHistoryContract(_StoreContract):
             error="RuntimeError: <script>é</script>",
         )
         record(self.job_store, failed)
-        [back] = self.reopen().history(failed.job_id, 10)
+        [back] = require(self.reopen(), FireHistory, "FireHistoryContract").history(failed.job_id, 10)
         assert back == failed  # frozen dataclass equality; aware datetimes compare as instants
         assert back.fired_at.utcoffset() == timedelta(0) and back.outcome is FireOutcome.FAILED
 
@@ -810,25 +866,25 @@ class FireHistoryContract(_StoreContract):
         mine = [fire(seconds=s, occurrence=s + 1) for s in range(5)]
         record(self.job_store, *mine[:2], fire(job_id="01900000-0000-7000-8000-00000000000b"))
         record(self.job_store, *mine[2:])
-        page = self.job_store.history(FIRED_JOB_ID, 3)
+        page = self.fire_history.history(FIRED_JOB_ID, 3)
         assert [f.occurrence for f in page] == [5, 4, 3]
-        rest = self.job_store.history(FIRED_JOB_ID, 3, before=page[-1].fired_at)
+        rest = self.fire_history.history(FIRED_JOB_ID, 3, before=page[-1].fired_at)
         assert [f.occurrence for f in rest] == [2, 1]
-        assert self.job_store.history("01900000-0000-7000-8000-00000000000c", 3) == []
+        assert self.fire_history.history("01900000-0000-7000-8000-00000000000c", 3) == []
 
     def test_fires_roll_back_with_their_transaction(self) -> None:
         with pytest.raises(RuntimeError), self.job_store.transaction() as tx:
-            tx.record_fires([fire()])
+            self.fire_history.record_fires(tx, [fire()])
             raise RuntimeError("abort")
-        assert self.job_store.history(FIRED_JOB_ID, 10) == []
+        assert self.fire_history.history(FIRED_JOB_ID, 10) == []
 
     def test_purge_history_deletes_old_entries_oldest_first_up_to_the_limit(self) -> None:
         record(self.job_store, *(fire(seconds=s, occurrence=s + 1) for s in range(6)))
-        assert self.job_store.purge_history(at(3), 2) == 2  # fired at +0.25 and +1.25
-        assert [f.occurrence for f in self.job_store.history(FIRED_JOB_ID, 10)] == [6, 5, 4, 3]
-        assert self.job_store.purge_history(at(3), 10) == 1  # +2.25; +3.25 is not before +3
-        assert self.job_store.purge_history(at(3), 10) == 0
-        assert [f.occurrence for f in self.job_store.history(FIRED_JOB_ID, 10)] == [6, 5, 4]
+        assert self.fire_history.purge_history(at(3), 2) == 2  # fired at +0.25 and +1.25
+        assert [f.occurrence for f in self.fire_history.history(FIRED_JOB_ID, 10)] == [6, 5, 4, 3]
+        assert self.fire_history.purge_history(at(3), 10) == 1  # +2.25; +3.25 is not before +3
+        assert self.fire_history.purge_history(at(3), 10) == 0
+        assert [f.occurrence for f in self.fire_history.history(FIRED_JOB_ID, 10)] == [6, 5, 4]
 
     def test_purge_history_returns_less_than_the_limit_only_when_nothing_old_is_left(self) -> None:
         """Whatever else the store deletes with the entries (a summary of them), calls until one
@@ -845,13 +901,13 @@ class FireHistoryContract(_StoreContract):
         record(self.job_store, *kept)
         total, calls = 0, 0
         while True:
-            deleted = self.job_store.purge_history(at(0), 3)
+            deleted = self.fire_history.purge_history(at(0), 3)
             assert 0 <= deleted <= 3
             total, calls = total + deleted, calls + 1
             if deleted < 3:
                 break
             assert calls < 1000
         assert total >= len(old)
-        assert self.job_store.purge_history(at(0), 3) == 0
-        left = self.reopen().history(FIRED_JOB_ID, 100)
+        assert self.fire_history.purge_history(at(0), 3) == 0
+        left = require(self.reopen(), FireHistory, "FireHistoryContract").history(FIRED_JOB_ID, 100)
         assert sorted(f.occurrence for f in left) == [100 + s for s in range(0, 300, 60)]

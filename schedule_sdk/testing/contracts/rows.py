@@ -9,7 +9,7 @@ from schedule_sdk.domain.history import FireOutcome, FireRecord
 from schedule_sdk.domain.ids import new_id
 from schedule_sdk.domain.jobs import NO_RETRY, JobMetadata, ScheduledJob
 from schedule_sdk.domain.status import JobStatus
-from schedule_sdk.ports import JobStore
+from schedule_sdk.ports import FireHistory, JobStore, require
 
 #: A fixed "now" with microseconds, so truncation by a backend would show.
 NOW = datetime(2030, 3, 30, 12, 0, 0, 123456, tzinfo=UTC)
@@ -77,5 +77,6 @@ def fire(seconds: float = 0, **changes: Any) -> FireRecord:
 
 def record(store: JobStore, *fires: FireRecord) -> None:
     """Write ``fires`` to the history in one transaction."""
+    history = require(store, FireHistory, "the fire history contract")
     with store.transaction() as tx:
-        tx.record_fires(list(fires))
+        history.record_fires(tx, list(fires))
