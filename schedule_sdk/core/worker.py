@@ -36,6 +36,7 @@ from schedule_sdk.core.loop import ListenerLoop
 from schedule_sdk.core.reconciler import Reconciler
 from schedule_sdk.core.retention import Purger
 from schedule_sdk.domain.errors import ScheduleError
+from schedule_sdk.domain.leases import Lease
 from schedule_sdk.ports import Clock, JobStore, Runner, WorkerRegistry, require
 
 logger = logging.getLogger(__name__)
@@ -195,7 +196,7 @@ class ScheduleWorker:
                 held = self.dispatcher.held_ids()
                 self._registry.beat(self.liveness.row(self._clock.now(), len(held)))
                 if held:
-                    until = self._clock.now() + timedelta(seconds=self._lease)
+                    until = Lease(self._lease).until(self._clock.now())
                     self._store.extend_claims(self.dispatcher.worker_id, held, until)
                 self._watch_peers()
                 self.reconciler.release_expired()

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
-from datetime import datetime, timedelta
+from datetime import datetime
 
+from schedule_sdk.domain.leases import Lease
 from schedule_sdk.ports import Clock, ExecutionQueue, FirePath, FireResult, JobStore, Occurrence
 
 
@@ -66,7 +67,7 @@ class InlineRunner:
         self._firing = firing
         self._clock = clock
         self.worker_id = worker_id
-        self._lease = timedelta(seconds=lease_seconds)
+        self._lease = Lease(lease_seconds)
         self._batch = batch_size
 
     def run_due(self) -> list[FireResult]:
@@ -77,7 +78,7 @@ class InlineRunner:
         results: list[FireResult] = []
         while True:
             now = self._clock.now()
-            claimed = self._store.claim_due(now, self._batch, self.worker_id, now + self._lease)
+            claimed = self._store.claim_due(now, self._batch, self.worker_id, self._lease.until(now))
             if not claimed:
                 return results
             for job in claimed:

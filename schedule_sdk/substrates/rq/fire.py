@@ -20,11 +20,11 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from datetime import timedelta
 from typing import Any
 
 from schedule_sdk.domain.errors import ScheduleError
 from schedule_sdk.domain.jobs import ScheduledJob
+from schedule_sdk.domain.leases import Lease
 from schedule_sdk.ports import Clock, DelayIndex, Dispatcher, FirePath, JobStore
 from schedule_sdk.substrates.rq.entries import parse_key
 
@@ -41,7 +41,7 @@ class FireRuntime:
         self.queue = queue
         self.clock = clock
         self.worker_id = worker_id
-        self.lease = timedelta(seconds=lease_seconds)
+        self.lease = Lease(lease_seconds)
 
     def claim(self, members: list[str]) -> list[ScheduledJob]:
         """Claim the rows of ``members``; re-enqueue those that are still pending at the same
@@ -55,7 +55,7 @@ class FireRuntime:
                 logger.error("ignoring a malformed occurrence key %r", member[:100])
                 continue
             wanted[parts] = member
-        claimed = self.store.claim_many(list(wanted), now, self.worker_id, now + self.lease)
+        claimed = self.store.claim_many(list(wanted), now, self.worker_id, self.lease.until(now))
         for job in claimed:
             wanted.pop((job.id, job.occurrence, job.attempt), None)
         if wanted:
@@ -106,7 +106,7 @@ class DispatchRuntime(FireRuntime):
             if self.stopping.is_set():
                 break
             time.sleep(0.005)
-            if time.monotonic() - touched >= min(1.0, self.lease.total_seconds() / 3):
+            if time.monotonic() - touched >= min(1.0, self.lease.seconds / 3):
                 touched = time.monotonic()
                 self._touch()
         if self.stopping.is_set():

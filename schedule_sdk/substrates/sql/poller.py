@@ -12,10 +12,11 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Sequence
-from datetime import datetime, timedelta
+from datetime import datetime
 
 from schedule_sdk.domain.backoff import Reconnect
 from schedule_sdk.domain.errors import ScheduleError
+from schedule_sdk.domain.leases import Lease
 from schedule_sdk.ports import Clock, CommitSignal, Dispatcher, JobStore
 
 logger = logging.getLogger(__name__)
@@ -39,7 +40,7 @@ class DuePoller:
         self._queue = queue
         self._dispatcher = dispatcher
         self._clock = clock
-        self._lease = timedelta(seconds=lease_seconds)
+        self._lease = Lease(lease_seconds)
         self._batch = batch_size
         self._poll = poll_interval
         self._wakeup = threading.Event()
@@ -92,7 +93,7 @@ class DuePoller:
         room = min(self._batch, self._dispatcher.capacity())
         if room > 0:
             now = self._clock.now()
-            claimed = self._store.claim_due(now, room, self._dispatcher.worker_id, now + self._lease)
+            claimed = self._store.claim_due(now, room, self._dispatcher.worker_id, self._lease.until(now))
             if claimed:
                 self._dispatcher.submit(claimed)
             if len(claimed) == room:
