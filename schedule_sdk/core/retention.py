@@ -67,6 +67,8 @@ class Purger:
         min_batch: int = 20,
         max_wait: float = 0.25,
         overdue_grace: float = 0.5,
+        monotonic: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         self._store = store
         #: What deletes finished jobs: the store, which must be a Retention (``StoreLacksCapability``).
@@ -74,6 +76,11 @@ class Purger:
         #: The fire history to purge too: the store's, when it keeps one.
         self._history = store if isinstance(store, FireHistory) else None
         self._clock = clock
+        #: Where budgets, deadlines and rests are measured (seconds; only differences count) and how
+        #: the purger waits: ``time.monotonic`` and ``time.sleep`` unless given. A test passes one
+        #: virtual time line for these and ``clock`` (which gives the due instants' ``now``).
+        self._monotonic = monotonic
+        self._sleep = sleep
         self.retention = retention
         self._batch = batch_size
         self._interval = interval
@@ -112,10 +119,10 @@ class Purger:
     def tick(self) -> int:
         """Some of the retention work (a worker's heartbeat calls this): finished jobs, then the
         fire history; how many rows were deleted."""
-        if self.retention is None or time.monotonic() < self._idle_until:
+        if self.retention is None or self._monotonic() < self._idle_until:
             return 0
         before = self._clock.now() - self.retention
-        deadline = time.monotonic() + self._budget
+        deadline = self._monotonic() + self._budget
         jobs, done = self._drain(
             lambda rows: self._retention.purge_finished(before, rows, wait=False), deadline=deadline
         )
@@ -123,7 +130,7 @@ class Purger:
         if done and history is not None:
             fires, done = self._drain(lambda rows: history.purge_history(before, rows), deadline=deadline)
         if done:  # all deleted, or another process purges: rest until the next interval
-            self._idle_until = time.monotonic() + self._interval
+            self._idle_until = self._monotonic() + self._interval
         if jobs or fires:
             logger.info(
                 "retention: purged %d finished jobs and %d fire history rows",
@@ -146,18 +153,18 @@ class Purger:
         Return the total deleted and whether it stopped for the first two reasons (nothing left
         here to do now)."""
         total = 0
-        while deadline is None or time.monotonic() < deadline:
+        while deadline is None or self._monotonic() < deadline:
             asked = self._fitting_batch() if self._fit else self._batch
-            started = time.monotonic()
+            started = self._monotonic()
             deleted = batch(asked)
-            took = time.monotonic() - started
+            took = self._monotonic() - started
             if deleted is None:
                 return total, True
             total += deleted
             if deleted:
                 self._row_seconds = 0.7 * self._row_seconds + 0.3 * took / deleted
                 self.on_purged(deleted)
-                time.sleep(took * self._rest)
+                self._sleep(took * self._rest)
             if progress is not None:
                 progress(total)
             if deleted < asked:
@@ -167,7 +174,7 @@ class Purger:
     def _fitting_batch(self) -> int:
         """How many rows the next batch may delete so that it ends well before the next due
         instant; waits (``max_wait`` at most) while not even ``min_batch`` would."""
-        give_up = time.monotonic() + self._max_wait
+        give_up = self._monotonic() + self._max_wait
         while True:
             due = self._store.next_due_at()
             if due is None:
@@ -176,9 +183,9 @@ class Purger:
             if left < -self._overdue_grace:
                 return self._batch  # a backlog: fires are late anyway, retention goes on
             rows = int(max(left - _MARGIN, 0.0) / 2 / self._row_seconds)
-            if rows >= self._min_batch or time.monotonic() >= give_up:
+            if rows >= self._min_batch or self._monotonic() >= give_up:
                 return max(self._min_batch, min(self._batch, rows))
-            time.sleep(min(max(left, 0.0) + _MARGIN, self._max_wait))
+            self._sleep(min(max(left, 0.0) + _MARGIN, self._max_wait))
 
 
 #: Seconds kept free before a due instant, and waited past it.

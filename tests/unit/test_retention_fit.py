@@ -1,56 +1,81 @@
 """Retention on a one-writer store (SQLite): purge batches fit between due instants.
 
-The store here is a model: deleting a row takes 20 us (real time), jobs come due every 5 ms, and
-each is claimed the moment it comes due (``next_due_at`` is the first instant still ahead). On
-SQLite a claim waits for any write transaction in progress, so a batch that spans a due instant
-would make that fire late.
+The store here is a model: deleting a row takes 20 us, jobs come due every 5 ms, and each is
+claimed the moment it comes due (``next_due_at`` is the first instant still ahead). On SQLite a
+claim waits for any write transaction in progress, so a batch that spans a due instant would make
+that fire late.
+
+All of it runs on one virtual time line (:class:`VirtualTime`): a batch advances it by the time
+its rows take, the purger's rests and waits advance it, and the purger's monotonic reads and the
+clock's ``now`` read it. Nothing sleeps and nothing depends on how fast the machine is.
 """
 
 from __future__ import annotations
 
-import time
 from datetime import UTC, datetime, timedelta
 
-from schedule_sdk.adapters.clock import SystemClock
 from schedule_sdk.core.retention import Purger
-from schedule_sdk.ports import JobStore
-from schedule_sdk.testing import MemoryJobStore
+from schedule_sdk.testing import FakeClock, MemoryJobStore
 
 ROW_SECONDS = 20e-6
+START = datetime(2030, 1, 1, tzinfo=UTC)
+
+
+class VirtualTime(FakeClock):
+    """One time line: the wall clock (``now``), the seconds since it started (:meth:`monotonic`),
+    and :meth:`sleep`, which moves it on by that much."""
+
+    def __init__(self, start: datetime = START) -> None:
+        super().__init__(start)
+        self.start = start
+
+    def monotonic(self) -> float:
+        return (self.now() - self.start).total_seconds()
+
+    def sleep(self, seconds: float) -> None:
+        self.advance(seconds)
 
 
 class OneWriterModel(MemoryJobStore):
     one_writer = True
 
-    def __init__(self, rows: int, dues: list[datetime]) -> None:
+    def __init__(self, virtual: VirtualTime, rows: int, dues: list[datetime]) -> None:
         super().__init__()
+        self.virtual = virtual
         self.rows = rows
         self.dues = dues
         self.batches: list[tuple[datetime, datetime, int]] = []  # start, end, rows asked
 
     def next_due_at(self) -> datetime | None:
-        now = datetime.now(UTC)
+        now = self.virtual.now()
         return next((due for due in self.dues if due > now), None)
 
     def purge_finished(self, before: datetime, limit: int, *, wait: bool = False) -> int | None:
-        start = datetime.now(UTC)
+        start = self.virtual.now()
         deleted = min(limit, self.rows)
-        deadline = time.perf_counter() + deleted * ROW_SECONDS
-        while time.perf_counter() < deadline:  # the write transaction, holding the one writer
-            pass
+        self.virtual.sleep(deleted * ROW_SECONDS)  # the write transaction, holding the one writer
         self.rows -= deleted
-        self.batches.append((start, datetime.now(UTC), limit))
+        self.batches.append((start, self.virtual.now(), limit))
         return deleted
 
 
-def purger(store: JobStore) -> Purger:
-    return Purger(store=store, clock=SystemClock(), retention=timedelta(days=30), duty=0.5)
+def purger(store: OneWriterModel) -> Purger:
+    virtual = store.virtual
+    return Purger(
+        store=store,
+        clock=virtual,
+        retention=timedelta(days=30),
+        duty=0.5,
+        monotonic=virtual.monotonic,
+        sleep=virtual.sleep,
+    )
 
 
 def test_batches_never_span_a_due_instant_and_the_purge_still_finishes() -> None:
-    first = datetime.now(UTC) + timedelta(milliseconds=20)
+    virtual = VirtualTime()
+    first = virtual.now() + timedelta(milliseconds=20)
     dues = [first + timedelta(milliseconds=5 * i) for i in range(200)]  # 1 s of fires at 200/s
-    store = OneWriterModel(rows=20_000, dues=dues)
+    store = OneWriterModel(virtual, rows=20_000, dues=dues)
 
     purged = purger(store).purge(timedelta(days=30))
 
@@ -62,8 +87,8 @@ def test_batches_never_span_a_due_instant_and_the_purge_still_finishes() -> None
 
 
 def test_with_nothing_due_or_a_backlog_batches_are_full_size() -> None:
-    for dues in ([], [datetime.now(UTC) - timedelta(seconds=5)]):
-        store = OneWriterModel(rows=2_000, dues=dues)
+    for dues in ([], [START - timedelta(seconds=5)]):
+        store = OneWriterModel(VirtualTime(), rows=2_000, dues=dues)
         store.next_due_at = lambda dues=dues: dues[0] if dues else None  # type: ignore[method-assign]
         assert purger(store).purge(timedelta(days=30)) == 2_000
         assert [asked for *_, asked in store.batches] == [500] * 5
