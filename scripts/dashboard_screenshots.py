@@ -15,7 +15,7 @@ sys.path.insert(0, str(ROOT))
 
 from playwright.sync_api import sync_playwright  # noqa: E402
 
-from tests.dashboard.demo import CHROMIUM, DashboardServer, populate  # noqa: E402
+from tests.integration.dashboard.demo import CHROMIUM, DashboardServer, populate  # noqa: E402
 
 IMAGES = ROOT / "docs" / "images"
 

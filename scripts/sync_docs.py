@@ -4,12 +4,12 @@ Every fenced block tagged ``python`` (or ``toml``, ``ini``, ``dotenv``) in ``doc
 ``README.md`` is preceded by an include comment naming its source::
 
     <!-- include: examples/quickstart.py:schedule -->      (a named section)
-    <!-- include: tests/examples/custom_adapter.py -->     (the whole file)
+    <!-- include: tests/integration/examples/custom_adapter.py -->     (the whole file)
 
 A section is marked in the source with comment lines ``# --8<-- [start:NAME]`` and
 ``# --8<-- [end:NAME]`` (pymdown-extensions "snippets" syntax); the block holds the lines between
 them, dedented, without blank lines at either end and without any marker lines. Sources must live
-under examples/, tests/ or bench/ and be run by the test suite (tests/test_docs.py checks all this).
+under examples/, tests/ or bench/ and be run by the test suite (its test_docs.py checks this).
 
 Usage: ``python scripts/sync_docs.py`` rewrites every included block from its source;
 ``python scripts/sync_docs.py --check`` only reports blocks that differ (exit status 1).

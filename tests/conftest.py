@@ -19,6 +19,9 @@ from schedule_sdk.adapters.stores.engine import make_engine
 from tests.harness import Harness
 from tests.support import services
 
+#: Fixtures shared by the integration and the process tests of the rq substrate and the timer.
+pytest_plugins = ["tests.support.rq_fixtures", "tests.support.timer_fixtures"]
+
 
 @dataclass
 class Backend:

@@ -1,4 +1,4 @@
-"""An ``@on_event`` module that two containers bind in ``tests/behaviour/test_listener_isolation.py``."""
+"""An ``@on_event`` module that two containers bind in the listener isolation tests."""
 
 from __future__ import annotations
 

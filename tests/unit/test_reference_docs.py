@@ -68,12 +68,3 @@ def test_errors_live_in_their_module_and_stay_importable_from_the_top():
     assert set(schedule_sdk.__all__) & set(errors.__all__) == {"ScheduleError"}
     for name in errors.__all__:
         assert getattr(schedule_sdk, name) is getattr(errors, name)
-
-
-def test_importing_the_package_does_not_load_alembic():
-    import subprocess
-    import sys
-
-    code = "import sys, schedule_sdk; print('alembic' in sys.modules)"
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert result.stdout.strip() == "False"

@@ -11,9 +11,9 @@ import pytest
 
 from schedule_sdk.domain.errors import StoreUnavailable
 from schedule_sdk.timer import Timer, TimerSettings, TimerState
+from tests.support.timer_fixtures import command
+from tests.support.timer_probe import Probe
 from tests.support.waiting import wait_until
-from tests.timer.conftest import command
-from tests.timer.probe import Probe
 
 pytestmark = pytest.mark.nats
 

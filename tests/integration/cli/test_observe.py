@@ -23,7 +23,7 @@ from schedule_sdk.entrypoints.cli import main
 from schedule_sdk.entrypoints.logs import JsonFormatter
 from tests.harness import Harness
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 @pytest.fixture

@@ -34,7 +34,7 @@ from schedule_sdk.testing import (
     RecordingPublisher,
 )
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 @pytest.fixture
@@ -162,7 +162,7 @@ def test_the_tracing_setting_picks_the_adapter():
     assert isinstance(tracing_for("none"), NoTracing)
 
 
-# Without the extra: OpenTelemetry unimportable (as in tests/examples/test_quickstart.py), a job is
+# Without the extra: OpenTelemetry unimportable (as in examples/test_quickstart.py), a job is
 # scheduled and fired with the default settings; nothing imports it, and tracing='otel' is a typed
 # error.
 _WITHOUT_OTEL = """

@@ -1,4 +1,4 @@
-"""The adapters of tests/examples/custom_adapter.py pass the acceptance tests an adapter must pass.
+"""The adapters of ``custom_adapter.py`` (next to this file) pass the acceptance tests an adapter must pass.
 
 1. The contract suites shipped in ``schedule_sdk.testing.contracts`` of the JobStore port and of
    the capabilities ``MeteredJobStore`` declares (worker registry, retention), subclassed here for

@@ -16,9 +16,9 @@ import sqlalchemy as sa
 
 from schedule_sdk.timer import ScheduleTimer
 from tests.support import services
+from tests.support.timer_fixtures import command
+from tests.support.timer_probe import Probe, read_all
 from tests.support.waiting import wait_until
-from tests.timer.conftest import command
-from tests.timer.probe import Probe, read_all
 
 pytestmark = [pytest.mark.nats, pytest.mark.slow]
 ROOT = Path(__file__).resolve().parents[2]

@@ -6,7 +6,7 @@ from __future__ import annotations
 from fastapi import FastAPI, Request
 
 from schedule_sdk import ScheduleContainer
-from tests.dashboard.conftest import Client
+from tests.integration.dashboard.conftest import Client
 
 
 def test_mount_in_fastapi(tmp_path):

@@ -16,7 +16,7 @@ from types import ModuleType
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _load_sync_docs() -> ModuleType:
@@ -163,5 +163,5 @@ def test_a_source_counts_as_tested_when_a_test_names_it() -> None:
     sources = 'run(["examples/quickstart.py"])\nProcess(["-m", "examples.fastapi_app"])'
     assert run_by_tests("examples/quickstart.py", sources)
     assert run_by_tests("examples/fastapi_app/endpoints.py", sources)
-    assert run_by_tests("tests/examples/custom_adapter.py", "")
+    assert run_by_tests("tests/integration/examples/custom_adapter.py", "")
     assert not run_by_tests("examples/other.py", sources)

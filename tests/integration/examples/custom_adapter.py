@@ -3,7 +3,7 @@
 ``MeteredJobStore`` and ``MeteredExecutionQueue`` wrap another adapter and count calls (the shape
 of a metrics or tracing adapter); ``JsonLinesEventPublisher`` appends every event to a file before
 handing it to the listeners. ``MeteredJobStore`` declares two capabilities besides the JobStore
-port: the worker registry (a worker needs it) and retention. tests/examples/test_custom_adapter.py
+port: the worker registry (a worker needs it) and retention. tests/integration/examples/test_custom_adapter.py
 runs the contract suites of those ports against ``MeteredJobStore`` and a worker with all three
 adapters plugged into the container.
 """

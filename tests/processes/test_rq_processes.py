@@ -14,7 +14,7 @@ import redis
 from schedule_sdk import OneShotSpec, ScheduleContainer
 from schedule_sdk.substrates.rq.plumbing import Keys
 from schedule_sdk.substrates.rq.pump import DuePump
-from tests.rq.conftest import ROOT, env_of, read_events, spawn_worker
+from tests.support.rq_fixtures import ROOT, env_of, read_events, spawn_worker
 from tests.support.waiting import wait_until
 
 pytestmark = [pytest.mark.redis, pytest.mark.slow]
@@ -103,7 +103,9 @@ def test_stock_rq_workers_execute_the_released_fires(rq_settings, harnesses, tmp
         "--serializer", "rq.serializers.JSONSerializer", "--worker-class", worker_class,
         rq_settings["rq_queue"],
     ]  # fmt: skip
-    env = env_of(rq_settings, SCHEDULE_LISTENER_MODULES="tests.rq.listeners", SDK_TEST_EVENTS=str(events))
+    env = env_of(
+        rq_settings, SCHEDULE_LISTENER_MODULES="tests.support.rq_listeners", SDK_TEST_EVENTS=str(events)
+    )
     subprocess.run(command, cwd=ROOT, env=env, check=True, timeout=120, capture_output=True)
     assert sorted(e[0] for e in read_events(events)) == sorted(j.id for j in jobs)
     assert all(h.job(j.id).status.value == "completed" for j in jobs)

@@ -29,7 +29,7 @@ from schedule_sdk import (
 from schedule_sdk.adapters.stores import schema
 from schedule_sdk.entrypoints.cli import main
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 UNKNOWN_ID = "01900000-0000-7000-8000-00000000dead"
 
 
@@ -507,7 +507,7 @@ def test_the_worker_fires_jobs_and_stops_cleanly_on_sigterm(
     env = {
         **os.environ,
         **{f"SCHEDULE_{key.upper()}": value for key, value in settings.items()},
-        "SCHEDULE_LISTENER_MODULES": "tests.cli.record_listener",
+        "SCHEDULE_LISTENER_MODULES": "tests.integration.cli.record_listener",
         "SCHEDULE_POLL_INTERVAL": "0.2",
         "CLI_TEST_EVENTS_FILE": str(events_file),
     }

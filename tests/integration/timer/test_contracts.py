@@ -22,8 +22,7 @@ from schedule_sdk.testing import MemoryTimerStore
 from schedule_sdk.testing.contracts.brokers import CommandSourceContract, MessageBusContract
 from schedule_sdk.testing.contracts.timer_store import TimerStoreContract
 from schedule_sdk.timer import Envelope, TimerSettings
-
-from .probe import Probe
+from tests.support.timer_probe import Probe
 
 # -- the timer store -----------------------------------------------------------------------------
 

@@ -12,7 +12,7 @@ from schedule_sdk.adapters.stores import schema
 from schedule_sdk.adapters.stores.engine import make_engine
 from schedule_sdk.adapters.stores.sqlalchemy_timers import due_query
 from schedule_sdk.timer import Timer, TimerSettings
-from tests.timer.conftest import command
+from tests.support.timer_fixtures import command
 
 COLUMNS = ["tenant_id", "service_call_id", "correlation_id", "due_at", "registered_at", "reached_at", "state"]
 

@@ -22,7 +22,7 @@ from schedule_sdk import (
     RetryPolicy,
     ScheduleContainer,
 )
-from tests.examples.support import Process, example_env, free_port
+from tests.integration.examples.support import Process, example_env, free_port
 from tests.support.waiting import wait_for
 
 TOKEN = "browser-test-token-0123456789"

@@ -12,8 +12,8 @@ import sqlalchemy as sa
 
 from schedule_sdk.domain.errors import InvalidTimerCommand
 from schedule_sdk.timer import PrometheusMetrics, ScheduleTimer, TimerOutcome, TimerState
+from tests.support.timer_fixtures import Received, command, due_in
 from tests.support.waiting import wait_until
-from tests.timer.conftest import Received, command, due_in
 
 
 def started(make_timer, **overrides):

@@ -21,7 +21,7 @@ import redis
 from schedule_sdk import Backoff, IntervalRepeat, JobStatus, OneShotSpec, RepeatSpec, RetryPolicy
 from schedule_sdk.ports import Occurrence
 from schedule_sdk.substrates.rq.plumbing import Keys
-from tests.rq.conftest import ROOT, env_of, read_events, spawn_worker
+from tests.support.rq_fixtures import ROOT, env_of, read_events, spawn_worker
 from tests.support.waiting import wait_until
 
 pytestmark = [pytest.mark.redis, pytest.mark.slow]
