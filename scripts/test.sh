@@ -30,9 +30,11 @@ step "format: ruff format --check schedule_sdk tests"
 step "types: mypy"
 .venv/bin/mypy
 
-step "tests: pytest $*"
+# Three workers on two cores: most tests wait on servers, timers and child processes, not on the CPU.
+# Each worker is a test run of its own (databases, Redis db, stream names); `-n 0` runs one process.
+step "tests: pytest -n 3 $*"
 status=0
-.venv/bin/python -m pytest "$@" </dev/null || status=$?
+.venv/bin/python -m pytest -n 3 "$@" </dev/null || status=$?
 if [ "$status" -eq 5 ]; then
     echo "ERROR: pytest collected no tests (exit 5); a run that tests nothing fails." >&2
 fi

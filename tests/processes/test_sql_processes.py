@@ -8,13 +8,17 @@ import subprocess
 import sys
 import time
 from collections import Counter
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 
 from schedule_sdk import JobStatus, OneShotSpec, StoreUnavailable
-from tests.support import control
+from schedule_sdk.adapters.stores import schema
+from schedule_sdk.adapters.stores.engine import make_engine
+from tests.conftest import Backend
+from tests.support import control, services
 from tests.support.waiting import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -99,19 +103,43 @@ def test_two_racing_worker_processes_fire_each_occurrence_once(backend, tmp_path
     assert len(pids) == 2, pids  # both processes took part
 
 
+@pytest.fixture(params=["sql", "rq"])
+def private_postgres_backend(request, tmp_path) -> Iterator[tuple[Backend, control.PrivatePostgres]]:
+    """The PostgreSQL store on each substrate, on a server of the test's own that it may stop."""
+    server = control.PrivatePostgres()
+    backend = None
+    try:
+        server.start()
+        url = server.create_database("sdk")
+        engine = make_engine(url)
+        schema.upgrade(engine)
+        engine.dispose()
+        redis_url = None
+        if request.param == "rq":
+            redis_url = request.getfixturevalue("redis_base_url")
+            services.RedisDbs.flush(redis_url)
+        backend = Backend(f"private-postgres-{request.param}", "postgres", request.param, url, redis_url)
+        yield backend, server
+    finally:
+        for harness in backend.harnesses if backend else []:
+            harness.close()
+        server.close()
+
+
 @pytest.mark.slow
-@pytest.mark.postgres
-def test_postgres_stopped_mid_run(postgres_backend):
-    h = postgres_backend.harness(poll_interval=0.2).start()
-    before = h.service.schedule_at(due(4.0))
-    control.stop_postgres()
+def test_postgres_stopped_mid_run(private_postgres_backend):
+    backend, server = private_postgres_backend
+    h = backend.harness(poll_interval=0.2).start()
+    before = h.service.schedule_at(due(1.0))
+    server.stop()
     try:
         with pytest.raises(StoreUnavailable) as raised:
             h.service.schedule_at(due(5.0))
         assert raised.value.code == "SCHEDULE_STORE_UNAVAILABLE"
-        time.sleep(4.5)  # the job falls due while the database is down
+        # the job falls due while the database is down
+        assert wait_until(lambda: datetime.now(UTC) > before.run_at + timedelta(seconds=0.5), 5)
     finally:
-        control.start_postgres()
+        server.start()
     h.wait_events(before.id, 1, timeout=30)
     assert h.wait_status(before.id, "completed").occurrence_count == 1
     assert len(h.service.list(limit=100).items) == 1  # the refused call wrote nothing

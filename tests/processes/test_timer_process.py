@@ -9,25 +9,21 @@ import subprocess
 import sys
 import time
 from collections import Counter
+from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
 
 from schedule_sdk.timer import ScheduleTimer
-from tests.support import services
+from tests.support import control
 from tests.support.timer_fixtures import command
 from tests.support.timer_probe import Probe, read_all
 from tests.support.waiting import wait_until
 
 pytestmark = [pytest.mark.nats, pytest.mark.slow]
 ROOT = Path(__file__).resolve().parents[2]
-NATS_SERVER = "/usr/sbin/nats-server"
-# scripts/ensure-services.sh's start command, verbatim
-NATS_START = [
-    "start-stop-daemon", "--start", "--oknodo", "--background", "--exec", NATS_SERVER, "--",
-    "-a", "127.0.0.1", "-p", "4222", "-js", "-sd", "/var/lib/nats-server", "-l", "/var/log/nats-server.log",
-]  # fmt: skip
 
 
 class TimerProcess:
@@ -120,36 +116,37 @@ def test_crash_between_publish_and_mark_reached_gives_a_duplicate_never_a_loss(
     assert restarted.terminate() == 0
 
 
-def _stop_nats() -> None:
-    subprocess.run(
-        ["start-stop-daemon", "--stop", "--oknodo", "--retry", "10", "--exec", NATS_SERVER], check=True
-    )
-
-
-def _start_nats() -> None:
-    subprocess.run(NATS_START, check=True)
-    assert wait_until(lambda: _nats_up(), timeout=30), "NATS did not come back"
-
-
-def _nats_up() -> bool:
+@pytest.fixture
+def private_nats(tmp_path) -> Iterator[control.PrivateNats]:
+    """A broker of the test's own: restarting the shared one would cut every other test run off."""
+    server = control.PrivateNats(tmp_path / "nats")
+    server.start()
     try:
-        services.require_nats()
-        return True
-    except RuntimeError:
-        return False
+        yield server
+    finally:
+        server.stop()
 
 
-def test_nats_restart_mid_run_the_service_reconnects_and_continues(nats_names, timer_db, tmp_path, probe):
+def test_nats_restart_mid_run_the_service_reconnects_and_continues(
+    nats_names, timer_db, tmp_path, private_nats
+):
+    nats_names = {**nats_names, "broker_url": private_nats.url}
+    probe = Probe(nats_names)
+    probe.ensure_streams()
     before = [command(f"tenant-{i % 4}", f"before-{i}", ms=1000 + 30 * i) for i in range(100)]
     service = TimerProcess(nats_names, timer_db, tmp_path / "timer.log")
     probe.send_many(before)
     assert wait_until(lambda: sum(_reached(timer_db).values()) == 100, timeout=15)
     assert wait_until(lambda: _reached(timer_db)["Reached"] > 0, timeout=10)
     try:
-        _stop_nats()
-        time.sleep(2.0)  # timers fall due while the broker is down: their publishes fail and retry
+        private_nats.stop()
+        down = datetime.now(UTC)
+        falling_due = [c.due_at for c in before if c.due_at > down]
+        assert falling_due, "every timer fell due before the broker stopped: nothing is tested"
+        # two timers fall due while the broker is down: their publishes fail and are retried
+        assert wait_until(lambda: datetime.now(UTC) > sorted(falling_due)[min(1, len(falling_due) - 1)], 10)
     finally:
-        _start_nats()
+        private_nats.start()
     after = [command("tenant-z", f"after-{i}", ms=300) for i in range(10)]
     sender = Probe(nats_names)
     try:
@@ -161,6 +158,7 @@ def test_nats_restart_mid_run_the_service_reconnects_and_continues(nats_names, t
     assert set(counts) == {(c.tenant_id, c.service_call_id) for c in before + after}
     assert "reconnected to NATS" in service.output()
     assert service.terminate() == 0
+    probe.close()
 
 
 def _send_ok(sender: Probe, commands: list[ScheduleTimer]) -> bool:
