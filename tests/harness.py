@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import threading
-import time
 from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from schedule_sdk import (
     SCHEDULE_ARRIVED_EVENT,
     ListenerRegistry,
+    OneShotSpec,
     ScheduleArrivedEvent,
     ScheduleContainer,
     ScheduledJob,
@@ -18,6 +19,10 @@ from schedule_sdk import (
     ScheduleWorker,
 )
 from schedule_sdk.ports import JobStore
+from tests.support.waiting import wait_until
+
+#: The topic of :meth:`Harness.settle`'s marker jobs.
+MARKER_TOPIC = "tests.settle-marker"
 
 
 class AsyncServiceFromSync:
@@ -60,12 +65,13 @@ class Harness:
         self.container.config.from_dict(settings)
         self.registry: ListenerRegistry = self.container.listeners()
         self.events: list[ScheduleArrivedEvent] = []
+        self.markers: list[ScheduleArrivedEvent] = []  # the events of settle()'s marker jobs
         self._changed = threading.Condition()
         self.registry.connect(SCHEDULE_ARRIVED_EVENT, self._record)
 
     def _record(self, event: ScheduleArrivedEvent) -> None:
         with self._changed:
-            self.events.append(event)
+            (self.markers if event.topic == MARKER_TOPIC else self.events).append(event)
             self._changed.notify_all()
 
     @property
@@ -99,15 +105,8 @@ class Harness:
             return [e for e in self.events if e.scheduled_job_id == job_id]
 
     def wait_for(self, predicate: Callable[[], bool], timeout: float = 15.0) -> bool:
-        """Wait until ``predicate()`` holds (re-checked on each event and every 50 ms)."""
-        deadline = time.monotonic() + timeout
-        with self._changed:
-            while not predicate():
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    return False
-                self._changed.wait(min(remaining, 0.05))
-        return True
+        """Wait until ``predicate()`` holds (:func:`tests.support.waiting.wait_until`)."""
+        return wait_until(predicate, timeout)
 
     def wait_events(self, job_id: str, count: int, timeout: float = 15.0) -> list[ScheduleArrivedEvent]:
         assert self.wait_for(lambda: len(self.events_for(job_id)) >= count, timeout), (
@@ -118,6 +117,24 @@ class Harness:
     def wait_status(self, job_id: str, *statuses: str, timeout: float = 15.0) -> ScheduledJob:
         assert self.wait_for(lambda: self.job(job_id).status in statuses, timeout), self.job(job_id)
         return self.job(job_id)
+
+    def settle(self, timeout: float = 15.0) -> None:
+        """Wait until the running worker has been through everything that was due before now.
+
+        A marker one-shot due at once is scheduled and waited for: the worker claims in due order, so
+        once the marker has fired and completed, every occurrence due before it has been claimed
+        too. Tests that assert "nothing more happens" (no second fire, no late duplicate) settle
+        first instead of sleeping for a while; the marker's events stay out of :attr:`events`.
+        """
+        soon = datetime.now(UTC) + timedelta(milliseconds=20)  # "now", past the service's check
+        spec = OneShotSpec(topic=MARKER_TOPIC, run_at=soon, timezone="UTC")
+        marker = self.container.schedule_service().schedule_at(spec)
+        self.wait_status(marker.id, "completed", timeout=timeout)
+        assert self.wait_for(lambda: any(e.scheduled_job_id == marker.id for e in self.markers), timeout)
+
+    def wait_past(self, instant: datetime, timeout: float = 15.0) -> None:
+        """Wait until the wall clock has passed ``instant`` (e.g. a job has fallen due)."""
+        assert wait_until(lambda: datetime.now(UTC) > instant, timeout), f"{instant} never passed"
 
     def job(self, job_id: str) -> ScheduledJob:
         job = self.service.get_by_id(job_id)

@@ -21,6 +21,7 @@ from schedule_sdk import (
     schedule_arrived_event_name,
 )
 from schedule_sdk.domain import timing
+from tests.support.waiting import wait_until
 
 
 def at(seconds: float) -> datetime:
@@ -48,7 +49,7 @@ def test_a_one_shot_fires_once_never_early_with_both_event_names(backend):
     assert (event.attempt, event.occurrence) == (1, 1)
     done = h.wait_status(job.id, "completed")
     assert done.occurrence_count == 1 and done.last_fired_at == event.fired_at and done.claimed_by is None
-    time.sleep(0.3)
+    h.settle()
     assert len(h.events_for(job.id)) == 1
 
 
@@ -64,7 +65,7 @@ def test_many_jobs_fire_in_due_order_and_none_early(backend):
 def test_an_earlier_job_wakes_a_sleeping_worker(backend):
     h = backend.harness(poll_interval=30.0).start()  # the safety net alone would be far too late
     h.service.schedule_at(one_shot(3600))
-    time.sleep(0.2)  # the poller now sleeps toward the job due in an hour
+    h.settle()  # the poller now sleeps toward the job due in an hour
     job = h.service.schedule_at(one_shot(0.3))
     [event] = h.wait_events(job.id, 1, timeout=15)  # woken: long before the 30 s safety net
     assert event.scheduled_for <= event.fired_at < event.scheduled_for + timedelta(seconds=15)
@@ -129,7 +130,7 @@ def test_interval_repeats_are_fixed_rate_and_end_at_their_limit(backend):
     ]
     assert all(e.fired_at >= e.scheduled_for for e in events)
     assert done.occurrence_count == 4
-    time.sleep(0.4)
+    h.settle()
     assert len(h.events_for(job.id)) == 4
 
 
@@ -156,7 +157,7 @@ def test_a_repeating_job_catches_up_once_after_downtime(backend):
     )
     h.wait_events(job.id, 1)
     h.stop()
-    time.sleep(1.1)  # about five occurrences are missed
+    h.wait_past(datetime.now(UTC) + timedelta(milliseconds=5 * 200))  # five occurrences are missed
     restarted = datetime.now(UTC)
     h2 = backend.harness()
     h2.start()
@@ -185,7 +186,8 @@ def test_cancel_during_a_fire_wins_and_nothing_fires_afterwards(backend):
     assert h.job(job.id).status is JobStatus.ACTIVE
     h.service.cancel(job.id)
     release.set()
-    time.sleep(0.8)
+    h.wait_past(datetime.now(UTC) + timedelta(milliseconds=200))  # the next occurrence would be due
+    h.settle()
     assert h.job(job.id).status is JobStatus.CANCELLED
     assert len(h.events_for(job.id)) == 1
 
@@ -194,11 +196,11 @@ def test_a_stale_queue_entry_never_resurrects_a_cancelled_job(backend):
     h = backend.harness()
     job = h.service.schedule_at(one_shot(0.05))
     h.service.cancel(job.id)
-    time.sleep(0.1)
+    h.wait_past(job.run_at)
     now = datetime.now(UTC)
     assert h.store.claim(job.id, 1, 1, now, "someone", now + timedelta(seconds=5)) is None
     h.start()
-    time.sleep(0.5)
+    h.settle()
     assert h.events_for(job.id) == [] and h.job(job.id).status is JobStatus.CANCELLED
 
 
@@ -248,7 +250,7 @@ def test_graceful_stop_finishes_in_flight_fires_and_releases_the_rest(backend):
     first = h.service.schedule_at(one_shot(0.2))
     second = h.service.schedule_at(one_shot(0.25))
     assert entered.wait(5)
-    time.sleep(0.2)  # the second is claimed and waiting for the single listener thread
+    h.wait_past(second.run_at)  # the second is due, waiting for the single listener thread
     h.stop(timeout=3)
     assert h.job(first.id).status is JobStatus.COMPLETED  # finished within the timeout
     assert h.job(second.id).status in (JobStatus.PENDING, JobStatus.COMPLETED)
@@ -260,15 +262,17 @@ def test_stop_returns_and_leaves_no_thread_behind(backend):
     before = {t.ident for t in threading.enumerate()}
     h = backend.harness().start()
     h.service.schedule_at(one_shot(3600))
-    time.sleep(0.2)
+    h.settle()
     stopper = threading.Thread(target=h.stop)
     stopper.start()
     stopper.join(timeout=30)  # a generous deadline: how fast it stops is bench material
     assert not stopper.is_alive(), "stop() did not return"
     h.container.shutdown_resources()
-    time.sleep(0.1)
-    leftover = [t for t in threading.enumerate() if t.ident not in before and t.is_alive()]
-    assert leftover == [], leftover
+
+    def leftover() -> list[threading.Thread]:
+        return [t for t in threading.enumerate() if t.ident not in before and t.is_alive()]
+
+    assert wait_until(lambda: not leftover(), 10), leftover()
 
 
 @pytest.mark.parametrize(
@@ -329,7 +333,7 @@ def test_a_job_scheduled_by_another_process_wakes_a_sleeping_worker(backend):
     LISTEN/NOTIFY, SQLite data_version) or the substrate, not through its 30 s safety net."""
     worker = backend.harness(poll_interval=30.0).start()
     worker.service.schedule_at(one_shot(3600))
-    time.sleep(0.3)  # the poller now sleeps toward the job due in an hour
+    worker.settle()  # the poller now sleeps toward the job due in an hour
     other = backend.harness()  # another container, as another process would have
     job = other.service.schedule_at(one_shot(0.3))
     [event] = worker.wait_events(job.id, 1, timeout=15)  # long before the 30 s safety net

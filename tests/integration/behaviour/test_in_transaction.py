@@ -8,7 +8,6 @@ one written in a transaction that commits fires, never before the commit.
 from __future__ import annotations
 
 import asyncio
-import time
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -21,6 +20,8 @@ metadata = sa.MetaData()
 orders = sa.Table(
     "app_orders", metadata, sa.Column("id", sa.Integer, primary_key=True), sa.Column("job_id", sa.String)
 )
+
+POLL_INTERVAL = timedelta(seconds=0.5)  # the harness's poll interval (tests/conftest.py)
 
 
 def one_shot(seconds: float = 0.2) -> OneShotSpec:
@@ -51,10 +52,10 @@ def test_a_rolled_back_connection_leaves_no_job_even_past_its_due_time(backend, 
     with app_engine.connect() as conn:
         job = h.service.schedule_at(one_shot(0.1), connection=conn)
         conn.execute(orders.insert().values(id=1, job_id=job.id))
-        time.sleep(0.5)  # due while the transaction is open
+        h.wait_past(job.run_at + POLL_INTERVAL)  # due for a poll interval, in the transaction
         assert h.service.get_by_id(job.id) is None  # not visible outside it
         conn.rollback()
-    time.sleep(0.6)
+    h.settle()
     assert h.service.get_by_id(job.id) is None and h.events_for(job.id) == []
     assert count_orders(app_engine) == 0
 
@@ -64,7 +65,7 @@ def test_a_committed_connection_fires_after_the_commit(backend, app_engine):
     with app_engine.begin() as conn:
         job = h.service.schedule_at(one_shot(0.1), connection=conn)
         conn.execute(orders.insert().values(id=1, job_id=job.id))
-        time.sleep(0.5)
+        h.wait_past(job.run_at + POLL_INTERVAL)
         assert h.events_for(job.id) == []
         committing = datetime.now(UTC)
     [event] = h.wait_events(job.id, 1, timeout=5)
@@ -78,15 +79,15 @@ def test_a_session_rolls_back_or_commits_the_job_with_the_app_row(backend, app_e
     with pytest.raises(Boom), Session(app_engine) as session, session.begin():
         lost = h.service.schedule_at(one_shot(0.1), connection=session)
         session.execute(orders.insert().values(id=1, job_id=lost.id))
-        time.sleep(0.4)
+        h.wait_past(lost.run_at + POLL_INTERVAL)
         raise Boom
     with Session(app_engine) as session, session.begin():
         kept = h.service.schedule_at(one_shot(0.1), connection=session)
         session.execute(orders.insert().values(id=2, job_id=kept.id))
-        time.sleep(0.4)
+        h.wait_past(kept.run_at + POLL_INTERVAL)
         assert h.events_for(kept.id) == []
     h.wait_events(kept.id, 1, timeout=5)
-    time.sleep(0.3)
+    h.settle()
     assert h.service.get_by_id(lost.id) is None and h.events_for(lost.id) == []
     assert count_orders(app_engine) == 1
 
@@ -108,7 +109,7 @@ def test_cancel_and_reschedule_take_effect_only_when_the_caller_commits(backend,
         h.service.cancel(cancelled.id, connection=conn)
         new = h.service.reschedule(replaced.id, one_shot(1.0), connection=conn)
     h.wait_events(new.id, 1, timeout=5)
-    time.sleep(0.3)
+    h.settle()
     assert h.events_for(cancelled.id) == [] and h.events_for(replaced.id) == []
     assert h.job(cancelled.id).status is JobStatus.CANCELLED
     assert h.job(replaced.id).rescheduled_to == new.id
@@ -160,7 +161,7 @@ def test_the_async_service_joins_an_async_session_or_connection(backend, app_eng
     lost, kept, by_conn = asyncio.run(app())
     h.wait_events(kept, 1, timeout=5)
     h.wait_events(by_conn, 1, timeout=5)
-    time.sleep(0.3)
+    h.settle()
     assert h.service.get_by_id(lost) is None and h.events_for(lost) == []
     assert count_orders(app_engine) == 1
 

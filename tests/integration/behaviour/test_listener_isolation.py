@@ -3,8 +3,6 @@ deliver a fire to the other's listeners, and ``@on_event`` binds nothing by itse
 
 from __future__ import annotations
 
-import threading
-import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -16,6 +14,7 @@ from schedule_sdk import (
     on_event,
 )
 from tests.support import listener_module
+from tests.support.waiting import wait_until
 
 DEADLINE = 20.0  # generous: a fire is due in 0.3 s
 
@@ -23,17 +22,13 @@ DEADLINE = 20.0  # generous: a fire is due in 0.3 s
 class Recorder:
     def __init__(self) -> None:
         self.events: list[ScheduleArrivedEvent] = []
-        self.changed = threading.Condition()
 
     def __call__(self, event: ScheduleArrivedEvent) -> None:
-        with self.changed:
-            self.events.append(event)
-            self.changed.notify_all()
+        self.events.append(event)
 
     def wait_for(self, count: int) -> list[ScheduleArrivedEvent]:
-        with self.changed:
-            self.changed.wait_for(lambda: len(self.events) >= count, timeout=DEADLINE)
-            return list(self.events)
+        wait_until(lambda: len(self.events) >= count, DEADLINE)
+        return list(self.events)
 
 
 def _container(path: Path) -> ScheduleContainer:
@@ -57,14 +52,15 @@ def test_two_containers_in_one_process_each_deliver_only_to_their_own_listeners(
             job_a = a.schedule_service().schedule_at(_one_shot("app.a"))
             job_b = b.schedule_service().schedule_at(_one_shot("app.b"))
             heard_a.wait_for(1), heard_b.wait_for(1)
-            # both fired; give any cross-delivery time to show before looking
-            time.sleep(0.5)
-            got_a, got_b = list(heard_a.events), list(heard_b.events)
+            # both fired; a second job in each shows whether anything crossed over meanwhile
+            marker_a = a.schedule_service().schedule_at(_one_shot("app.a"))
+            marker_b = b.schedule_service().schedule_at(_one_shot("app.b"))
+            got_a, got_b = heard_a.wait_for(2), heard_b.wait_for(2)
     finally:
         a.shutdown_resources()
         b.shutdown_resources()
-    assert [e.scheduled_job_id for e in got_a] == [job_a.id]
-    assert [e.scheduled_job_id for e in got_b] == [job_b.id]
+    assert [e.scheduled_job_id for e in got_a] == [job_a.id, marker_a.id]
+    assert [e.scheduled_job_id for e in got_b] == [job_b.id, marker_b.id]
 
 
 def test_a_listener_module_binds_to_the_container_that_names_it_only(tmp_path: Path) -> None:
@@ -79,9 +75,7 @@ def test_a_listener_module_binds_to_the_container_that_names_it_only(tmp_path: P
             job_other = other.schedule_service().schedule_at(_one_shot("app.other"))
             heard_other.wait_for(1)
             job_named = named.schedule_service().schedule_at(_one_shot("app.named"))
-            deadline = time.monotonic() + DEADLINE
-            while not listener_module.received and time.monotonic() < deadline:
-                time.sleep(0.05)
+            wait_until(lambda: bool(listener_module.received), DEADLINE)
     finally:
         named.shutdown_resources()
         other.shutdown_resources()

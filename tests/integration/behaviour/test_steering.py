@@ -4,7 +4,6 @@ misfire policies after a pause, and retention purging from a running worker."""
 from __future__ import annotations
 
 import threading
-import time
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -41,13 +40,14 @@ def test_a_paused_job_never_fires_until_resumed(backend):
     h = backend.harness().start()
     job = h.service.schedule_at(OneShotSpec(topic="tests.steer", run_at=at(0.3), timezone="UTC"))
     h.service.pause(job.id)
-    time.sleep(0.8)
+    h.wait_past(job.run_at)
+    h.settle()
     assert h.events_for(job.id) == [] and h.job(job.id).status is JobStatus.PAUSED
     h.service.resume(job.id)
     [event] = h.wait_events(job.id, 1, timeout=5)
     assert event.scheduled_for == job.run_at  # fire_once: the late occurrence fires once
     h.wait_status(job.id, "completed")
-    time.sleep(0.3)
+    h.settle()
     assert len(h.events_for(job.id)) == 1
 
 
@@ -69,7 +69,9 @@ def test_pause_during_a_fire_wins_and_the_occurrence_fires_again_after_resume(ba
     assert h.job(job.id).status is JobStatus.ACTIVE
     h.service.pause(job.id)
     release.set()
-    time.sleep(0.8)
+    assert h.wait_for(lambda: h.job(job.id).claimed_by is None)  # the in-flight fire ended
+    h.wait_past(datetime.now(UTC) + timedelta(milliseconds=200))  # the next occurrence would be due
+    h.settle()
     paused = h.job(job.id)
     assert paused.status is JobStatus.PAUSED and paused.occurrence == 1 and paused.claimed_by is None
     assert len(h.events_for(job.id)) == 1
@@ -98,7 +100,7 @@ def test_trigger_fires_now_and_a_repeating_job_keeps_its_schedule(backend):
 def test_trigger_of_a_one_shot_fires_it_now_and_completes_it(backend):
     h = backend.harness().start()
     job = h.service.schedule_at(OneShotSpec(topic="tests.steer", run_at=at(3600), timezone="UTC"))
-    time.sleep(0.2)  # the worker now sleeps toward the job due in an hour
+    h.settle()  # the worker now sleeps toward the job due in an hour
     h.service.trigger(job.id)
     [event] = h.wait_events(job.id, 1, timeout=5)
     assert event.fired_at - event.scheduled_for < timedelta(seconds=2)
@@ -113,7 +115,7 @@ def test_skip_after_a_pause_reports_the_missed_occurrences(backend):
     h.wait_events(job.id, 1)
     h.service.pause(job.id)
     paused_at = datetime.now(UTC)
-    time.sleep(1.0)
+    h.wait_past(paused_at + timedelta(milliseconds=5 * 200))  # five occurrences fall due while paused
     h.service.resume(job.id)
     resumed_at = datetime.now(UTC)
     assert h.wait_for(lambda: len(missed) >= 1, timeout=5)
