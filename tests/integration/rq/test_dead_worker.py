@@ -70,8 +70,23 @@ def test_a_live_workers_pump_lock_is_left_alone(rq_settings, harnesses):
     r = redis.Redis.from_url(rq_settings["redis_url"], decode_responses=True)
     r.set(queue.keys.pump, _token("live-pump"), px=int(LONG * 1000))
     h.store.beat(_dead_row("someone-else"))
+    runner = h.container.runner()
+    declared: list[list[str]] = []
+    peers_dead = runner.peers_dead
+    runner.peers_dead = lambda ids: (declared.append(list(ids)), peers_dead(ids))[-1]  # type: ignore[method-assign]
+    tries: list[bool] = []  # each attempt of the pump to take the lock, and whether it got it
+    lead = runner.pump._lead
+
+    def counted() -> bool:
+        tries.append(lead())
+        return tries[-1]
+
+    runner.pump._lead = counted  # type: ignore[method-assign]
     h.start()
-    time.sleep(1.5)  # a few pump retries and a beat that declares someone-else dead
+    assert h.wait_for(lambda: ["someone-else"] in declared, 10)  # a beat declared someone-else dead
+    since = len(tries)
+    assert h.wait_for(lambda: len(tries) >= since + 2, 10)  # and the pump tried the lock again since
+    assert not any(tries)
     assert r.get(queue.keys.pump) == _token("live-pump")
     assert not h.container.runner().pump.leading
 
@@ -82,7 +97,7 @@ def test_entries_a_dead_consumer_popped_are_handed_over_long_before_the_lease(rq
     r = redis.Redis.from_url(rq_settings["redis_url"])
     job = h.service.schedule_at(_soon())
     key = Occurrence.of(job).key
-    time.sleep(0.1)
+    h.wait_past(job.run_at)
     assert queue.release_due(time.time() * 1000, 10) == [key]
     assert r.lpop(queue.rq_queue.key) is not None  # the dead worker's consumer took it ...
     r.zadd(queue.keys.released, {key: (time.time() - 2.0) * 1000}, xx=True)  # ... 2 s ago, then died

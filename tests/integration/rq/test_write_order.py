@@ -117,7 +117,7 @@ def test_released_jobs_are_json_with_the_fire_function_and_plain_ids(rq_settings
     h = harnesses(rq_settings)
     queue: RQExecutionQueue = h.container.queue()
     jobs = [h.service.schedule_at(spec(0.05)) for _ in range(3)]
-    time.sleep(0.1)
+    h.wait_past(max(j.run_at for j in jobs))
     assert sorted(queue.release_due(time.time() * 1000, 10)) == sorted(Occurrence.of(j).key for j in jobs)
     r = redis.Redis.from_url(rq_settings["redis_url"])
     [rq_id] = [i.decode() for i in r.lrange(queue.rq_queue.key, 0, -1)]
@@ -138,14 +138,14 @@ def test_a_single_release_uses_the_occurrence_key_as_rq_id_and_double_enqueue_fi
     occurrence = Occurrence.of(job)
     queue.enqueue([occurrence])  # a second hand-over of the same occurrence
     queue.committed([occurrence])
-    time.sleep(0.1)
+    h.wait_past(job.run_at)
     assert queue.release_due(time.time() * 1000, 10) == [occurrence.key]
     assert queue.rq_queue.fetch_job(occurrence.key) is not None
     queue.activate([(occurrence.key, time.time() * 1000)])  # and a double release
     queue.release_due(time.time() * 1000, 10)
     h.start()
     h.wait_status(job.id, "completed")
-    time.sleep(0.5)
+    h.settle()
     assert len(h.events_for(job.id)) == 1
 
 
@@ -169,7 +169,7 @@ def test_withdraw_on_cancel_leaves_no_entry_and_a_stale_release_never_fires(rq_s
     assert entries(rq_settings["redis_url"], rq_settings["rq_queue"])["delay"] == []
     queue: RQExecutionQueue = h.container.queue()
     queue.activate([(Occurrence.of(job).key, time.time() * 1000)])  # a stale entry resurfaces
-    time.sleep(1.0)
+    h.settle()
     assert h.events_for(job.id) == [] and h.job(job.id).status is JobStatus.CANCELLED
 
 
@@ -199,15 +199,17 @@ def test_only_entries_left_behind_by_a_dead_process_are_stranded(rq_settings, ha
     queued_key = Occurrence.of(queued).key
     queue.withdraw([Occurrence.of(staged)])
     queue.enqueue([Occurrence.of(staged)])  # staged, its committed() never comes
-    time.sleep(0.1)
+    h.wait_past(max(staged.run_at, queued.run_at))
     assert queue.release_due(time.time() * 1000, 10) == [queued_key]
+    marked = datetime.now(UTC)
     assert queue.stranded(0.5) == []  # both are younger than the lease
-    time.sleep(0.6)
+    h.wait_past(marked + timedelta(seconds=0.6))
     assert queue.stranded(0.5) == [(staged.id, 1, 1)]  # the released one still waits in RQ's queue
+    touched = datetime.now(UTC)
     queue.touch([queued_key])  # a live consumer holding it renews the mark
     redis.Redis.from_url(url).lpop(queue.rq_queue.key)  # a consumer took it out of the queue ...
     assert queue.stranded(0.5) == [(staged.id, 1, 1)]
-    time.sleep(0.6)  # ... and died before claiming it
+    h.wait_past(touched + timedelta(seconds=0.6))  # ... and died before claiming it: the mark ages
     assert sorted(queue.stranded(0.5)) == sorted([(staged.id, 1, 1), (queued.id, 1, 1)])
 
 
