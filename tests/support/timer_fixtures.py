@@ -15,8 +15,14 @@ import pytest
 
 from schedule_sdk.timer import Envelope, ScheduleTimer, Timer, TimerSettings
 from tests.support import services
+from tests.support.waiting import wait_until
 
 _streams = itertools.count(1)
+
+
+#: The tenant of :meth:`Received.settle`'s marker timers.
+SETTLE_TENANT = "tests-settle"
+_markers = itertools.count(1)
 
 
 def due_in(ms: float) -> datetime:
@@ -41,6 +47,17 @@ class Received:
     def keys(self) -> list[tuple[str, str]]:
         with self.lock:
             return [(e.tenant_id, e.payload.service_call_id) for e in self.envelopes]
+
+    def settle(self, timer: Timer) -> None:
+        """Wait until ``timer`` has fired everything due before now: a marker timer of a tenant of
+        its own, due at once, has been received (timers fire in due order). Its envelope is then
+        dropped, so :attr:`envelopes` holds what the test sent only. For "nothing more arrives"
+        checks, instead of sleeping for a while."""
+        marker = f"settle-{next(_markers)}"
+        timer.schedule(ScheduleTimer(tenant_id=SETTLE_TENANT, service_call_id=marker, due_at=due_in(0)))
+        assert wait_until(lambda: (SETTLE_TENANT, marker) in self.keys(), 15), "the marker timer never fired"
+        with self.lock:
+            self.envelopes[:] = [e for e in self.envelopes if e.tenant_id != SETTLE_TENANT]
 
 
 @pytest.fixture(

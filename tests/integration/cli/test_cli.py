@@ -8,7 +8,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -28,6 +27,7 @@ from schedule_sdk import (
 )
 from schedule_sdk.adapters.stores import schema
 from schedule_sdk.entrypoints.cli import main
+from tests.support.waiting import wait_until
 
 ROOT = Path(__file__).resolve().parents[3]
 UNKNOWN_ID = "01900000-0000-7000-8000-00000000dead"
@@ -333,7 +333,8 @@ def test_jobs_purge_deletes_old_finished_jobs_with_progress(
         0,
         "purged 0 finished jobs older than 1h\npurged 0 fire history rows older than 1h\n",
     )
-    time.sleep(1.1)
+    last_cancelled = max(service.get_by_id(job_id).updated_at for job_id in finished)
+    assert wait_until(lambda: datetime.now(UTC) > last_cancelled + timedelta(seconds=1.1))  # older than 1s
     code, out, err = cli(db_url, "jobs", "purge", "--older-than", "1s", "--batch-size", "2", capsys=capsys)
     assert (code, out) == (
         0,
@@ -523,11 +524,7 @@ def test_the_worker_fires_jobs_and_stops_cleanly_on_sigterm(
         assert worker.stderr is not None
         assert "started" in worker.stderr.readline()
         (job_id,) = schedule(service, in_=1)
-        deadline = time.monotonic() + 20
-        while (
-            not (events_file.exists() and job_id in events_file.read_text()) and time.monotonic() < deadline
-        ):
-            time.sleep(0.05)
+        wait_until(lambda: events_file.exists() and job_id in events_file.read_text(), 20)
         fired = [json.loads(line) for line in events_file.read_text().splitlines()]
         assert [e["scheduled_job_id"] for e in fired] == [job_id]
         worker.send_signal(signal.SIGTERM)

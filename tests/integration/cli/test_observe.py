@@ -8,7 +8,6 @@ import logging
 import socket
 import subprocess
 import sys
-import time
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import replace
@@ -22,6 +21,7 @@ from schedule_sdk.domain.jobs import Backoff, RetryPolicy
 from schedule_sdk.entrypoints.cli import main
 from schedule_sdk.entrypoints.logs import JsonFormatter
 from tests.harness import Harness
+from tests.support.waiting import wait_for, wait_until
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -77,8 +77,8 @@ def test_workers_lists_live_workers_and_shows_dead_ones(harness: Harness, db_url
 def test_health_exit_codes_follow_workers_backlog_and_store(harness: Harness, db_url: str, capsys) -> None:
     code, out, _ = cli(db_url, "health", capsys=capsys)
     assert code == 5 and "workers  FAIL" in out and out.endswith("unhealthy\n")
-    harness.service.schedule_at(spec(0.05))
-    time.sleep(0.3)  # due, and no worker fires it
+    due = harness.service.schedule_at(spec(0.05))
+    assert wait_until(lambda: datetime.now(UTC) > due.run_at + timedelta(seconds=0.2))  # due 0.2 s, unfired
     code, out, _ = cli(
         db_url, "health", "--min-workers", "0", "--max-backlog-age", "0.1", "--json", capsys=capsys
     )
@@ -123,10 +123,10 @@ def test_fires_feed_the_job_counters_and_histograms(harness: Harness) -> None:
 def test_prometheus_exposition_has_labelled_counters_and_backlog_gauges(db_url: str) -> None:
     h = Harness({"database_url": db_url, "metrics": "prometheus"})
     try:
-        h.service.schedule_at(spec(0.05, topic="a"))
+        due = h.service.schedule_at(spec(0.05, topic="a"))
         h.service.schedule_at(spec(3600, topic="a"))
         h.service.schedule_at(spec(3600, topic="b"))
-        time.sleep(0.3)
+        assert wait_until(lambda: datetime.now(UTC) > due.run_at + timedelta(seconds=0.2))  # due 0.2 s
         text = h.container.metrics().exposition().decode()
         assert 'schedule_jobs_scheduled_total{topic="a"} 2.0' in text
         assert 'schedule_jobs_pending{topic="a"} 2.0' in text
@@ -156,14 +156,15 @@ def test_the_worker_command_serves_metrics_and_logs_json(db_url: str, tmp_path: 
         cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     try:
-        deadline = time.monotonic() + 20
-        text = ""
-        while time.monotonic() < deadline and 'outcome="completed",topic="obs.cli"} 1.0' not in text:
-            time.sleep(0.2)
+
+        def scrape() -> str:
             try:
-                text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2).read().decode()
+                return urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2).read().decode()
             except OSError:
-                continue
+                return ""
+
+        done = 'outcome="completed",topic="obs.cli"} 1.0'
+        text = wait_for(lambda: t if done in (t := scrape()) else None, "the fire in /metrics", 20)
         assert 'schedule_jobs_fired_total{outcome="completed",topic="obs.cli"} 1.0' in text
         assert container.schedule_service().get_by_id(job.id).status is JobStatus.COMPLETED
     finally:

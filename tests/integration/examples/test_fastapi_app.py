@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import re
 import signal
-import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -117,7 +116,11 @@ def test_a_rolled_back_request_leaves_no_job_and_a_committed_one_fires(server: S
     listed = server.http.get("/reminders", params={"owner": "hal", "limit": 500}).json()["items"]
     assert [item["id"] for item in listed] == [kept["id"]]  # the rolled-back job never existed
     server.wait_sent(kept["id"])
-    time.sleep(1.5)  # past the refused one's due time
+    # a later reminder fired too: the refused one, due before it, would have fired by now
+    later = (datetime.now(UTC) + timedelta(seconds=0.2)).isoformat()
+    marker = server.http.post("/reminders", json={"user_id": "hal-marker", "message": "m", "due_at": later})
+    assert marker.status_code == 201, marker.text
+    server.wait_sent(marker.json()["id"])
     sent = [row for row in server.http.get("/sent").json() if row["user_id"] == "hal"]
     assert [row["reminder_id"] for row in sent] == [kept["id"]]
 

@@ -5,7 +5,6 @@ terminated and dead-lettered while the consumer keeps running, store failures re
 from __future__ import annotations
 
 import json
-import time
 
 import pytest
 
@@ -93,12 +92,15 @@ def test_bad_commands_are_terminated_recorded_and_the_consumer_keeps_running(nat
         import sqlalchemy as sa
 
         assert conn.execute(sa.text("SELECT count(*) FROM timer_schedules")).scalar() == 1
-    time.sleep(1.0)  # terminated, so never redelivered
+
+    def settled() -> bool:  # terminated, not left for redelivery: nothing pending or unacked
+        info = probe.nats.run(
+            probe.nats.js.consumer_info(probe.names["command_stream"], probe.names["consumer"]), 5
+        )
+        return info.num_ack_pending == 0 and info.num_pending == 0
+
+    assert wait_until(settled, timeout=10)
     assert len(probe.dead) == len(BAD)
-    info = probe.nats.run(
-        probe.nats.js.consumer_info(probe.names["command_stream"], probe.names["consumer"]), 5
-    )
-    assert info.num_ack_pending == 0 and info.num_pending == 0
 
 
 def test_commands_are_acked_only_after_they_are_persisted(nats_timer, probe):
