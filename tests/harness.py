@@ -129,8 +129,7 @@ class Harness:
         soon = datetime.now(UTC) + timedelta(milliseconds=20)  # "now", past the service's check
         spec = OneShotSpec(topic=MARKER_TOPIC, run_at=soon, timezone="UTC")
         marker = self.container.schedule_service().schedule_at(spec)
-        self.wait_status(marker.id, "completed", timeout=timeout)
-        assert self.wait_for(lambda: any(e.scheduled_job_id == marker.id for e in self.markers), timeout)
+        self.wait_status(marker.id, "completed", timeout=timeout)  # fired here or by another worker
 
     def wait_past(self, instant: datetime, timeout: float = 15.0) -> None:
         """Wait until the wall clock has passed ``instant`` (e.g. a job has fallen due)."""

@@ -3,8 +3,8 @@ a Redis server that goes away and comes back."""
 
 from __future__ import annotations
 
+import dataclasses
 import threading
-import time
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -12,6 +12,7 @@ import redis
 
 from schedule_sdk import IntervalRepeat, OneShotSpec, QueueUnavailable, RepeatSpec
 from tests.support import services
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.redis
 
@@ -25,7 +26,7 @@ def test_flushdb_while_stopped_then_restart_fires_everything(rq_settings, harnes
     jobs = [h.service.schedule_at(spec(0.8 + i * 0.02)) for i in range(20)]
     h.stop()
     services.RedisDbs.flush(rq_settings["redis_url"])
-    time.sleep(1.2)  # most are past due now
+    h.wait_past(jobs[-1].run_at)  # all are past due now
     h2 = harnesses(rq_settings).start()  # the boot reconciler re-enqueues them; past due fire at once
     for job in jobs:
         [event] = h2.wait_events(job.id, 1)
@@ -44,7 +45,7 @@ def test_flushdb_while_running_is_healed_by_the_periodic_reconcile(rq_settings, 
     for job in jobs:
         h.wait_events(job.id, 1)
     h.wait_events(repeating.id, 3)
-    time.sleep(0.3)
+    h.settle()
     assert all(len(h.events_for(j.id)) == 1 for j in jobs)
 
 
@@ -52,7 +53,7 @@ def test_two_processes_reconciling_at_once_do_not_double_fire(rq_settings, harne
     a, b = harnesses(rq_settings), harnesses(rq_settings)
     jobs = [a.service.schedule_at(spec(0.3)) for _ in range(30)]
     services.RedisDbs.flush(rq_settings["redis_url"])
-    time.sleep(0.4)
+    a.wait_past(max(j.run_at for j in jobs))
     threads = [threading.Thread(target=h.worker.reconciler.run) for h in (a, b)]
     for thread in threads:
         thread.start()
@@ -61,7 +62,7 @@ def test_two_processes_reconciling_at_once_do_not_double_fire(rq_settings, harne
     a.start(), b.start()
     for job in jobs:
         assert a.wait_for(lambda j=job: len(a.events_for(j.id)) + len(b.events_for(j.id)) >= 1)
-    time.sleep(1.0)
+    a.settle()
     assert [len(a.events_for(j.id)) + len(b.events_for(j.id)) for j in jobs] == [1] * len(jobs)
 
 
@@ -76,14 +77,14 @@ def test_redis_down_scheduling_raises_and_the_worker_resumes_after_restart(
         with pytest.raises(QueueUnavailable):
             h.service.schedule_at(spec(0.5))
         assert [j.id for j in h.service.list(limit=10).items] == [before.id]  # nothing written
-        time.sleep(2.0)
+        h.wait_past(before.run_at + timedelta(seconds=0.5))
     finally:
         private_redis.start()
     [event] = h.wait_events(before.id, 1, timeout=20)  # the pump and worker reconnected
     assert event.fired_at >= before.run_at
     after = h.service.schedule_at(spec(0.2))
     h.wait_events(after.id, 1)
-    time.sleep(0.5)
+    h.settle()
     assert len(h.events_for(before.id)) == 1
 
 
@@ -104,12 +105,11 @@ def test_redis_event_publisher_reaches_every_instance_once(redis_url):
             scheduled_job_id="j1", topic="t", user_payload={"a": 1}, metadata=JobMetadata(), timezone="UTC",
             scheduled_for=now, fired_at=now, attempt=1, occurrence=1,
         )  # fmt: skip
+        later = dataclasses.replace(event, scheduled_job_id="j2")
         publishers[0].publish(event)
-        deadline = time.monotonic() + 5
-        while not seen[1] and time.monotonic() < deadline:
-            time.sleep(0.02)
-        time.sleep(0.2)
-        assert seen == [[event], [event]]
+        publishers[0].publish(later)  # once both have it, a second copy of the first would show
+        assert wait_until(lambda: all(len(got) >= 2 for got in seen), 5), seen
+        assert seen == [[event, later], [event, later]]
     finally:
         for publisher in publishers:
             publisher.close()

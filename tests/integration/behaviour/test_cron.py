@@ -1,4 +1,4 @@
-"""The cron cases of issue 9, through the public API on SQLite and PostgreSQL: the first ``run_at``
+"""The cron cases, through the public API on SQLite and PostgreSQL: the first ``run_at``
 that ``schedule_repeat`` stores and the preview (of the spec and of the stored job) must be the
 times Debian cron would run the entry at (see tests/unit/cron_model.py for the model)."""
 

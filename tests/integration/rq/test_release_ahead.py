@@ -11,8 +11,8 @@ from rq.job import Job
 from rq.serializers import JSONSerializer
 
 from schedule_sdk import OneShotSpec
-from schedule_sdk.substrates.rq import RQExecutionQueue, entries
-from schedule_sdk.substrates.rq.entries import DUE_META, hold_until_due
+from schedule_sdk.substrates.rq import RQExecutionQueue
+from schedule_sdk.substrates.rq.entries import DUE_META
 
 pytestmark = pytest.mark.redis
 
@@ -35,29 +35,6 @@ def test_a_release_ahead_makes_one_job_per_future_due_instant_and_one_for_the_du
     ]
     marks = dict(queue.connection.zrange(queue.keys.released, 0, -1, withscores=True))
     assert all(mark <= time.time() * 1000 for mark in marks.values())  # marked when released
-
-
-def test_a_held_job_is_let_go_at_its_due_instant_and_never_before():
-    due = time.time() * 1000 + 30
-    hold_until_due({DUE_META: due})
-    assert time.time() * 1000 >= due
-
-
-@pytest.mark.parametrize("meta", [None, {}, {DUE_META: "soon"}, {DUE_META: True}, {DUE_META: 0}])
-def test_no_hold_without_a_future_due_instant(meta):
-    started = time.monotonic()
-    hold_until_due(meta)
-    assert time.monotonic() - started < 0.01
-
-
-def test_a_hold_is_bounded_and_ends_at_a_stop(monkeypatch):
-    monkeypatch.setattr(entries, "MAX_HOLD", 0.05)
-    started = time.monotonic()
-    hold_until_due({DUE_META: time.time() * 1000 + 3_600_000})  # not the pump's: an hour ahead
-    assert 0.04 < time.monotonic() - started < 1
-    started = time.monotonic()
-    hold_until_due({DUE_META: time.time() * 1000 + 10_000}, stop=lambda: True)
-    assert time.monotonic() - started < 0.01
 
 
 def test_fires_released_ahead_are_never_early(rq_settings, harnesses):

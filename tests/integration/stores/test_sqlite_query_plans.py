@@ -71,7 +71,7 @@ def _sql(statement: sa.ClauseElement) -> str:
     ],
 )
 def test_dashboard_reads_use_their_index(name: str, index: str, tmp_path: Path) -> None:
-    """The dashboard's reads (issue 13) at a million rows: by index, never a table scan."""
+    """The dashboard's reads at a million rows: by index, never a table scan."""
     from schedule_sdk.adapters.stores.tables import NOT_PENDING_CONDITION
     from schedule_sdk.adapters.stores.tables import schedule_fires as f
 
