@@ -318,7 +318,9 @@ def test_validate_cron_rejects_non_strings(value: object) -> None:
     ],
 )
 def test_validate_cron_accepts(expression: str) -> None:
-    validate_cron(expression)
+    assert validate_cron(expression) is None  # no error
+    start = datetime(2030, 1, 1, tzinfo=UTC)
+    assert next_cron_time(expression, "UTC", start) > start  # and the expression runs
 
 
 @pytest.mark.parametrize(

@@ -78,10 +78,19 @@ def test_nats_examples(timer_db, nats_names):
         js = nc.jetstream()
         due = (datetime.now(UTC) + timedelta(milliseconds=200)).isoformat()
         await send_schedule_timer(js, due, subject=nats_names["command_subject"])
-        await asyncio.sleep(1.0)
-        count = await consume_due_time_reached(
-            js, lambda t, s: handled.append((t, s)), nats_names["event_stream"], nats_names["event_subject"]
-        )
+        count = 0
+        for _ in range(6):  # until the event is there (a fetch waits up to 5 s for one)
+            try:
+                count += await consume_due_time_reached(
+                    js,
+                    lambda t, s: handled.append((t, s)),
+                    nats_names["event_stream"],
+                    nats_names["event_subject"],
+                )
+            except nats.errors.TimeoutError:
+                continue
+            if count:
+                break
         await nc.close()
         return count
 
