@@ -1,4 +1,4 @@
-"""Benchmarks of the core on the embedded ``sql`` substrate (issue 2's workloads). Prints figures.
+"""Benchmarks of the core on the embedded ``sql`` substrate. Prints figures.
 
 Run:  .venv/bin/python bench/core.py [--store sqlite|postgres|all] [--only W1,W2,W3,W4] [--runs N]
 

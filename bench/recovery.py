@@ -1,4 +1,4 @@
-"""W5, recovery from a killed worker (issue 12). Prints figures.
+"""W5, recovery from a killed worker. Prints figures.
 
 Run:  .venv/bin/python bench/recovery.py [--combos sqlite-sql,postgres-sql,sqlite-rq,postgres-rq]
                                          [--peer] [--runs N] [--dead-after S]
@@ -10,7 +10,7 @@ W5p (``--peer``) the same with two workers and no restart: one is killed, the ot
     this host notices the dead process at once) carries on -> time from the kill to the last fire.
 
 The restart figure includes the new process's start-up (imports, migrations check, boot
-reconcile). Before issue 12 a killed worker's claims waited for their lease (30 s). rq combos use
+reconcile). Without dead-worker detection, its claims would wait for their lease (30 s). rq combos use
 a redis-server of their own (as bench/rq_bench.py does).
 """
 

@@ -1,4 +1,4 @@
-"""Benchmarks of the ``rq`` substrate (issue 3), PostgreSQL + Redis, both durable. Prints figures.
+"""Benchmarks of the ``rq`` substrate, PostgreSQL + Redis, both durable. Prints figures.
 
 Run:  .venv/bin/python bench/rq_bench.py [--only W1,W2,W3,R] [--store postgres|sqlite]
 

@@ -1,4 +1,4 @@
-"""Benchmark of the timer service through NATS JetStream (issue 4). Prints figures.
+"""Benchmark of the timer service through NATS JetStream. Prints figures.
 
 Run:  .venv/bin/python bench/timer_jetstream.py [--timers 10000] [--tenants 100] [--rate 200]
                                                 [--db sqlite|postgres] [--lead 10]
@@ -13,7 +13,7 @@ and its own JetStream streams (``BENCH_<pid>_*``, deleted afterwards), then:
    **lateness** = receive time - dueAt (p50 / p99 / max), **lost** (timers never reached) and
    **duplicates**.
 
-Targets (issue 4): ingest >= 2,000 commands/s on SQLite; lateness p99 <= 50 ms at 200 timers/s; 0 lost.
+Targets: ingest >= 2,000 commands/s on SQLite; lateness p99 <= 50 ms at 200 timers/s; 0 lost.
 """
 
 from __future__ import annotations

@@ -269,7 +269,8 @@ def test_redelivery_after_store_failures_is_capped_then_dead_lettered(nats_timer
     assert raw == stuck.to_json()
     assert headers["Timer-Error-Code"] == "SCHEDULE_STORE_UNAVAILABLE"
     assert "after 3 deliveries" in headers["Timer-Error"]
-    assert _stored(timer, ("tenant-a", "ok-a"), ("tenant-b", "ok-b"))
+    # tried one by one in order: the command after the dead-lettered one is stored just after it
+    assert wait_until(lambda: _stored(timer, ("tenant-a", "ok-a"), ("tenant-b", "ok-b")), timeout=5)
     assert timer.queries.get("tenant-x", "stuck") is None
     assert wait_until(lambda: _settled(probe), timeout=5)
     info = _consumer(probe)
