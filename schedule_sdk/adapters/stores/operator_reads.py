@@ -242,9 +242,14 @@ _SORT_COLUMNS = {"created": jobs.c.id, "due": jobs.c.run_at, "updated": jobs.c.u
 def _search_conditions(search: JobSearch) -> list[sa.ColumnElement[bool] | sa.TextClause]:
     """The equality filters of ``search`` (each one an index serves), not its text."""
     conditions: list[sa.ColumnElement[bool] | sa.TextClause] = []
-    if search.statuses:
+    by_time = search.sort != "created" and _indexed_order(search)
+    if search.statuses == frozenset({JobStatus.PENDING}):  # a literal: the delay index's condition
+        conditions.append(jobs.c.status == sa.literal_column("'pending'"))
+    elif search.statuses:
         conditions.append(jobs.c.status.in_(sorted(s.value for s in search.statuses)))
-        if JobStatus.PENDING not in search.statuses:  # the partial status index's condition
+        if by_time:  # the retention index's condition, verbatim: it orders by update time
+            conditions.append(sa.text(FINISHED_CONDITION))
+        elif JobStatus.PENDING not in search.statuses:  # the partial status index's condition
             conditions.append(sa.text(NOT_PENDING_CONDITION))
     for column, value in (
         ("topic", search.topic),
@@ -300,8 +305,6 @@ def search_statement(search: JobSearch) -> sa.Select[Any]:
             sa.select(jobs.c.id).where(*conditions).order_by(jobs.c.id.desc()).limit(SEARCH_WINDOW)
         ).scalar_subquery()
         conditions = [jobs.c.id.in_(window)]
-    elif search.sort == "updated":  # the retention index's condition, verbatim
-        conditions.append(sa.text(FINISHED_CONDITION))
     if search.text is not None:
         conditions.append(_text_condition(search.text))
     keyset = _keyset(search)

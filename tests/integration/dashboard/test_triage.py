@@ -4,12 +4,20 @@ reschedule of every field the service can change."""
 from __future__ import annotations
 
 import re
+import sqlite3
 from datetime import timedelta
+from pathlib import Path
 
+import pytest
 import sqlalchemy as sa
+from sqlalchemy.dialects import sqlite
 
 from schedule_sdk import IntervalRepeat, JobMetadata, JobStatus, RepeatSpec
+from schedule_sdk.adapters.stores import schema
+from schedule_sdk.adapters.stores.engine import make_engine
+from schedule_sdk.adapters.stores.operator_reads import search_statement
 from schedule_sdk.adapters.stores.tables import schedule_jobs
+from schedule_sdk.domain.overview import JobSearch
 
 from .conftest import T0, Site
 
@@ -118,3 +126,34 @@ def test_reschedule_changes_zone_run_time_and_payload(site: Site):
     every = reschedule(repeating.id, every_seconds="90", zone="Europe/Berlin", payload="")
     assert every.repeat == IntervalRepeat(every_ms=90_000) and every.timezone == "Europe/Berlin"
     assert every.payload is None
+
+
+PLANS = {
+    "newest first, by topic": (JobSearch(topic="billing.due", limit=51), "ix_schedule_jobs_topic"),
+    "newest first": (JobSearch(limit=51), "sqlite_autoindex_schedule_jobs"),
+    "soonest pending": (
+        JobSearch(statuses=frozenset({JobStatus.PENDING}), sort="due", ascending=True, limit=51),
+        "ix_schedule_jobs_pending_due",
+    ),
+    "latest failed": (
+        JobSearch(statuses=frozenset({JobStatus.FAILED}), sort="updated", limit=51),
+        "ix_schedule_jobs_",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(PLANS))
+def test_the_jobs_list_walks_an_index_in_its_order(name: str, tmp_path: Path) -> None:
+    """At any size, a page of the list in an indexed order reads about a page of index entries."""
+    engine = make_engine(f"sqlite:///{tmp_path / 'jobs.db'}")
+    schema.upgrade(engine)
+    engine.dispose()
+    search, index = PLANS[name]
+    sql = str(
+        search_statement(search).compile(dialect=sqlite.dialect(), compile_kwargs={"literal_binds": True})
+    )
+    with sqlite3.connect(tmp_path / "jobs.db") as connection:
+        plan = [row[3] for row in connection.execute("EXPLAIN QUERY PLAN " + sql)]
+    # ties of the sort column are ordered by id ("RIGHT PART"): never the whole result
+    assert not [step for step in plan if "B-TREE FOR ORDER BY" in step or step == "SCAN schedule_jobs"], plan
+    assert any(index in step for step in plan), plan
