@@ -489,7 +489,7 @@ class Dashboard:
             "trigger": service.trigger,
         }
         if action == "requeue":
-            steer["requeue"] = service.requeue  # type: ignore[attr-defined]  # only where it exists
+            steer["requeue"] = getattr(service, "requeue")  # noqa: B009  # the service's, where it has one
         if action in steer:
             steer[action](job.id)
             return job.id
