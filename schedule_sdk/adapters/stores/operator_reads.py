@@ -12,6 +12,7 @@ the primary key. Nothing here loads every row of a table.
 from __future__ import annotations
 
 from collections import defaultdict
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -213,7 +214,8 @@ class SQLOperatorReads(OperatorReads):
             return [from_row(r) for r in conn.execute(search_statement(search)).mappings()]
 
     def count_search(self, search: JobSearch) -> int:
-        conditions = _search_conditions(search)
+        # counted through the filters' indexes (the status index), not the one that orders the page
+        conditions = _search_conditions(replace(search, sort="created"))
         if search.text is not None:
             window = sa.select(jobs.c.id, jobs.c.payload).where(*conditions)
             candidates = window.order_by(jobs.c.id.desc()).limit(SEARCH_WINDOW).subquery()
