@@ -223,8 +223,9 @@ def bench(store: str, jobs: int, fires: int, repeat: int, writers: int) -> None:
     service = ScheduleService(store=store_, queue=SQLExecutionQueue(), clock=clock)
     app = create_dashboard(service, store=store_, clock=clock)
     import base64
+    import json
 
-    cursor = base64.urlsafe_b64encode(str(middle).encode()).decode().rstrip("=")
+    cursor = base64.urlsafe_b64encode(json.dumps(["", str(middle)]).encode()).decode().rstrip("=")
     pages = {
         "overview (1 h)": "/",
         "overview (6 h)": "/?window=360",
@@ -236,6 +237,10 @@ def bench(store: str, jobs: int, fires: int, repeat: int, writers: int) -> None:
         "jobs ?topic": "/jobs?topic=topic.7",
         "jobs ?tenant&status": "/jobs?tenant_id=tenant-42&status=pending",
         "jobs ?owner": "/jobs?owner_id=owner-7",
+        "jobs ?sort=due&status=pending": "/jobs?sort=due&status=pending",
+        "jobs ?sort=updated&status=failed": "/jobs?sort=updated&status=failed",
+        "jobs ?sort=due (windowed)": "/jobs?sort=due",
+        "jobs ?q=payload text": "/jobs?q=nothing-matches-this",
         "job (one-shot)": f"/jobs/{sample[1]}",
         "job (cron)": f"/jobs/{cron_job}",
         "workers": "/workers",

@@ -1,4 +1,5 @@
-"""The web dashboard's public face: :func:`create_dashboard` and the :data:`AuthHook` it takes.
+"""The web dashboard's public face: :func:`create_dashboard`, the :data:`AuthHook` it takes and the
+:class:`TenantScope` such a hook may return.
 
 The pages, actions and their guard live in :mod:`schedule_sdk.entrypoints.dashboard`; needs the
 ``dashboard`` extra (``pip install 'schedule-sdk[dashboard]'``).
@@ -6,6 +7,6 @@ The pages, actions and their guard live in :mod:`schedule_sdk.entrypoints.dashbo
 
 from __future__ import annotations
 
-from schedule_sdk.entrypoints.dashboard import AuthHook, create_dashboard
+from schedule_sdk.entrypoints.dashboard import AuthHook, TenantScope, create_dashboard
 
-__all__ = ["AuthHook", "create_dashboard"]
+__all__ = ["AuthHook", "TenantScope", "create_dashboard"]

@@ -18,7 +18,7 @@ from schedule_sdk.domain.errors import ScheduleValidationError, StoreLacksCapabi
 from schedule_sdk.domain.events import ScheduleArrivedEvent, ScheduleEvent, ScheduleMissedEvent
 from schedule_sdk.domain.history import FireRecord
 from schedule_sdk.domain.jobs import JobQuery, ScheduledJob
-from schedule_sdk.domain.overview import Overview, SeenWorker
+from schedule_sdk.domain.overview import JobSearch, Overview, SeenWorker
 from schedule_sdk.domain.status import JobStatus
 from schedule_sdk.domain.timers import Envelope, ScheduleTimer, TimerEntry, TimerState
 
@@ -649,6 +649,17 @@ class OperatorReads(ABC):
     @abstractmethod
     def count_timers(self, tenant_id: str, state: TimerState) -> int:
         """One tenant's timers in ``state``, counted up to ``COUNT_CAP + 1``."""
+
+    @abstractmethod
+    def search_jobs(self, search: JobSearch) -> list[ScheduledJob]:
+        """A page of up to ``search.limit`` jobs matching ``search``, in its order (keyset after
+        ``search.after``). Bounded: a payload text search or an order no index serves reads at
+        most :data:`~schedule_sdk.domain.overview.SEARCH_WINDOW` candidate rows, newest first."""
+
+    @abstractmethod
+    def count_search(self, search: JobSearch) -> int:
+        """The jobs matching ``search`` (its order and position aside), counted up to
+        ``COUNT_CAP + 1``."""
 
 
 class EventPublisher(ABC):

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from schedule_sdk.domain.history import LATENESS_BOUNDS
+from schedule_sdk.domain.status import JobStatus
 
 #: Counts stop here (shown as "10,000+"): a count never reads more index entries than this.
 COUNT_CAP = 10_000
@@ -64,3 +65,33 @@ def percentile_bound(counts: dict[int, int], total: int, q: float) -> int | None
         if seen >= rank:
             return LATENESS_BOUNDS[min(cls, len(LATENESS_BOUNDS) - 1)]
     return LATENESS_BOUNDS[-1]
+
+
+#: A search of the operator's jobs list reads at most this many candidate rows (newest first by
+#: id, through the filters' indexes) when it filters by payload text or sorts by a column no
+#: index orders: the search is bounded, not exhaustive, and says so.
+SEARCH_WINDOW = 10_000
+#: The longest payload text a search accepts.
+MAX_SEARCH_TEXT = 200
+#: The orders of the operator's jobs list: newest first by creation (the id), by due time, by
+#: last update.
+JOB_SORTS = ("created", "due", "updated")
+
+
+@dataclass(frozen=True, slots=True)
+class JobSearch:
+    """The operator's query of the jobs list: equality filters (each served by an index), an
+    optional set of tenants the operator is scoped to (None: every tenant), a payload substring,
+    an order (one of :data:`JOB_SORTS`, descending unless ``ascending``), a page size and the
+    keyset position after which the page starts (the previous page's last sort value and id)."""
+
+    statuses: frozenset[JobStatus] = frozenset()
+    topic: str | None = None
+    owner_id: str | None = None
+    tenant_id: str | None = None
+    tenants: frozenset[str] | None = None
+    text: str | None = None
+    sort: str = "created"
+    ascending: bool = False
+    limit: int = 50
+    after: tuple[str, str] | None = None

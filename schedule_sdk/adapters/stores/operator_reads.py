@@ -12,6 +12,7 @@ the primary key. Nothing here loads every row of a table.
 from __future__ import annotations
 
 from collections import defaultdict
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -22,13 +23,23 @@ from schedule_sdk.adapters.stores.engine import translate_errors
 from schedule_sdk.adapters.stores.fire_minutes import minute_of
 from schedule_sdk.adapters.stores.sqlalchemy_timers import entry_from_row
 from schedule_sdk.adapters.stores.sqlalchemy_timers import timer_schedules as timers
-from schedule_sdk.adapters.stores.tables import NOT_PENDING_CONDITION
+from schedule_sdk.adapters.stores.tables import FINISHED_CONDITION, NOT_PENDING_CONDITION
 from schedule_sdk.adapters.stores.tables import schedule_fire_failures as fire_failures
 from schedule_sdk.adapters.stores.tables import schedule_fire_minutes as fire_minutes
 from schedule_sdk.adapters.stores.tables import schedule_fires as fires
 from schedule_sdk.adapters.stores.tables import schedule_jobs as jobs
-from schedule_sdk.domain.overview import COUNT_CAP, WINDOWS, Bucket, Overview, SeenWorker, percentile_bound
-from schedule_sdk.domain.status import JobStatus
+from schedule_sdk.domain.jobs import ScheduledJob, encode_json
+from schedule_sdk.domain.overview import (
+    COUNT_CAP,
+    SEARCH_WINDOW,
+    WINDOWS,
+    Bucket,
+    JobSearch,
+    Overview,
+    SeenWorker,
+    percentile_bound,
+)
+from schedule_sdk.domain.status import FINISHED_STATUSES, JobStatus
 from schedule_sdk.domain.timers import TimerEntry, TimerState
 from schedule_sdk.ports import OperatorReads
 
@@ -194,6 +205,27 @@ class SQLOperatorReads(OperatorReads):
         with translate_errors(), self.engine.connect() as conn:
             return [entry_from_row(r) for r in conn.execute(statement).mappings()]
 
+    # -- the jobs list ------------------------------------------------------------------------
+
+    def search_jobs(self, search: JobSearch) -> list[ScheduledJob]:
+        from schedule_sdk.adapters.stores.sqlalchemy import from_row  # it builds on this module
+
+        with translate_errors(), self.engine.connect() as conn:
+            return [from_row(r) for r in conn.execute(search_statement(search)).mappings()]
+
+    def count_search(self, search: JobSearch) -> int:
+        # counted through the filters' indexes (the status index), not the one that orders the page
+        conditions = _search_conditions(replace(search, sort="created"))
+        if search.text is not None:
+            window = sa.select(jobs.c.id, jobs.c.payload).where(*conditions)
+            candidates = window.order_by(jobs.c.id.desc()).limit(SEARCH_WINDOW).subquery()
+            inner = sa.select(sa.literal(1)).select_from(candidates)
+            inner = inner.where(_text_condition(search.text, candidates.c.payload))
+        else:
+            inner = sa.select(sa.literal(1)).select_from(jobs).where(*conditions)
+        capped = inner.limit(COUNT_CAP + 1).subquery()
+        return int(self._rows(sa.select(sa.func.count()).select_from(capped))[0][0])
+
     def count_timers(self, tenant_id: str, state: TimerState) -> int:
         inner = (
             sa.select(sa.literal(1))
@@ -206,6 +238,83 @@ class SQLOperatorReads(OperatorReads):
 
 
 _NEVER = datetime.min.replace(tzinfo=UTC)
+_SORT_COLUMNS = {"created": jobs.c.id, "due": jobs.c.run_at, "updated": jobs.c.updated_at}
+
+
+def _search_conditions(search: JobSearch) -> list[sa.ColumnElement[bool] | sa.TextClause]:
+    """The equality filters of ``search`` (each one an index serves), not its text."""
+    conditions: list[sa.ColumnElement[bool] | sa.TextClause] = []
+    by_time = search.sort != "created" and _indexed_order(search)
+    if search.statuses == frozenset({JobStatus.PENDING}):  # a literal: the delay index's condition
+        conditions.append(jobs.c.status == sa.literal_column("'pending'"))
+    elif search.statuses:
+        conditions.append(jobs.c.status.in_(sorted(s.value for s in search.statuses)))
+        if by_time:  # the retention index's condition, verbatim: it orders by update time
+            conditions.append(sa.text(FINISHED_CONDITION))
+        elif JobStatus.PENDING not in search.statuses:  # the partial status index's condition
+            conditions.append(sa.text(NOT_PENDING_CONDITION))
+    for column, value in (
+        ("topic", search.topic),
+        ("owner_id", search.owner_id),
+        ("tenant_id", search.tenant_id),
+    ):
+        if value is not None:
+            conditions.append(jobs.c[column] == value)
+    if search.tenants is not None:
+        conditions.append(jobs.c.tenant_id.in_(sorted(search.tenants)) if search.tenants else sa.false())
+    return conditions
+
+
+def _indexed_order(search: JobSearch) -> bool:
+    """Whether an index returns the rows in ``search``'s order (so the page reads only its rows):
+    creation order is the id's; due time is the pending rows' delay index; update time is the
+    finished rows' retention index."""
+    if search.sort == "created":
+        return True
+    if search.sort == "due":
+        return search.statuses == frozenset({JobStatus.PENDING})
+    return bool(search.statuses) and search.statuses <= FINISHED_STATUSES
+
+
+def _text_condition(text: str, payload: sa.ColumnElement[Any] = jobs.c.payload) -> sa.ColumnElement[bool]:
+    """The payload holds ``text`` as it is stored (JSON-escaped, so a quote or a backslash in the
+    search matches the same character in a value)."""
+    stored = encode_json(text)[1:-1]
+    pattern = stored.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    return payload.like(f"%{pattern}%", escape="\\")
+
+
+def _keyset(search: JobSearch) -> sa.ColumnElement[bool] | None:
+    if search.after is None:
+        return None
+    value, last_id = search.after
+    column = _SORT_COLUMNS[search.sort]
+    if column is jobs.c.id:
+        return jobs.c.id > last_id if search.ascending else jobs.c.id < last_id
+    instant = datetime.fromisoformat(value)
+    if search.ascending:
+        return sa.or_(column > instant, sa.and_(column == instant, jobs.c.id > last_id))
+    return sa.or_(column < instant, sa.and_(column == instant, jobs.c.id < last_id))
+
+
+def search_statement(search: JobSearch) -> sa.Select[Any]:
+    """The page of ``search``: straight through an index when one serves its order and it has no
+    text; else among the :data:`SEARCH_WINDOW` newest rows matching its filters."""
+    conditions = _search_conditions(search)
+    column = _SORT_COLUMNS[search.sort]
+    if search.text is not None or not _indexed_order(search):
+        window = (
+            sa.select(jobs.c.id).where(*conditions).order_by(jobs.c.id.desc()).limit(SEARCH_WINDOW)
+        ).scalar_subquery()
+        conditions = [jobs.c.id.in_(window)]
+    if search.text is not None:
+        conditions.append(_text_condition(search.text))
+    keyset = _keyset(search)
+    if keyset is not None:
+        conditions.append(keyset)
+    order = [column, jobs.c.id] if column is not jobs.c.id else [jobs.c.id]
+    ordered = [c.asc() if search.ascending else c.desc() for c in order]
+    return sa.select(jobs).where(*conditions).order_by(*ordered).limit(search.limit)
 
 
 def _floor(instant: datetime, step: timedelta) -> datetime:

@@ -8,7 +8,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
+from schedule_sdk.core.liveness import is_dead
 from schedule_sdk.core.service import ScheduleService
+from schedule_sdk.domain.errors import ScheduleValidationError
 from schedule_sdk.domain.jobs import ScheduledJob
 from schedule_sdk.domain.status import OPEN_STATUSES
 from schedule_sdk.domain.timing import FireTime
@@ -35,15 +37,20 @@ class PreviewFire:
 
 
 def next_fires(service: ScheduleService, job: ScheduledJob, n: int = 5) -> list[PreviewFire]:
-    """The next ``n`` fires of an open repeating job (empty for one-shots and finished jobs)."""
+    """The next ``n`` fires of an open repeating job (empty for one-shots and finished jobs, and
+    where the next fires fall outside the calendar, past the year 9999)."""
     if job.repeat is None or job.status not in OPEN_STATUSES:
         return []
-    return [PreviewFire.of(fire) for fire in service.preview(job.id, n)]
+    try:
+        return [PreviewFire.of(fire) for fire in service.preview(job.id, n)]
+    except (OverflowError, ScheduleValidationError):
+        return []
 
 
 @dataclass(frozen=True, slots=True)
 class WorkerView:
-    """A row of the workers page (fields the registry does not know are None)."""
+    """A row of the workers page (fields the registry does not know are None; ``alive``: its
+    heartbeat is recent, None when it is not in the registry)."""
 
     worker_id: str
     host: str | None
@@ -53,12 +60,15 @@ class WorkerView:
     last_beat: datetime | None
     in_flight: int
     last_fire: datetime | None
+    alive: bool | None = None
 
 
-def workers(store: WorkerRegistry, reads: OperatorReads, now: datetime) -> tuple[list[WorkerView], bool]:
-    """The workers to show, and whether they come from the worker registry (False: a store
-    without one; then the workers seen in the fire history of the last hour and in the claims
-    held now)."""
+def workers(
+    store: WorkerRegistry, reads: OperatorReads, now: datetime, dead_after: float = 10.0
+) -> tuple[list[WorkerView], bool]:
+    """The workers to show, and whether they come from the worker registry (False: no worker is
+    registered now, none is running; then the workers seen in the fire history of the last hour
+    and in the claims held now)."""
     seen = {w.worker_id: w for w in reads.workers_seen(now)}
     registered = store.workers()
     if registered:
@@ -72,6 +82,7 @@ def workers(store: WorkerRegistry, reads: OperatorReads, now: datetime) -> tuple
                 w.last_beat,
                 w.in_flight,
                 seen[w.id].last_fire if w.id in seen else None,
+                not is_dead(w, now, dead_after),
             )
             for w in registered
         ]

@@ -113,7 +113,7 @@ def test_pause_resume_trigger_and_reschedule_through_the_forms(site: Site):
     assert new.run_at == T0.replace(day=5, hour=8, minute=30) and new.rescheduled_from == job_id
     assert site.service.get_by_id(job_id).status is JobStatus.CANCELLED
     bad = act("reschedule", new_id, run_at="2020-01-01T00:00:00")
-    assert bad.status_code == 409 and "before now" in bad.text
+    assert bad.status_code == 400 and "before now" in bad.text and "SCHEDULE_RUN_AT_IN_PAST" in bad.text
     repeating = site.service.schedule_repeat(
         RepeatSpec(topic="dash.test", timezone="UTC", repeat=IntervalRepeat(every_ms=60_000))
     )
@@ -148,10 +148,13 @@ def test_jobs_filters_and_keyset_pages(site: Site):
     site.service.cancel(mine[3])
     client = site.client()
     first = client.get("/jobs?topic=billing.due&tenant_id=acme").text
-    assert re.findall(r'data-job-id="([^"]+)"', first) == mine[:50]
+    newest = mine[::-1]  # newest first by default
+    assert re.findall(r'data-job-id="([^"]+)"', first) == newest[:50]
     assert "55 matching" in first
     next_url = re.search(r'id="next-page" href="([^"]+)"', first).group(1).replace("&amp;", "&")
-    assert re.findall(r'data-job-id="([^"]+)"', client.get(next_url).text) == mine[50:]
+    assert re.findall(r'data-job-id="([^"]+)"', client.get(next_url).text) == newest[50:]
+    oldest = client.get("/jobs?topic=billing.due&tenant_id=acme&order=asc").text
+    assert re.findall(r'data-job-id="([^"]+)"', oldest) == mine[:50]
     cancelled = client.get("/jobs?status=cancelled").text
     assert re.findall(r'data-job-id="([^"]+)"', cancelled) == [mine[3]]
     assert client.get("/jobs?status=bogus").status_code == 400
