@@ -13,10 +13,12 @@ from schedule_sdk import errors as _errors
 from schedule_sdk.aio.service import AsyncScheduleService
 from schedule_sdk.bootstrap.container import ScheduleContainer
 from schedule_sdk.bootstrap.settings import Settings
+from schedule_sdk.core.declared import DeclaredSchedules, DeclaredSync, after, cron, every
 from schedule_sdk.core.listeners import ListenerRegistry, on_event
 from schedule_sdk.core.reconciler import ReconcileReport
 from schedule_sdk.core.service import ScheduleService
 from schedule_sdk.core.worker import ScheduleWorker
+from schedule_sdk.domain.declared import Declaration, Plan, PlanItem
 from schedule_sdk.domain.errors import ScheduleError
 from schedule_sdk.domain.events import (
     SCHEDULE_ARRIVED_EVENT,
@@ -58,6 +60,9 @@ __all__ = [
     "AsyncScheduleService",
     "Backoff",
     "CronRepeat",
+    "Declaration",
+    "DeclaredSchedules",
+    "DeclaredSync",
     "FireOutcome",
     "FireRecord",
     "FireTime",
@@ -68,6 +73,8 @@ __all__ = [
     "ListenerRegistry",
     "MisfirePolicy",
     "OneShotSpec",
+    "Plan",
+    "PlanItem",
     "ReconcileReport",
     "RepeatSpec",
     "RetryPolicy",
@@ -79,6 +86,9 @@ __all__ = [
     "ScheduleWorker",
     "ScheduledJob",
     "Settings",
+    "after",
+    "cron",
+    "every",
     "on_event",
     "schedule_arrived_event_name",
     "schedule_missed_event_name",
