@@ -383,7 +383,7 @@ class DeclaredSync:
             version=self.version,
             prune=self.prune,
             items=[
-                _item(step, jobs.get(step.name), _Outcome.of(step, jobs.get(step.name), now))
+                _item(step, jobs.get(step.name), _Outcome.of(step, jobs.get(step.name), now), applied=False)
                 for step in steps
             ],
         )
