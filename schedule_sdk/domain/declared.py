@@ -187,11 +187,13 @@ def diff(
 
     The newest declaration wins: a stored row written by a higher version is ``stale`` for this
     code and left alone (old code started beside new code during a rolling deploy never undoes
-    it); at the same or a lower version the code wins. A name the code no longer declares is
-    ``remove`` (with ``prune``) or ``keep``. Ordered by name.
+    it), and so is a name this code would add while the store holds any row of a higher version
+    (newer code does not declare it); at the same or a lower version the code wins. A name the
+    code no longer declares is ``remove`` (with ``prune``) or ``keep``. Ordered by name.
     """
     steps: list[Step] = []
     names = {d.name: d for d in declared}
+    newest = max((s.version for s in stored.values()), default=version)
     for name in sorted(set(names) | set(stored)):
         want, have = names.get(name), stored.get(name)
         if (
@@ -206,7 +208,8 @@ def diff(
                 continue  # already removed
             steps.append(Step(name=name, action="remove" if prune else "keep", stored=have))
         elif have is None or not have.declared:
-            steps.append(Step(name=name, action="add", declared=want, stored=have))
+            action: PlanAction = "stale" if newest > version else "add"
+            steps.append(Step(name=name, action=action, declared=want, stored=have))
         elif have.fingerprint != want.fingerprint:
             steps.append(Step(name=name, action="change", declared=want, stored=have))
         else:
