@@ -43,6 +43,7 @@ from schedule_sdk.domain.jobs import (
 )
 from schedule_sdk.domain.status import JobStatus
 from schedule_sdk.domain.timing import FireTime
+from schedule_sdk.domain.upcoming import UpcomingFire
 
 _ERRORS = frozenset(_errors.__all__)
 
@@ -86,6 +87,7 @@ __all__ = [
     "ScheduleWorker",
     "ScheduledJob",
     "Settings",
+    "UpcomingFire",
     "after",
     "cron",
     "every",
