@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+# --8<-- [start:declare]
 from schedule_sdk import ScheduleArrivedEvent, after, cron, every
 
 #: Every event this module's schedules received, in order.
@@ -18,6 +19,9 @@ def tick(event: ScheduleArrivedEvent) -> None:
 @cron("0 9 * * 1-5", tz="Europe/Berlin", name="app.report", payload={"v": 1})
 def report(event: ScheduleArrivedEvent) -> None:
     received.append(event)
+
+
+# --8<-- [end:declare]
 
 
 @every(timedelta(hours=1), name="app.cleanup")

@@ -75,6 +75,7 @@ def test_a_name_declared_twice_fails_at_registration():
     assert [d.name for d in schedules.declarations()] == ["dup"]
 
 
+# --8<-- [start:method]
 class Reports:
     built = 0
 
@@ -85,6 +86,9 @@ class Reports:
     @after(timedelta(seconds=30), name="reports.warm")
     def warm(self, event: object) -> None:
         self.calls.append(event)
+
+
+# --8<-- [end:method]
 
 
 class Broken:
@@ -106,10 +110,12 @@ class Empty(containers.DeclarativeContainer):
 
 
 def test_a_method_gets_its_instance_from_the_container():
+    # --8<-- [start:register]
     registry = ListenerRegistry()
     schedules = DeclaredSchedules(registry)
     app = App()
     schedules.register(Reports, container=app)
+    # --8<-- [end:register]
     [listener] = registry.listeners(schedule_arrived_event_name("reports.warm"))
     listener("event")
     assert app.reports().calls == ["event"]
