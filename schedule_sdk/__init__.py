@@ -13,10 +13,12 @@ from schedule_sdk import errors as _errors
 from schedule_sdk.aio.service import AsyncScheduleService
 from schedule_sdk.bootstrap.container import ScheduleContainer
 from schedule_sdk.bootstrap.settings import Settings
+from schedule_sdk.core.declared import DeclaredSchedules, DeclaredSync, after, cron, every
 from schedule_sdk.core.listeners import ListenerRegistry, on_event
 from schedule_sdk.core.reconciler import ReconcileReport
 from schedule_sdk.core.service import ScheduleService
 from schedule_sdk.core.worker import ScheduleWorker
+from schedule_sdk.domain.declared import Declaration, Plan, PlanItem
 from schedule_sdk.domain.errors import ScheduleError
 from schedule_sdk.domain.events import (
     SCHEDULE_ARRIVED_EVENT,
@@ -41,6 +43,7 @@ from schedule_sdk.domain.jobs import (
 )
 from schedule_sdk.domain.status import JobStatus
 from schedule_sdk.domain.timing import FireTime
+from schedule_sdk.domain.upcoming import UpcomingFire
 
 _ERRORS = frozenset(_errors.__all__)
 
@@ -58,6 +61,9 @@ __all__ = [
     "AsyncScheduleService",
     "Backoff",
     "CronRepeat",
+    "Declaration",
+    "DeclaredSchedules",
+    "DeclaredSync",
     "FireOutcome",
     "FireRecord",
     "FireTime",
@@ -68,6 +74,8 @@ __all__ = [
     "ListenerRegistry",
     "MisfirePolicy",
     "OneShotSpec",
+    "Plan",
+    "PlanItem",
     "ReconcileReport",
     "RepeatSpec",
     "RetryPolicy",
@@ -79,6 +87,10 @@ __all__ = [
     "ScheduleWorker",
     "ScheduledJob",
     "Settings",
+    "UpcomingFire",
+    "after",
+    "cron",
+    "every",
     "on_event",
     "schedule_arrived_event_name",
     "schedule_missed_event_name",

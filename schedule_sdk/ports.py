@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol, TypeVar, cast
 
+from schedule_sdk.domain.declared import StoredDeclaration
 from schedule_sdk.domain.errors import ScheduleValidationError, StoreLacksCapability
 from schedule_sdk.domain.events import ScheduleArrivedEvent, ScheduleEvent, ScheduleMissedEvent
 from schedule_sdk.domain.history import FireRecord
@@ -863,3 +864,26 @@ class CommandSource(ABC):
 
     @abstractmethod
     def stop(self) -> None: ...
+
+
+class DeclaredRows(ABC):
+    """Where the store keeps the schedules declared in code: one :class:`StoredDeclaration` per
+    name, whose ``job_id`` marks that job as code-owned. Writes run in a job store transaction
+    (``tx``), so a declaration and its job commit or roll back together."""
+
+    @abstractmethod
+    def lock(self, tx: JobTransaction) -> None:
+        """Hold the sync lock until ``tx`` ends: one sync at a time across every process on the
+        store (a second one waits, then sees what the first wrote)."""
+
+    @abstractmethod
+    def rows(self, tx: JobTransaction) -> list[tuple[StoredDeclaration, ScheduledJob | None]]:
+        """Every stored declaration with its job (None if the job is gone), ordered by name."""
+
+    @abstractmethod
+    def put(self, tx: JobTransaction, rows: Sequence[StoredDeclaration]) -> None:
+        """Insert or replace the declarations of these names."""
+
+    @abstractmethod
+    def read(self) -> list[tuple[StoredDeclaration, ScheduledJob | None]]:
+        """:meth:`rows` outside a sync (a snapshot, no lock)."""

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import builtins
 from collections.abc import Callable, Iterable, Sequence
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from sqlalchemy.engine import Connection
@@ -38,6 +39,7 @@ from schedule_sdk.domain.errors import TransactionNotJoinable
 from schedule_sdk.domain.jobs import JobPage, JobSpec, OneShotSpec, RepeatSpec, ScheduledJob
 from schedule_sdk.domain.status import JobStatus
 from schedule_sdk.domain.timing import FireTime
+from schedule_sdk.domain.upcoming import UpcomingFire
 from schedule_sdk.ports import Clock, ExecutionQueue, Metrics, Tracing
 
 if TYPE_CHECKING:  # sqlalchemy.ext.asyncio needs greenlet (the async extra): imported when used
@@ -109,6 +111,13 @@ class AsyncScheduleService:
     async def preview(self, spec_or_job_id: JobSpec | str, n: int = 5) -> list[FireTime]:
         """:meth:`ScheduleService.preview <schedule_sdk.ScheduleService.preview>`, awaited."""
         return await self._call(lambda s, _: s.preview(spec_or_job_id, n), None)
+
+    async def upcoming(
+        self, window: timedelta, *, limit: int = 100, topic: str | None = None, tenant: str | None = None
+    ) -> builtins.list[UpcomingFire]:
+        """:meth:`ScheduleService.upcoming <schedule_sdk.ScheduleService.upcoming>`, awaited."""
+        filters: dict[str, Any] = {"limit": limit, "topic": topic, "tenant": tenant}
+        return await self._call(lambda s, _: s.upcoming(window, **filters), None)
 
     async def get_by_id(self, job_id: str) -> ScheduledJob | None:
         """The job, or None if no job has this id."""

@@ -36,10 +36,12 @@ from schedule_sdk.adapters.clock import SystemClock
 from schedule_sdk.adapters.metrics import InMemoryMetrics
 from schedule_sdk.adapters.publishers.blinker import BlinkerEventPublisher
 from schedule_sdk.adapters.stores import schema
+from schedule_sdk.adapters.stores.declared import SQLAlchemyDeclaredRows
 from schedule_sdk.adapters.stores.engine import make_async_engine, make_engine
 from schedule_sdk.adapters.stores.sqlalchemy import SQLAlchemyJobStore
 from schedule_sdk.bootstrap.settings import Settings
 from schedule_sdk.bootstrap.tracing import tracing_for
+from schedule_sdk.core.declared import DeclaredSchedules, DeclaredSync
 from schedule_sdk.core.dispatch import FireDispatcher
 from schedule_sdk.core.firing import Firing
 from schedule_sdk.core.listeners import ListenerRegistry
@@ -114,6 +116,16 @@ def _worker_purger(retention: object, purger: Callable[[], Purger]) -> Purger | 
     """The worker's purger: built (so the store must have ``Retention``) when the ``retention``
     setting is set, else None (the worker purges nothing)."""
     return None if retention is None else purger()
+
+
+def _sync_at_start(schedules: DeclaredSchedules, sync: Callable[[], DeclaredSync]) -> Callable[[], object]:
+    """The worker's start hook: apply the declared schedules (the sync, and its store, are only
+    built when something is declared)."""
+
+    def run() -> object:
+        return sync().apply() if len(schedules) else None
+
+    return run
 
 
 def _listener_loop() -> Iterator[ListenerLoop]:
@@ -204,6 +216,24 @@ class ScheduleContainer(containers.DeclarativeContainer):
         sqlite=sqlite_calls,
     )
 
+    #: The schedules declared in code (``@cron``, ``@every``, ``@after``) this container syncs:
+    #: those of ``listener_modules``, plus whatever is registered on it.
+    declared_schedules = providers.ThreadSafeSingleton(
+        DeclaredSchedules.of_modules, settings.provided.listener_modules, listeners=listeners
+    )
+    declared_rows = providers.ThreadSafeSingleton(SQLAlchemyDeclaredRows, engine=engine)
+    #: ``plan()`` / ``apply()`` of the declared schedules (a worker applies it when it starts).
+    declared_sync = providers.ThreadSafeSingleton(
+        DeclaredSync,
+        store=store,
+        rows=declared_rows,
+        queue=queue,
+        clock=clock,
+        schedules=declared_schedules,
+        version=settings.provided.declared_version,
+        prune=settings.provided.declared_prune,
+    )
+
     firing = providers.ThreadSafeSingleton(
         Firing,
         store=store,
@@ -273,4 +303,7 @@ class ScheduleContainer(containers.DeclarativeContainer):
         dead_after=settings.provided.dead_after,
         substrate=settings.provided.execution_substrate,
         listener_loop=listeners.provided.loop,
+        on_start=providers.Callable(
+            _sync_at_start, schedules=declared_schedules, sync=declared_sync.provider
+        ),
     )

@@ -109,6 +109,13 @@ class Settings:
     worker_id: str = field(default_factory=default_worker_id, metadata=env_var("SCHEDULE_WORKER_ID"))
     #: Modules the ``schedule-sdk worker`` command imports so their ``@on_event`` listeners register.
     listener_modules: tuple[str, ...] = field(default=(), metadata=env_var("SCHEDULE_LISTENER_MODULES"))
+    #: The version of the schedules declared in code (``@cron``, ``@every``, ``@after``): give each
+    #: deploy a higher one (a build number, a commit time) when old and new code run side by side;
+    #: a sync leaves alone what a higher version stored. Equal versions: the last sync wins.
+    declared_version: int = field(default=0, metadata=env_var("SCHEDULE_DECLARED_VERSION"))
+    #: What a sync does with a code-owned schedule the code no longer declares: cancel its job
+    #: (true) or keep it (false).
+    declared_prune: bool = field(default=True, metadata=env_var("SCHEDULE_DECLARED_PRUNE"))
     #: RQ queue name (``rq`` substrate).
     rq_queue: str = field(default="schedule_sdk", metadata=env_var("SCHEDULE_RQ_QUEUE"))
     #: Where job metrics go: ``none`` (not collected), ``memory`` (``InMemoryMetrics``, for tests)

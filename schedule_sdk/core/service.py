@@ -41,6 +41,7 @@ from schedule_sdk.domain.jobs import (
 )
 from schedule_sdk.domain.status import FINISHED_STATUSES, OPEN_STATUSES, JobStatus
 from schedule_sdk.domain.timing import FireTime
+from schedule_sdk.domain.upcoming import UpcomingFire
 from schedule_sdk.ports import (
     Clock,
     ExecutionQueue,
@@ -312,6 +313,52 @@ class ScheduleService:
         if not isinstance(self._store, FireHistory):
             return []
         return self._store.history(job_id, limit, before)
+
+    def upcoming(
+        self,
+        window: timedelta,
+        *,
+        limit: int = 100,
+        topic: str | None = None,
+        tenant: str | None = None,
+    ) -> builtins.list[UpcomingFire]:
+        """Every fire of every open job (pending, active, paused; of ``topic`` and ``tenant`` if
+        given) from now until now + ``window``, in time order, at most ``limit`` (1-1000): crons
+        and intervals expanded (each job up to ``limit`` fires), with their DST marks; a paused
+        job's fires are included, marked ``paused`` (they happen only if it is resumed). Reads
+        every open job of the filter: on a large store, narrow it with ``topic`` or ``tenant``.
+
+        :raises InvalidCursor: ``window`` is not a positive timedelta or ``limit`` is out of range.
+        """
+        if not isinstance(window, timedelta) or window <= timedelta(0):
+            raise InvalidCursor("window must be a positive timedelta")
+        timing.check_count(limit)
+        now = self._clock.now()
+        end = now + window
+        fires: builtins.list[UpcomingFire] = []
+        after_id: str | None = None
+        while True:
+            query = JobQuery(
+                tenant_id=tenant, topic=topic, statuses=OPEN_STATUSES, limit=MAX_PAGE_SIZE, after_id=after_id
+            )
+            page = self._store.list_jobs(query)
+            for job in page:
+                fires.extend(
+                    UpcomingFire(
+                        job_id=job.id,
+                        topic=job.topic,
+                        tenant_id=job.metadata.tenant_id,
+                        fire=fire,
+                        paused=job.status is JobStatus.PAUSED,
+                    )
+                    for fire in _job_fire_times(job, limit)
+                    if fire.at <= end
+                )
+            if len(page) < MAX_PAGE_SIZE:
+                break
+            after_id = page[-1].id
+        fires.sort(key=lambda f: (f.at, f.job_id))
+        return fires[:limit]
 
     # -- internals ---------------------------------------------------------------------------
 

@@ -28,6 +28,7 @@ import asyncio
 import logging
 import threading
 import time
+from collections.abc import Callable
 from datetime import timedelta
 
 from schedule_sdk.core.dispatch import FireDispatcher
@@ -59,6 +60,7 @@ class ScheduleWorker:
         dead_after: float = 10.0,
         substrate: str = "sql",
         listener_loop: ListenerLoop | None = None,
+        on_start: Callable[[], object] | None = None,
     ) -> None:
         self._store = store
         #: Where the worker beats and finds dead peers: ``registry``, else the store, which must
@@ -76,6 +78,9 @@ class ScheduleWorker:
         self._stop_timeout = stop_timeout
         self._reconcile_interval = reconcile_interval
         self._purger = purger
+        #: Run at start, after the boot reconciler and before the first fire (the container's:
+        #: the sync of the schedules declared in code).
+        self._on_start = on_start
         self._stop = threading.Event()
         self._heartbeat: threading.Thread | None = None
         self._lock = threading.Lock()
@@ -106,6 +111,8 @@ class ScheduleWorker:
             self._registry.beat(self.liveness.row(self._clock.now(), 0))
             self._watch_peers()
             self.reconciler.run_at_start()
+            if self._on_start is not None:
+                self._on_start()
             self._stop.clear()
             self.dispatcher.start()
             self._runner.start()

@@ -21,6 +21,8 @@ Catch :class:`ScheduleError` for "anything from the scheduler", a builtin for a 
     │   │   └── StoreLacksCapability    SCHEDULE_STORE_LACKS_CAPABILITY
     │   ├── InvalidMisfire              SCHEDULE_INVALID_MISFIRE
     │   ├── TransactionNotJoinable      SCHEDULE_TRANSACTION_NOT_JOINABLE
+    │   ├── InvalidDeclaration          SCHEDULE_INVALID_DECLARATION
+    │   │   └── DuplicateDeclaration    SCHEDULE_DUPLICATE_DECLARATION
     │   └── InvalidTimerCommand         TIMER_INVALID_COMMAND
     ├── ClientRequestIdInUse            SCHEDULE_CLIENT_REQUEST_ID_IN_USE
     ├── JobNotFound (LookupError)       SCHEDULE_NOT_FOUND
@@ -179,6 +181,26 @@ class TransactionNotJoinable(ScheduleValidationError):
     Session, a different database than the SDK's tables, or a store without SQL transactions)."""
 
     code = "SCHEDULE_TRANSACTION_NOT_JOINABLE"
+
+
+class InvalidDeclaration(ScheduleValidationError):
+    """A schedule declared in code (``@cron``, ``@every``, ``@after``) is invalid; the message
+    names the function. ``reason_code`` is the code of the underlying refusal (for example
+    ``SCHEDULE_INVALID_CRON``), or this class's own code."""
+
+    code = "SCHEDULE_INVALID_DECLARATION"
+
+    def __init__(self, function: str, reason: str, reason_code: str | None = None) -> None:
+        super().__init__(f"{function}: {reason}")
+        #: The qualified name of the decorated function.
+        self.function = function
+        self.reason_code = reason_code or self.code
+
+
+class DuplicateDeclaration(InvalidDeclaration):
+    """Two schedules declared in code share one name (or one topic)."""
+
+    code = "SCHEDULE_DUPLICATE_DECLARATION"
 
 
 class InvalidTimerCommand(ScheduleValidationError):

@@ -40,6 +40,7 @@ from schedule_sdk.domain.errors import (
 from schedule_sdk.domain.history import FireRecord
 from schedule_sdk.domain.jobs import CronRepeat, ScheduledJob
 from schedule_sdk.domain.timing import FireTime
+from schedule_sdk.entrypoints import cli_schedules
 
 OK, ERROR, USAGE, NOT_FOUND, UNAVAILABLE = 0, 1, 2, 3, 4
 UNHEALTHY = 5  # `health`: the services answer but a check failed (no live worker, old backlog)
@@ -608,6 +609,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     dashboard.add_argument("--host", default="127.0.0.1", help="address to bind (default: 127.0.0.1)")
     dashboard.add_argument("--port", type=int, default=8765, help="port (default 8765)")
+
+    cli_schedules.add_commands(commands, command)
 
     db = command(commands, "db", None, "the SDK's database schema")
     db_commands = db.add_subparsers(dest="db_command", required=True, metavar="COMMAND")

@@ -246,3 +246,20 @@ schedule_fire_failures = sa.Table(
     sa.Column("shard", sa.SmallInteger, primary_key=True, autoincrement=False),
     sa.Column("failed", sa.Integer, nullable=False),
 )
+
+#: Schedules declared in code (migration 0012), one row per name; ``job_id`` marks the job as
+#: code-owned (see :class:`~schedule_sdk.domain.declared.StoredDeclaration`).
+schedule_declared = sa.Table(
+    "schedule_declared",
+    metadata,
+    sa.Column("name", sa.String(255), primary_key=True),
+    sa.Column("job_id", sa.String(36), nullable=False),
+    sa.Column("kind", sa.String(8), nullable=False),
+    sa.Column("fingerprint", sa.String(64), nullable=False),
+    sa.Column("spec", sa.Text, nullable=False),
+    sa.Column("version", sa.BigInteger, nullable=False),
+    sa.Column("declared", sa.Boolean, nullable=False),
+    sa.Column("synced_at", UTCDateTime, nullable=False),
+    sa.CheckConstraint("kind IN ('cron', 'every', 'after')", name="ck_schedule_declared_kind"),
+)
+sa.Index("uq_schedule_declared_job", schedule_declared.c.job_id, unique=True)

@@ -1,0 +1,286 @@
+"""Schedules declared in code: what a declaration is, what the store keeps of it, and the diff.
+
+A :class:`Declaration` is what ``@cron`` / ``@every`` / ``@after`` say about one function: a
+stable ``name``, the timing, the payload and the policies. The store keeps one
+:class:`StoredDeclaration` per name (the ``schedule_declared`` table): the job it owns, the
+fingerprint of the spec that job was made from, and the version of the code that wrote it. A
+sync compares the two (:func:`diff`) and brings the store to the code.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any, Literal
+
+from schedule_sdk.domain import timing
+from schedule_sdk.domain.jobs import (
+    FIRE_ONCE,
+    NO_RETRY,
+    CronRepeat,
+    IntervalRepeat,
+    JsonObject,
+    MisfirePolicy,
+    OneShotSpec,
+    RepeatSpec,
+    RetryPolicy,
+    encode_json,
+    validate_topic,
+)
+
+DeclarationKind = Literal["cron", "every", "after"]
+#: What a sync does with one name: ``add`` (a new job), ``change`` (the job replaced by one of
+#: the new spec), ``remove`` (the job cancelled: the code no longer declares it), ``keep`` (not
+#: declared, kept by the ``keep`` policy), ``unchanged`` (nothing written), ``stale`` (the store
+#: holds a newer version's declaration: this code leaves it alone).
+PlanAction = Literal["add", "change", "remove", "keep", "unchanged", "stale"]
+
+MAX_NAME_LENGTH = 255
+_NOT_TOPIC = re.compile(r"[^A-Za-z0-9]+")
+
+
+def topic_for(name: str) -> str:
+    """The default topic of a declared schedule: its name with every run of characters a topic
+    cannot hold replaced by one separator (``.``, ``_`` or ``-``)."""
+
+    def separator(match: re.Match[str]) -> str:
+        first = match.group(0)[0]
+        return first if first in "._-" else "-"
+
+    return _NOT_TOPIC.sub(separator, name).strip("._-")[:200].rstrip("._-")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Declaration:
+    """One schedule declared in code. Built (and validated) by the decorators."""
+
+    name: str
+    kind: DeclarationKind
+    topic: str
+    #: The zone the cron is evaluated in, and every fire shown in.
+    timezone: str = "UTC"
+    cron: str | None = None
+    every_ms: int | None = None
+    #: ``every`` only: the fixed-rate grid passes through this instant (None: the first sync).
+    anchor: datetime | None = None
+    after_ms: int | None = None
+    payload: JsonObject | None = None
+    retry: RetryPolicy = NO_RETRY
+    misfire: MisfirePolicy = FIRE_ONCE
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not self.name or len(self.name) > MAX_NAME_LENGTH:
+            raise ValueError(f"name must be a non-empty string of at most {MAX_NAME_LENGTH} characters")
+        if "\x00" in self.name:
+            raise ValueError("name must not contain NUL")
+        validate_topic(self.topic)
+        timing.zone(self.timezone)
+        if self.anchor is not None:
+            object.__setattr__(self, "anchor", timing.ensure_aware(self.anchor, "anchor"))
+        # building the spec runs every check of a spec (cron, interval, payload, policies)
+        self.spec(datetime(2000, 1, 1, tzinfo=timing.zone("UTC")))
+
+    def to_dict(self) -> dict[str, Any]:
+        """The declaration as JSON-ready data; two declarations with equal dicts are the same spec."""
+        return {
+            "kind": self.kind,
+            "topic": self.topic,
+            "timezone": self.timezone,
+            "cron": self.cron,
+            "every_ms": self.every_ms,
+            "anchor": None if self.anchor is None else self.anchor.isoformat(),
+            "after_ms": self.after_ms,
+            "payload": None if self.payload is None else json.loads(encode_json(self.payload)),
+            "retry": self.retry.to_dict(),
+            "misfire": self.misfire.to_dict(),
+        }
+
+    @property
+    def fingerprint(self) -> str:
+        """A digest of :meth:`to_dict`: what a sync compares to decide "changed"."""
+        text = json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(text.encode()).hexdigest()
+
+    def spec(self, now: datetime) -> OneShotSpec | RepeatSpec:
+        """The job spec of this declaration for a job created at ``now``."""
+        if self.kind == "after":
+            assert self.after_ms is not None
+            return OneShotSpec(
+                topic=self.topic,
+                run_at=now + timedelta(milliseconds=self.after_ms),
+                timezone=self.timezone,
+                payload=self.payload,
+                retry=self.retry,
+                misfire=self.misfire,
+            )
+        repeat: CronRepeat | IntervalRepeat
+        if self.kind == "cron":
+            assert self.cron is not None
+            repeat = CronRepeat(expression=self.cron, timezone=self.timezone)
+        else:
+            assert self.every_ms is not None
+            repeat = IntervalRepeat(every_ms=self.every_ms)
+        return RepeatSpec(
+            topic=self.topic,
+            timezone=self.timezone,
+            repeat=repeat,
+            payload=self.payload,
+            retry=self.retry,
+            misfire=self.misfire,
+        )
+
+    def first_after(self, after: datetime, created: datetime) -> datetime:
+        """The first due instant of this declaration strictly after ``after`` (an ``every`` on
+        its anchor's grid, else on the grid through ``after``; an ``after`` at ``created`` plus
+        its delay, but never before ``after``)."""
+        if self.kind == "cron":
+            assert self.cron is not None
+            return timing.next_cron_time(self.cron, self.timezone, after)
+        if self.kind == "every":
+            assert self.every_ms is not None
+            return timing.next_interval_time(self.anchor or after, self.every_ms, after)
+        assert self.after_ms is not None
+        return max(created + timedelta(milliseconds=self.after_ms), after)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class StoredDeclaration:
+    """What the store keeps of a declared schedule (one per name)."""
+
+    name: str
+    #: The code-owned job (for a removed one, the job that was cancelled).
+    job_id: str
+    kind: DeclarationKind
+    fingerprint: str
+    #: :meth:`Declaration.to_dict` as JSON text, for ``plan`` to show what was declared.
+    spec: str
+    #: The version of the declarations that wrote this row (see :func:`diff`).
+    version: int
+    #: False once the code stopped declaring it and the sync cancelled its job (a tombstone:
+    #: older code running side by side cannot bring it back).
+    declared: bool = True
+    synced_at: datetime
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Step:
+    """One name's decision in a sync: what to do, from what (stored) to what (declared)."""
+
+    name: str
+    action: PlanAction
+    declared: Declaration | None = None
+    stored: StoredDeclaration | None = None
+
+
+def diff(
+    declared: Sequence[Declaration],
+    stored: Mapping[str, StoredDeclaration],
+    *,
+    version: int,
+    prune: bool,
+) -> list[Step]:
+    """What a sync of ``declared`` (code at ``version``) does to ``stored``, by name.
+
+    The newest declaration wins: a stored row written by a higher version is ``stale`` for this
+    code and left alone (old code started beside new code during a rolling deploy never undoes
+    it), and so is a name this code would add while the store holds any row of a higher version
+    (newer code does not declare it); at the same or a lower version the code wins. A name the
+    code no longer declares is ``remove`` (with ``prune``) or ``keep``. Ordered by name.
+    """
+    steps: list[Step] = []
+    names = {d.name: d for d in declared}
+    newest = max((s.version for s in stored.values()), default=version)
+    for name in sorted(set(names) | set(stored)):
+        want, have = names.get(name), stored.get(name)
+        if (
+            have is not None
+            and have.version > version
+            and (want is None or want.fingerprint != have.fingerprint or not have.declared)
+        ):
+            steps.append(Step(name=name, action="stale", declared=want, stored=have))
+        elif want is None:
+            assert have is not None
+            if not have.declared:
+                continue  # already removed
+            steps.append(Step(name=name, action="remove" if prune else "keep", stored=have))
+        elif have is None or not have.declared:
+            action: PlanAction = "stale" if newest > version else "add"
+            steps.append(Step(name=name, action=action, declared=want, stored=have))
+        elif have.fingerprint != want.fingerprint:
+            steps.append(Step(name=name, action="change", declared=want, stored=have))
+        else:
+            steps.append(Step(name=name, action="unchanged", declared=want, stored=have))
+    return steps
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class PlanItem:
+    """One line of a plan: a name, what the sync does to it, and the next fire before and after."""
+
+    name: str
+    action: PlanAction
+    kind: DeclarationKind | None
+    topic: str | None
+    job_id: str | None
+    #: The next fire of the stored job (None: none, or no job).
+    next_before: datetime | None
+    #: The next fire once the sync is applied (None: none).
+    next_after: datetime | None
+    paused: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "action": self.action,
+            "kind": self.kind,
+            "topic": self.topic,
+            "job_id": self.job_id,
+            "next_before": None if self.next_before is None else self.next_before.isoformat(),
+            "next_after": None if self.next_after is None else self.next_after.isoformat(),
+            "paused": self.paused,
+        }
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Plan:
+    """What a sync does (``plan``) or did (``apply``), one item per name, ordered by name."""
+
+    version: int
+    prune: bool
+    items: list[PlanItem] = field(default_factory=list)
+    #: ``apply`` only: job rows and declaration rows written (0 for a plan or a no-op sync).
+    rows_written: int = 0
+    applied: bool = False
+
+    def of(self, *actions: PlanAction) -> list[PlanItem]:
+        return [i for i in self.items if i.action in actions]
+
+    @property
+    def added(self) -> list[PlanItem]:
+        return self.of("add")
+
+    @property
+    def changed(self) -> list[PlanItem]:
+        return self.of("change")
+
+    @property
+    def removed(self) -> list[PlanItem]:
+        return self.of("remove")
+
+    @property
+    def has_changes(self) -> bool:
+        """Whether applying it writes anything."""
+        return bool(self.of("add", "change", "remove"))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "version": self.version,
+            "prune": self.prune,
+            "applied": self.applied,
+            "rows_written": self.rows_written,
+            "items": [i.to_dict() for i in self.items],
+        }
