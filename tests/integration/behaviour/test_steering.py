@@ -132,7 +132,7 @@ def test_skip_after_a_pause_reports_the_missed_occurrences(backend):
 
 def test_a_worker_with_retention_purges_old_finished_jobs_only(backend):
     h = backend.harness(retention="1s").start()
-    done = h.service.schedule_at(OneShotSpec(topic="tests.steer", run_at=at(0.1), timezone="UTC"))
+    done = h.service.schedule_at(OneShotSpec(topic="tests.steer", run_at=at(0.5), timezone="UTC"))
     cancelled = h.service.schedule_at(OneShotSpec(topic="tests.steer", run_at=at(3600), timezone="UTC"))
     paused = h.service.schedule_at(OneShotSpec(topic="tests.steer", run_at=at(3600), timezone="UTC"))
     pending = h.service.schedule_at(OneShotSpec(topic="tests.steer", run_at=at(3600), timezone="UTC"))
