@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable, Sequence
 
 from schedule_sdk.core.firing import Firing, job_fields
-from schedule_sdk.domain.backoff import Reconnect
+from schedule_sdk.domain.backoff import retrying
 from schedule_sdk.domain.errors import ScheduleError
 from schedule_sdk.domain.jobs import ScheduledJob
 from schedule_sdk.ports import Dispatcher, FireResult, JobStore
@@ -126,22 +126,27 @@ class FireDispatcher(Dispatcher):
                 self._record(batch)
 
     def _record(self, batch: list[FireResult]) -> None:
-        backoff = Reconnect()
-        while True:
+        """Record ``batch``, retrying while the store fails; at stop one try is all it gets."""
+        done = threading.Event()
+
+        def record() -> float:
             try:
                 self._firing.record(batch)
-                break
             except ScheduleError as error:
-                if self._stopping:
-                    logger.error(
-                        "could not record %d outcomes at stop (%s); they fire again", len(batch), error
-                    )
-                    break
-                delay = backoff.next()
-                logger.warning(
-                    "recording %d outcomes failed (%s); retrying in %.2fs", len(batch), error, delay
-                )
-                time.sleep(delay)
+                if not self._stopping:
+                    raise
+                logger.error("could not record %d outcomes at stop (%s); they fire again", len(batch), error)
+            done.set()
+            return 0.0
+
+        retrying(
+            record,
+            stop=done,
+            wait=time.sleep,
+            errors=(ScheduleError,),
+            what=f"recording {len(batch)} outcomes",
+            logger=logger,
+        )
         self._forget([r.claimed.id for r in batch])
 
     def _forget(self, job_ids: list[str]) -> None:

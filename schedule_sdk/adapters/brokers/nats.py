@@ -19,17 +19,18 @@ disconnected a publish fails at once (the fire is retried by the core) and the c
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import threading
 from collections.abc import Coroutine, Sequence
-from concurrent.futures import Future
+from concurrent.futures import CancelledError, Future
 from typing import Any, TypeVar
 
 import nats
 from nats.js.api import AckPolicy, ConsumerConfig, StorageType
 from nats.js.errors import NotFoundError
 
-from schedule_sdk.domain.backoff import Reconnect
+from schedule_sdk.domain.backoff import retrying_async
 from schedule_sdk.domain.errors import (
     BrokerUnavailable,
     InvalidSetting,
@@ -111,14 +112,31 @@ class NatsLoop:
             await self.js.add_stream(name=name, subjects=subjects, storage=StorageType.FILE)
 
     def close(self) -> None:
+        """Close the connection, end what still runs on the loop, stop the loop thread."""
         self._closing = True
         if self.nc is not None:
             try:
                 self.run(self.nc.close(), 5)
             except Exception as error:  # closing a broken connection: nothing left to do
                 logger.debug("closing NATS: %r", error)
+        if self.loop.is_running():  # not after an earlier close
+            try:
+                self.run(_cancel_the_rest(), 5)
+            except Exception as error:  # a task that would not end: stopping the loop strands it
+                logger.debug("ending the tasks on the NATS loop: %r", error)
         self.loop.call_soon_threadsafe(self.loop.stop)
         self._thread.join(timeout=5)
+
+
+async def _cancel_the_rest() -> None:
+    """Cancel every other task of the running loop and wait for them to end: a task left pending
+    on a stopped loop never ends, and whoever waits for it (a command source stopped after the
+    connection was closed) would wait out its whole timeout."""
+    this = asyncio.current_task()
+    tasks = [task for task in asyncio.all_tasks() if task is not this]
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
 
 
 class JetStreamBus(MessageBus):
@@ -177,6 +195,7 @@ class JetStreamCommandSource(CommandSource):
         self._ack_wait = ack_wait
         self._max_deliver = max_deliver
         self._stopping = threading.Event()
+        self._stopped = asyncio.Event()  # the same, for the loop: ends a retry delay at once
         self._task: Future[None] | None = None
 
     def start(self, sink: CommandSink) -> None:
@@ -185,6 +204,7 @@ class JetStreamCommandSource(CommandSource):
         except Exception as error:
             raise BrokerUnavailable(f"cannot consume {self._stream}/{self._durable}: {error!r}") from error
         self._stopping.clear()
+        self._stopped = asyncio.Event()
         self._task = self._nats.submit(self._consume(subscription, sink))
 
     async def _subscribe(self) -> Any:
@@ -217,31 +237,45 @@ class JetStreamCommandSource(CommandSource):
         )
 
     def stop(self) -> None:
+        """Stop consuming: a retry delay ends at once; a fetch under way (at most 0.5 s) is let
+        finish, and the commands it brought are persisted and acked before the consumer ends."""
         self._stopping.set()
+        with contextlib.suppress(RuntimeError):  # the loop is closed: nothing runs on it anymore
+            self._nats.loop.call_soon_threadsafe(self._stopped.set)
         if self._task is not None:
             try:
                 self._task.result(timeout=10)
+            except CancelledError:
+                pass  # the NATS loop was closed first and ended the consumer
             except Exception as error:
                 logger.warning("command consumer stopped with %r", error)
             self._task = None
 
     async def _consume(self, subscription: Any, sink: CommandSink) -> None:
-        backoff = Reconnect()
-        while not self._stopping.is_set():
+        async def step() -> float | None:
             try:
                 messages = await subscription.fetch(self._batch, timeout=0.5)
             except (TimeoutError, nats.errors.TimeoutError):
-                continue  # nothing to do
-            except Exception as error:  # disconnected, server restarting: wait and go on
-                delay = backoff.next()
-                logger.warning("fetching ScheduleTimer commands failed (%r); retrying in %.2fs", error, delay)
-                await asyncio.sleep(delay)
-                continue
-            backoff.reset()
+                return None  # nothing to do
             try:
                 await self._process(messages, sink)
             except Exception:  # never let the consumer die; unacked messages are redelivered
                 logger.exception("processing %d ScheduleTimer commands failed", len(messages))
+            return 0.0
+
+        await retrying_async(
+            step,
+            stop=self._stopping,
+            wait=self._pause,
+            errors=(Exception,),  # disconnected, server restarting: wait and go on
+            what="fetching ScheduleTimer commands",
+            logger=logger,
+        )
+
+    async def _pause(self, seconds: float) -> None:
+        """Wait ``seconds``, or until the source is stopped."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._stopped.wait(), seconds)
 
     async def _process(self, messages: list[Any], sink: CommandSink) -> None:
         commands: list[ScheduleTimer] = []

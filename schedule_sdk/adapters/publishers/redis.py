@@ -22,7 +22,7 @@ from typing import Any
 import redis
 from redis.exceptions import RedisError
 
-from schedule_sdk.domain.backoff import Reconnect
+from schedule_sdk.domain.backoff import Reconnect, retrying
 from schedule_sdk.domain.errors import BrokerUnavailable, ListenerFailed
 from schedule_sdk.domain.events import ScheduleArrivedEvent, ScheduleEvent, ScheduleMissedEvent
 from schedule_sdk.ports import EventPublisher, Listeners
@@ -84,25 +84,32 @@ class RedisEventPublisher(EventPublisher):
 
     def _listen(self) -> None:
         backoff = Reconnect()
-        while not self._stop.is_set():
-            pubsub: Any = self._subscriber.pubsub(ignore_subscribe_messages=True)  # type: ignore[no-untyped-call]
+        retrying(
+            lambda: self._subscribe(backoff),
+            stop=self._stop,
+            backoff=backoff,
+            errors=(RedisError,),
+            what="event subscriber",
+            logger=logger,
+        )
+
+    def _subscribe(self, backoff: Reconnect) -> float:
+        """Subscribe; receive the other instances' events until stop."""
+        pubsub: Any = self._subscriber.pubsub(ignore_subscribe_messages=True)  # type: ignore[no-untyped-call]
+        try:
+            pubsub.subscribe(self.channel)
+            self._ready.set()
+            backoff.reset()  # connected: a later drop retries after the first delay again
+            while not self._stop.is_set():
+                message = pubsub.get_message(timeout=0.5)
+                if message is not None:
+                    self._receive(message["data"])
+        finally:
             try:
-                pubsub.subscribe(self.channel)
-                self._ready.set()
-                backoff.reset()
-                while not self._stop.is_set():
-                    message = pubsub.get_message(timeout=0.5)
-                    if message is not None:
-                        self._receive(message["data"])
-            except RedisError as error:
-                delay = backoff.next()
-                logger.warning("event subscriber: %s; reconnecting in %.2fs", error, delay)
-                self._stop.wait(delay)
-            finally:
-                try:
-                    pubsub.close()
-                except Exception:
-                    pass
+                pubsub.close()
+            except Exception:
+                pass
+        return 0.0
 
     def _receive(self, data: Any) -> None:
         try:

@@ -14,7 +14,7 @@ from datetime import datetime
 
 from sqlalchemy.engine import URL
 
-from schedule_sdk.domain.backoff import Reconnect
+from schedule_sdk.domain.backoff import Reconnect, retrying
 
 logger = logging.getLogger(__name__)
 
@@ -28,21 +28,28 @@ def listen_postgres(url: URL, channel: str, on_change: OnChange) -> Callable[[],
     stop = threading.Event()
     dsn = url.set(drivername="postgresql").render_as_string(hide_password=False)
 
+    backoff = Reconnect()
+
+    def listen() -> float:
+        """Connect and LISTEN; relay the notifications until stop."""
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute(f'LISTEN "{channel}"')
+            backoff.reset()  # connected: a later drop retries after the first delay again
+            on_change(None)  # anything sent while we were away
+            while not stop.is_set():
+                for note in conn.notifies(timeout=0.5):
+                    on_change(_parse(note.payload))
+        return 0.0
+
     def run() -> None:
-        backoff = Reconnect()
-        while not stop.is_set():
-            try:
-                with psycopg.connect(dsn, autocommit=True) as conn:
-                    conn.execute(f'LISTEN "{channel}"')
-                    backoff.reset()
-                    on_change(None)  # anything sent while we were away
-                    while not stop.is_set():
-                        for note in conn.notifies(timeout=0.5):
-                            on_change(_parse(note.payload))
-            except psycopg.Error as error:
-                delay = backoff.next()
-                logger.warning("LISTEN %s failed (%s); retrying in %.2fs", channel, error, delay)
-                stop.wait(delay)
+        retrying(
+            listen,
+            stop=stop,
+            backoff=backoff,
+            errors=(psycopg.Error,),
+            what=f"LISTEN {channel}",
+            logger=logger,
+        )
 
     return _start(run, stop, "schedule-sdk-pg-listen")
 

@@ -22,7 +22,7 @@ import logging
 import threading
 from collections.abc import Iterator
 
-from schedule_sdk.domain.backoff import Reconnect
+from schedule_sdk.domain.backoff import retrying
 from schedule_sdk.domain.errors import ScheduleError
 from schedule_sdk.ports import DelayIndex, ReleasedBatch
 from schedule_sdk.substrates.rq.entries import hold_until
@@ -66,27 +66,29 @@ class WorkerThread:
             self._thread = None
 
     def _run(self) -> None:
-        backoff = Reconnect()
-        while not self._stop.is_set():
-            try:
-                with self._marks() as marks:
-                    taken = self._index.pop_released(self._batch, self._poll, marks)
-                if taken:
-                    self._execute(taken)
-                backoff.reset()
-            except ScheduleError as error:
-                delay = backoff.next()
-                logger.warning("RQ worker: %s; reconnecting in %.2fs", error, delay)
-                self._stop.wait(delay)
-            except Exception:  # never lose the thread; released entries are healed by the reconciler
-                logger.exception("RQ worker: unexpected error")
-                self._stop.wait(backoff.next())
+        retrying(
+            self._step,
+            stop=self._stop,
+            errors=(ScheduleError,),
+            # never lose the thread; released entries are healed by the reconciler
+            unexpected=(Exception,),
+            what="RQ worker",
+            logger=logger,
+        )
         try:
             with self._marks() as marks:
                 if marks:
                     self._index.done(marks)
         except ScheduleError as error:  # stale marks only make the reconciler wait before healing
             logger.warning("RQ worker: could not clear released marks at stop: %s", error)
+
+    def _step(self) -> float:
+        """Pop the released batches (waiting up to ``poll_seconds``) and fire them."""
+        with self._marks() as marks:
+            taken = self._index.pop_released(self._batch, self._poll, marks)
+        if taken:
+            self._execute(taken)
+        return 0.0
 
     def _execute(self, taken: list[ReleasedBatch]) -> None:
         batches = sorted(taken, key=lambda batch: batch.due_ms or 0.0)  # a hold delays no earlier fire

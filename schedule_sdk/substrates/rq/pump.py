@@ -28,7 +28,7 @@ import time
 import uuid
 from collections.abc import Sequence
 
-from schedule_sdk.domain.backoff import Reconnect
+from schedule_sdk.domain.backoff import retrying
 from schedule_sdk.domain.errors import ScheduleError
 from schedule_sdk.ports import DelayIndex, WakeUps
 
@@ -103,23 +103,22 @@ class DuePump:
     # -- loop ------------------------------------------------------------------------------------
 
     def _run(self) -> None:
-        backoff = Reconnect()
-        while not self._stop.is_set():
-            try:
-                if not self._lead():
-                    self._retry_now.wait(self.retry_every)
-                    self._retry_now.clear()
-                    continue
-                timeout = self._cycle()
-                backoff.reset()
-            except ScheduleError as error:
-                delay = backoff.next()
-                logger.warning("pump: %s; retrying in %.2fs", error, delay)
-                self.leading = False
-                self._close_wakeups()
-                self._stop.wait(delay)
-                continue
-            self._sleep(timeout)
+        retrying(self._step, stop=self._stop, errors=(ScheduleError,), what="pump", logger=logger)
+
+    def _step(self) -> float | None:
+        """Lead, release what is due and sleep until the next due entry (None: not the leader)."""
+        try:
+            if not self._lead():
+                self._retry_now.wait(self.retry_every)
+                self._retry_now.clear()
+                return None  # no progress: the backoff stands
+            timeout = self._cycle()
+        except ScheduleError:
+            self.leading = False  # leadership is re-taken once the backend answers again
+            self._close_wakeups()
+            raise
+        self._sleep(timeout)
+        return 0.0
 
     def _lead(self) -> bool:
         """Take or keep the leadership; True while this pump holds the lock."""

@@ -14,7 +14,7 @@ import threading
 from collections.abc import Callable, Sequence
 from datetime import datetime
 
-from schedule_sdk.domain.backoff import Reconnect
+from schedule_sdk.domain.backoff import retrying
 from schedule_sdk.domain.errors import ScheduleError
 from schedule_sdk.domain.leases import Lease
 from schedule_sdk.ports import Clock, CommitSignal, Dispatcher, JobStore
@@ -75,16 +75,15 @@ class DuePoller:
         """Nothing to take over: claims are released through the store."""
 
     def _run(self) -> None:
-        backoff = Reconnect()
-        while not self._stop.is_set():
-            try:
-                timeout = self._cycle()
-                backoff.reset()
-            except ScheduleError as error:
-                timeout = backoff.next()
-                logger.warning("poller: %s; retrying in %.2fs", error, timeout)
-            if timeout > 0:
-                self._wakeup.wait(timeout)
+        # Both the planned sleep and a retry delay end early on a wake-up (stop wakes it too).
+        retrying(
+            self._cycle,
+            stop=self._stop,
+            wait=self._wakeup.wait,
+            errors=(ScheduleError,),
+            what="poller",
+            logger=logger,
+        )
 
     def _cycle(self) -> float:
         """Claim what is due; return how long to sleep (0: go again at once)."""

@@ -5,6 +5,7 @@ terminated and dead-lettered while the consumer keeps running, store failures re
 from __future__ import annotations
 
 import json
+import logging
 
 import pytest
 
@@ -310,3 +311,38 @@ def test_redelivery_delays_double_up_to_a_cap_and_max_deliver_is_a_setting():
     assert TimerSettings.load({}, environ={"TIMER_MAX_DELIVER": "5"}).max_deliver == 5
     with pytest.raises(InvalidSetting, match="max_deliver"):
         TimerSettings.load({"max_deliver": 0}, environ={})
+
+
+def _command_source(probe):
+    from schedule_sdk.adapters.brokers.nats import JetStreamCommandSource, NatsLoop
+    from schedule_sdk.testing.contracts.brokers import RecordingSink
+
+    probe.ensure_streams()
+    names = probe.names
+    loop = NatsLoop(names["broker_url"], name="timer-test-stop").connect()
+    source = JetStreamCommandSource(
+        loop, stream=names["command_stream"], subject=names["command_subject"], durable=names["consumer"]
+    )
+    sink = RecordingSink()
+    source.start(sink)
+    return loop, source, sink
+
+
+def test_the_command_source_stops_within_one_fetch_and_acks_what_that_fetch_brought(probe):
+    loop, source, sink = _command_source(probe)
+    try:
+        probe.send(command("tenant-a", "before-stop", ms=LATER))
+        assert wait_until(lambda: len(sink.handled) == 1, timeout=5)
+        source.stop()
+        assert _settled(probe)  # acked: nothing pending or waiting for an ack after the stop
+        assert [c.service_call_id for c in sink.handled] == ["before-stop"]
+    finally:
+        loop.close()
+
+
+def test_the_command_source_stops_cleanly_when_its_nats_loop_was_closed_first(probe, caplog):
+    loop, source, _ = _command_source(probe)
+    loop.close()  # ends the consumer task, which a stopped loop would otherwise strand
+    with caplog.at_level(logging.WARNING):
+        source.stop()  # would wait its 10 s bound and log the timeout if the task were stranded
+    assert "command consumer stopped" not in caplog.text
