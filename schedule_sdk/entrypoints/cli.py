@@ -276,7 +276,8 @@ def cmd_health(ctx: Context) -> int:
         _write_json(ctx, report.as_dict())
     else:
         for check in report.checks:
-            ctx.out.write(f"{check.name:8} {'ok' if check.ok else 'FAIL':4}  {check.detail}\n")
+            state = "FAIL" if not check.ok else "WARN" if check.warning else "ok"
+            ctx.out.write(f"{check.name:8} {state:4}  {check.detail}\n")
         ctx.out.write("healthy\n" if report.ok else "unhealthy\n")
     if report.ok:
         return OK
