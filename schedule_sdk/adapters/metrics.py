@@ -31,6 +31,7 @@ COUNTERS: dict[str, tuple[tuple[str, ...], str]] = {
         "Fires no listener heard (no @on_event listener of the topic ran): check the listener modules.",
     ),
     "schedule.jobs.cancelled": (("topic",), "cancel() calls that cancelled an open job."),
+    "schedule.jobs.requeued": (("topic",), "Finished jobs run again by requeue()."),
     "timer.commands.received": ((), "ScheduleTimer commands taken in, valid or not."),
     "timer.commands.rejected": ((), "ScheduleTimer commands refused: malformed, or refused by the store."),
     "timer.schedules.processed": ((), "Timers reached: DueTimeReached published and the row marked."),

@@ -26,7 +26,7 @@ from schedule_sdk.domain.errors import (
     InvalidTopic,
     RunAtInPast,
 )
-from schedule_sdk.domain.status import JobStatus, check_transition
+from schedule_sdk.domain.status import FINISHED_STATUSES, JobStatus, check_transition
 
 JsonObject = Mapping[str, Any]
 
@@ -455,6 +455,25 @@ class ScheduledJob:
     def evolve(self, **changes: Any) -> ScheduledJob:
         """A copy with ``changes`` applied."""
         return dataclasses.replace(self, **changes)
+
+    def requeued(self, run_at: datetime, now: datetime) -> ScheduledJob:
+        """This finished job pending again as a new occurrence (the next number, attempt 1) due
+        at ``run_at``: the one move out of a finished status, made only by an operator's
+        ``requeue``. The status table keeps finished statuses final for every other move; the
+        fire history of earlier occurrences is kept."""
+        assert self.status in FINISHED_STATUSES, "only a finished job is requeued"
+        return dataclasses.replace(
+            self,
+            status=JobStatus.PENDING,
+            occurrence=self.occurrence + 1,
+            attempt=1,
+            run_at=run_at,
+            scheduled_for=run_at,
+            regular_due=None,
+            claimed_by=None,
+            claimed_until=None,
+            updated_at=now,
+        )
 
     def moved(self, status: JobStatus, now: datetime, **changes: Any) -> ScheduledJob:
         """A copy moved to ``status`` at ``now`` (with ``changes``): every status change goes

@@ -32,6 +32,7 @@ from schedule_sdk.core.retention import parse_duration
 from schedule_sdk.domain.errors import (
     JobFinished,
     JobNotFound,
+    NotRequeueable,
     NotReschedulable,
     NotTriggerable,
     ScheduleUnavailable,
@@ -138,14 +139,27 @@ def _write_json(ctx: Context, value: Any) -> None:
 # -- commands --------------------------------------------------------------------------------------
 
 
-def cmd_worker(ctx: Context) -> int:
-    settings = ctx.settings
-    modules = settings.listener_modules
+def import_listener_modules(modules: Sequence[str]) -> None:
+    """Import the worker's listener modules, with the working directory first on the import path
+    (as ``celery -A`` and ``rq worker`` do: ``schedule-sdk worker --listeners mymod`` run from the
+    project's folder finds ``mymod.py``, which a console script's path would not).
+
+    :raises UsageError: a module cannot be imported.
+    """
+    cwd = os.getcwd()
+    if cwd not in sys.path and "" not in sys.path:
+        sys.path.insert(0, cwd)
     for module in modules:
         try:
             importlib.import_module(module)
         except ImportError as error:
             raise UsageError(f"cannot import listener module {module!r}: {_one_line(error)}") from error
+
+
+def cmd_worker(ctx: Context) -> int:
+    settings = ctx.settings
+    modules = settings.listener_modules
+    import_listener_modules(modules)
     ctx.container.listeners()  # binds the @on_event functions of these modules to this container
     stop = threading.Event()
     with _signals_set(stop):
@@ -399,6 +413,22 @@ def cmd_jobs_steer(ctx: Context) -> int:
     return OK
 
 
+def cmd_jobs_requeue(ctx: Context) -> int:
+    """Requeue each id in turn (each its own transaction): a refusal of one is reported on stderr
+    and the others still run; the exit code is the first refusal's (0 when all were requeued)."""
+    service = ctx.container.schedule_service()
+    code = OK
+    for job_id in ctx.args.job_ids:
+        try:
+            job = service.requeue(job_id)
+        except (JobNotFound, NotRequeueable) as error:
+            ctx.err.write(f"schedule-sdk: error: {_one_line(error)}\n")
+            code = code or _exit_code(error)
+            continue
+        ctx.out.write(f"{job_id} {job.status.value} (occurrence {job.occurrence}, due {job.run_at.isoformat()})\n")
+    return code
+
+
 def cmd_jobs_purge(ctx: Context) -> int:
     try:
         older_than = parse_duration(ctx.args.older_than)
@@ -552,7 +582,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     timer.add_argument("timer_args", nargs=argparse.REMAINDER, help="arguments for the timer service")
 
-    jobs = command(commands, "jobs", None, "list, show, cancel, pause, resume, trigger and purge jobs")
+    jobs = command(
+        commands, "jobs", None, "list, show, cancel, pause, resume, trigger, requeue and purge jobs"
+    )
     job_commands = jobs.add_subparsers(dest="jobs_command", required=True, metavar="COMMAND")
     listing = command(job_commands, "list", cmd_jobs_list, "list jobs, oldest first, a page at a time")
     for option in ("owner-id", "tenant-id", "topic"):
@@ -579,6 +611,14 @@ def build_parser() -> argparse.ArgumentParser:
         ("trigger", "fire a pending job now, as one extra fire; prints its id and status"),
     ):
         command(job_commands, name, cmd_jobs_steer, text).add_argument("job_id", metavar="ID")
+    requeue = command(
+        job_commands,
+        "requeue",
+        cmd_jobs_requeue,
+        "run finished jobs again: a failed, completed or cancelled one-shot fires now as a new "
+        "occurrence, a failed repeating job resumes its schedule; prints each id and status",
+    )
+    requeue.add_argument("job_ids", metavar="ID", nargs="+", help="one or more job ids")
     purge = command(
         job_commands,
         "purge",
@@ -649,7 +689,7 @@ def _exit_code(error: BaseException) -> int:
 
 def _refused(error: BaseException) -> bool:
     """A request the SDK refused on purpose (exit 1, but not an unexpected error)."""
-    return isinstance(error, JobFinished | NotTriggerable | NotReschedulable)
+    return isinstance(error, JobFinished | NotTriggerable | NotReschedulable | NotRequeueable)
 
 
 def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None, err: TextIO | None = None) -> int:

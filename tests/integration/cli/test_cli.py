@@ -321,6 +321,28 @@ def test_steering_a_finished_job_exits_1_with_one_line(
         assert err == f"schedule-sdk: error: job '{job_id}' is cancelled: a finished job cannot be steered\n"
 
 
+def test_jobs_requeue_runs_finished_jobs_again_and_reports_each_refusal(
+    db_url: str, service: ScheduleService, capsys: pytest.CaptureFixture[str]
+) -> None:
+    first, second, pending = schedule(service, 3)
+    for job_id in (first, second):
+        service.cancel(job_id)
+    code, out, err = cli(db_url, "jobs", "requeue", first, pending, UNKNOWN_ID, second, capsys=capsys)
+    assert code == 1  # the first refusal's exit code (refused on purpose: 1)
+    lines = out.splitlines()
+    assert [line.split(" (")[0] for line in lines] == [f"{first} pending", f"{second} pending"]
+    assert all("(occurrence 2, due " in line for line in lines)
+    assert err.splitlines() == [
+        f"schedule-sdk: error: job '{pending}' cannot be requeued: it is pending; only a finished job is requeued",
+        f"schedule-sdk: error: no scheduled job with id '{UNKNOWN_ID}'",
+    ]
+    for job_id in (first, second):
+        job = service.get_by_id(job_id)
+        assert job is not None and (job.status, job.occurrence) == (JobStatus.PENDING, 2)
+    assert service.get_by_id(pending).occurrence == 1  # type: ignore[union-attr]
+    assert cli(db_url, "jobs", "requeue", UNKNOWN_ID, capsys=capsys)[0] == 3  # not found
+
+
 def test_jobs_purge_deletes_old_finished_jobs_with_progress(
     db_url: str, service: ScheduleService, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -536,3 +558,20 @@ def test_the_worker_fires_jobs_and_stops_cleanly_on_sigterm(
             worker.wait()
     job = service.get_by_id(job_id)
     assert job is not None and job.status is JobStatus.COMPLETED
+
+
+def test_the_worker_imports_listener_modules_from_the_working_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A console script's sys.path holds its own folder, not the working directory: the worker
+    puts the working directory first, as Celery and RQ do."""
+    from schedule_sdk.entrypoints.cli import UsageError, import_listener_modules
+
+    (tmp_path / "op_cwd_listeners.py").write_text("LOADED = True\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", str(tmp_path))])
+    monkeypatch.delitem(sys.modules, "op_cwd_listeners", raising=False)
+    import_listener_modules(["op_cwd_listeners"])
+    assert sys.modules["op_cwd_listeners"].LOADED and sys.path[0] == str(tmp_path)
+    with pytest.raises(UsageError, match="cannot import listener module 'op_cwd_missing'"):
+        import_listener_modules(["op_cwd_missing"])
