@@ -155,8 +155,9 @@ class PrometheusMetrics(Metrics):
         data: bytes = self._prom.generate_latest(self.registry)
         return data
 
-    def serve(self, port: int, addr: str = "0.0.0.0") -> Any:
-        """Serve ``/metrics`` on ``port`` from a daemon thread; returns the server."""
+    def serve(self, port: int, addr: str = "127.0.0.1") -> Any:
+        """Serve ``/metrics`` on ``addr:port`` (default loopback) from a daemon thread; returns the
+        server. The worker command serves probes too (``schedule_sdk.entrypoints.probes``)."""
         return self._prom.start_http_server(port, addr=addr, registry=self.registry)
 
     def wsgi_app(self) -> Any:

@@ -166,8 +166,10 @@ def cmd_worker(ctx: Context) -> int:
         worker = ctx.container.worker()
         worker.start()
         if ctx.args.metrics_port:
-            ctx.container.metrics().serve(ctx.args.metrics_port)
-            ctx.err.write(f"schedule-sdk: metrics on http://0.0.0.0:{ctx.args.metrics_port}/metrics\n")
+            host = _serve_probes(ctx, worker)
+            ctx.err.write(
+                f"schedule-sdk: /metrics, /healthz and /readyz on http://{host}:{ctx.args.metrics_port}/\n"
+            )
         # A process of our own: keep start-up objects out of the cyclic GC's scans, which
         # otherwise show up as multi-millisecond pauses in fire lateness.
         gc.collect()
@@ -183,6 +185,25 @@ def cmd_worker(ctx: Context) -> int:
         ctx.err.flush()
         worker.stop()
     return OK
+
+
+def _serve_probes(ctx: Context, worker: Any) -> str:
+    """Serve the worker's HTTP port (metrics and probes); return the host it binds."""
+    from schedule_sdk.core.health import container_health
+    from schedule_sdk.entrypoints.probes import ProbeServer
+
+    metrics = ctx.container.metrics()
+    host: str = ctx.args.metrics_host
+    probes = ProbeServer(
+        live=lambda: bool(worker.running),
+        ready=lambda: container_health(ctx.container),
+        metrics=getattr(metrics, "exposition", None),
+    )
+    try:
+        probes.serve(ctx.args.metrics_port, host)
+    except OSError as error:
+        raise UsageError(f"cannot serve on {host}:{ctx.args.metrics_port}: {error}") from error
+    return host
 
 
 # -- dashboard ----------------------------------------------------------------------
@@ -547,7 +568,14 @@ def build_parser() -> argparse.ArgumentParser:
         "--listeners", help="comma-separated modules to import (default: $SCHEDULE_LISTENER_MODULES)"
     )
     worker.add_argument(
-        "--metrics-port", type=int, help="serve Prometheus /metrics on this port (needs the prometheus extra)"
+        "--metrics-port",
+        type=int,
+        help="serve /metrics (Prometheus; needs the prometheus extra), /healthz and /readyz on this port",
+    )
+    worker.add_argument(
+        "--metrics-host",
+        default="127.0.0.1",
+        help="address the metrics port binds (default 127.0.0.1; 0.0.0.0 for every interface)",
     )
     health = command(
         commands,
