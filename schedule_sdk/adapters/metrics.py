@@ -40,7 +40,10 @@ COUNTERS: dict[str, tuple[tuple[str, ...], str]] = {
 OUTCOMES = ("completed", "next", "retry", "failed")
 #: Every timing (seconds): its label names and its help text.
 TIMINGS: dict[str, tuple[tuple[str, ...], str]] = {
-    "schedule.fire.lateness": (("topic",), "Seconds from a fire's due instant to the start of its listeners."),
+    "schedule.fire.lateness": (
+        ("topic",),
+        "Seconds from a fire's due instant to the start of its listeners.",
+    ),
     "schedule.listener.duration": (("topic", "outcome"), "Seconds all listeners of one fire ran."),
     "timer.polling.duration": ((), "Seconds to handle one due timer: read, publish, mark reached."),
     "timer.lateness": ((), "Seconds from a timer's due instant to its reachedAt."),
@@ -124,7 +127,9 @@ class PrometheusMetrics(Metrics):
         }
 
     def _counter(self, name: str, labels: tuple[str, ...] = (), text: str | None = None) -> Any:
-        return self._prom.Counter(_prom_name(name), text or f"Count of {name}.", labels, registry=self.registry)
+        return self._prom.Counter(
+            _prom_name(name), text or f"Count of {name}.", labels, registry=self.registry
+        )
 
     @staticmethod
     def _series(metric: Any, labels: dict[str, str]) -> Any:

@@ -51,7 +51,9 @@ class FireRecord:
     def failed(self) -> bool:
         """The attempt counts as failed: a listener raised, or nobody heard it with the
         ``unheard_fails`` setting on."""
-        return self.outcome is FireOutcome.FAILED or (self.outcome is FireOutcome.UNHEARD and self.error is not None)
+        return self.outcome is FireOutcome.FAILED or (
+            self.outcome is FireOutcome.UNHEARD and self.error is not None
+        )
 
 
 # -- lateness classes: the fixed histogram the per-minute summary and the dashboard share ------

@@ -446,7 +446,9 @@ def cmd_jobs_requeue(ctx: Context) -> int:
             ctx.err.write(f"schedule-sdk: error: {_one_line(error)}\n")
             code = code or _exit_code(error)
             continue
-        ctx.out.write(f"{job_id} {job.status.value} (occurrence {job.occurrence}, due {job.run_at.isoformat()})\n")
+        ctx.out.write(
+            f"{job_id} {job.status.value} (occurrence {job.occurrence}, due {job.run_at.isoformat()})\n"
+        )
     return code
 
 

@@ -41,7 +41,7 @@ class ProbeServer:
         probes = self
 
         class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:  # noqa: N802 (the http.server name)
+            def do_GET(self) -> None:
                 status, kind, body = probes.answer(self.path.split("?", 1)[0])
                 self.send_response(status)
                 self.send_header("Content-Type", kind)

@@ -333,7 +333,10 @@ def test_jobs_requeue_runs_finished_jobs_again_and_reports_each_refusal(
     assert [line.split(" (")[0] for line in lines] == [f"{first} pending", f"{second} pending"]
     assert all("(occurrence 2, due " in line for line in lines)
     assert err.splitlines() == [
-        f"schedule-sdk: error: job '{pending}' cannot be requeued: it is pending; only a finished job is requeued",
+        (
+            f"schedule-sdk: error: job '{pending}' cannot be requeued: it is pending; "
+            "only a finished job is requeued"
+        ),
         f"schedule-sdk: error: no scheduled job with id '{UNKNOWN_ID}'",
     ]
     for job_id in (first, second):
