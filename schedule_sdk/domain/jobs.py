@@ -272,8 +272,17 @@ def repeat_from_dict(data: Mapping[str, Any]) -> Repeat:
     return IntervalRepeat(every_ms=data["every_ms"])
 
 
+#: ``timezone`` left out of a spec (the dataclass default): refused with a clear InvalidTimezone.
+_NO_ZONE: Any = None
+
+
 def _common_checks(spec: OneShotSpec | RepeatSpec) -> None:
     validate_topic(spec.topic)
+    if spec.timezone is _NO_ZONE:
+        raise InvalidTimezone(
+            f"{type(spec).__name__} needs timezone=, the IANA zone its times are shown (and a cron "
+            "is evaluated) in, e.g. timezone='UTC' or timezone='Europe/Berlin'"
+        )
     timing.zone(spec.timezone)
     _check_payload(spec.payload)
     if not isinstance(spec.metadata, JobMetadata):
@@ -290,8 +299,8 @@ class OneShotSpec:
 
     topic: str
     run_at: datetime
-    #: IANA zone name, stored verbatim and echoed in every event.
-    timezone: str
+    #: IANA zone name, stored verbatim and echoed in every event (required).
+    timezone: str = _NO_ZONE
     payload: JsonObject | None = None
     metadata: JobMetadata = field(default_factory=JobMetadata)
     retry: RetryPolicy = NO_RETRY
@@ -312,7 +321,8 @@ class RepeatSpec:
     or at ``ends_at``."""
 
     topic: str
-    timezone: str
+    #: IANA zone name (required): crons are evaluated in it unless they name their own.
+    timezone: str = _NO_ZONE
     repeat: Repeat
     payload: JsonObject | None = None
     metadata: JobMetadata = field(default_factory=JobMetadata)

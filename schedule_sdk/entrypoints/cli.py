@@ -44,7 +44,7 @@ from schedule_sdk.domain.timing import FireTime
 from schedule_sdk.entrypoints import cli_schedules
 
 OK, ERROR, USAGE, NOT_FOUND, UNAVAILABLE = 0, 1, 2, 3, 4
-UNHEALTHY = 5  # `health`: the services answer but a check failed (no live worker, old backlog)
+UNHEALTHY = 5  # `health`: a check failed (no live worker, old backlog); `db current`: upgrade pending
 
 EPILOG = """\
 configuration:
@@ -58,7 +58,8 @@ exit codes:
   2  usage or configuration error (bad option, bad database/Redis URL, invalid setting)
   3  not found (unknown job id)
   4  a backing service is unavailable (database, Redis, broker)
-  5  health: unhealthy (no live worker, or the oldest due job waited too long)
+  5  health: unhealthy (no live worker, or the oldest due job waited too long);
+     db current: the schema needs 'schedule-sdk db upgrade'
 """
 
 
@@ -291,7 +292,7 @@ def cmd_workers(ctx: Context) -> int:
             str(x.pid),
             x.substrate,
             x.started_at.isoformat(timespec="seconds"),
-            f"{(now - x.last_beat).total_seconds():.1f}s ago",
+            beat_age(now, x.last_beat),
             str(x.in_flight),
             state,
         )
@@ -299,6 +300,12 @@ def cmd_workers(ctx: Context) -> int:
     ]
     _table(ctx, rows)
     return OK
+
+
+def beat_age(now: datetime, beat: datetime) -> str:
+    """``1.2s ago``; a beat stamped ahead of this host's clock (skew) reads ``0.0s ago``, never
+    ``-0.0s ago``."""
+    return f"{max(0.0, (now - beat).total_seconds()):.1f}s ago"
 
 
 def cmd_health(ctx: Context) -> int:
@@ -496,7 +503,7 @@ def cmd_db_current(ctx: Context) -> int:
         current, head = schema.current_revision(engine), schema.head_revision()
     state = "up to date" if current == head else "needs 'schedule-sdk db upgrade'"
     ctx.out.write(f"current: {current or 'none'}\nhead: {head}\n({state})\n")
-    return OK
+    return OK if current == head else UNHEALTHY
 
 
 def cmd_db_upgrade(ctx: Context) -> int:

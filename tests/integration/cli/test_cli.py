@@ -98,12 +98,16 @@ def test_a_usage_error_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
 
 def test_db_upgrade_shows_progress_then_is_a_no_op(db_url: str, capsys: pytest.CaptureFixture[str]) -> None:
     head = schema.head_revision()
-    assert cli(db_url, "db", "current", capsys=capsys)[1].startswith("current: none")
+    code, out, _ = cli(db_url, "db", "current", capsys=capsys)
+    assert code == 5 and out.startswith("current: none") and "needs 'schedule-sdk db upgrade'" in out
     code, out, err = cli(db_url, "db", "upgrade", capsys=capsys)
     assert code == 0 and out == f"upgraded empty -> {head}\n"
     assert f"empty -> {head}" in err and "Running upgrade" in err
     assert cli(db_url, "db", "upgrade", capsys=capsys)[1] == f"already at {head}\n"
-    assert cli(db_url, "db", "current", capsys=capsys)[1] == f"current: {head}\nhead: {head}\n(up to date)\n"
+    assert cli(db_url, "db", "current", capsys=capsys)[:2] == (
+        0,
+        f"current: {head}\nhead: {head}\n(up to date)\n",
+    )
 
 
 def test_jobs_list_prints_a_table_and_filters(
@@ -467,7 +471,17 @@ def test_reconcile_reports_what_it_did(
 
 def test_timer_passes_its_arguments_through(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["timer", "--help"]) == 0
-    assert "usage:" in capsys.readouterr().out
+    text = capsys.readouterr().out
+    assert "usage:" in text and "TIMER_*" in text
+    assert "``" not in text and ":class:" not in text  # plain text, not reStructuredText
+
+
+def test_a_beat_stamped_ahead_of_the_clock_reads_zero_seconds_ago() -> None:
+    from schedule_sdk.entrypoints.cli import beat_age
+
+    now = datetime(2030, 1, 1, tzinfo=UTC)
+    assert beat_age(now, now + timedelta(milliseconds=40)) == "0.0s ago"  # was "-0.0s ago"
+    assert beat_age(now, now - timedelta(seconds=1.26)) == "1.3s ago"
 
 
 # -- subprocesses: exit codes and no tracebacks --------------------------------------------------
