@@ -203,7 +203,7 @@ schedule_fires = sa.Table(
     sa.Column("outcome", sa.String(16), nullable=False),
     sa.Column("error", sa.Text, nullable=True),
     sa.Column("worker_id", sa.String(64), nullable=True),
-    # 'unheard': migration 0012
+    # 'unheard': migration 0013
     sa.CheckConstraint(
         "outcome IN ('succeeded', 'failed', 'skipped', 'unheard')", name="ck_schedule_fires_outcome"
     ),

@@ -134,7 +134,7 @@ def test_the_migration_fills_the_summary_from_the_history_stored_before_it(store
     with store.engine.begin() as conn:
         config.attributes["connection"] = conn
         command.downgrade(config, "0009")
-    # no unheard fires before 0012
+    # no unheard fires before 0013
     fires = [f for f in random_fires(400, seed=11) if f.outcome is not FireOutcome.UNHEARD]
     with store.engine.begin() as conn:  # written as before 0010: entries only
         conn.execute(sa.insert(schedule_fires), [entry(f) for f in fires])

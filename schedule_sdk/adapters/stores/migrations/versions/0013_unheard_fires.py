@@ -1,7 +1,7 @@
 """Fire history: the ``unheard`` outcome.
 
-Revision ID: 0012
-Revises: 0011
+Revision ID: 0013
+Revises: 0012
 
 ``schedule_fires.outcome`` also takes ``'unheard'``: a fire that no listener heard (the job moved
 on as after a success, or, with ``unheard_fails``, its attempt failed). The check constraint
@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from alembic import op
 
-revision = "0012"
-down_revision = "0011"
+revision = "0013"
+down_revision = "0012"
 branch_labels = None
 depends_on = None
 
