@@ -33,6 +33,7 @@ from schedule_sdk.domain.errors import (
     JobNotFound,
     ListenerFailed,
     NaiveDatetime,
+    NotRequeueable,
     NotReschedulable,
     NotTriggerable,
     QueueUnavailable,
@@ -43,6 +44,7 @@ from schedule_sdk.domain.errors import (
     StoreLacksCapability,
     StoreUnavailable,
     TransactionNotJoinable,
+    UnheardFire,
 )
 
 __all__ = [
@@ -68,6 +70,7 @@ __all__ = [
     "JobNotFound",
     "ListenerFailed",
     "NaiveDatetime",
+    "NotRequeueable",
     "NotReschedulable",
     "NotTriggerable",
     "QueueUnavailable",
@@ -78,4 +81,5 @@ __all__ = [
     "StoreLacksCapability",
     "StoreUnavailable",
     "TransactionNotJoinable",
+    "UnheardFire",
 ]

@@ -602,12 +602,17 @@ class Listeners(ABC):
     (:class:`~schedule_sdk.ListenerRegistry` is the one implementation)."""
 
     @abstractmethod
-    def deliver(self, event: ScheduleEvent) -> None:
+    def deliver(self, event: ScheduleEvent) -> int:
         """Run every listener of ``event``'s names, each isolated from the others; an ``async def``
         listener runs to completion on the registry's listener loop while this thread waits.
+        Returns how many listeners ran (0: nobody heard the event here).
 
         :raises ListenerFailed: after all listeners ran, if any of them raised.
         """
+
+    @abstractmethod
+    def count(self) -> int:
+        """How many listeners are bound, over every event name (0: a worker would hear nothing)."""
 
 
 class OperatorReads(ABC):
@@ -632,6 +637,11 @@ class OperatorReads(ABC):
         """Fires, failures and lateness percentiles per bucket, and failures by topic, in the
         window of ``minutes`` (a key of :data:`~schedule_sdk.domain.overview.WINDOWS`) ending at
         ``now``, made of whole buckets (skipped occurrences are not fires)."""
+
+    @abstractmethod
+    def unheard(self, now: datetime, minutes: int = 60) -> list[tuple[str, int]]:
+        """The topics of fires no listener heard in the last ``minutes`` before ``now``, with
+        their counts, most first (at most 20 topics)."""
 
     @abstractmethod
     def workers_seen(self, now: datetime, minutes: int = 60) -> list[SeenWorker]:
@@ -667,10 +677,12 @@ class EventPublisher(ABC):
     """Delivers an arrived event to the listeners of both of its names."""
 
     @abstractmethod
-    def publish(self, event: ScheduleArrivedEvent) -> None:
+    def publish(self, event: ScheduleArrivedEvent) -> int | None:
         """Emit ``schedule.arrived`` and ``schedule.<topic>.arrived`` with ``event``.
 
-        Every listener runs even if an earlier one raised.
+        Every listener runs even if an earlier one raised. Returns how many listeners heard it:
+        0 makes the fire ``unheard`` in the fire history; None (a publisher that cannot tell)
+        counts as heard.
 
         :raises ListenerFailed: at least one listener raised (the fire is then retried as a whole).
         """

@@ -97,6 +97,11 @@ class Harness:
     def stop(self, timeout: float | None = None) -> None:
         self.worker.stop(timeout)
 
+    def deafen(self) -> Harness:
+        """Take the harness's own recorder off: fires of topics nobody listens to go unheard."""
+        self.registry.disconnect(SCHEDULE_ARRIVED_EVENT, self._record)
+        return self
+
     def listen(self, name: str, fn: Callable[[ScheduleArrivedEvent], Any]) -> None:
         self.registry.connect(name, fn)
 

@@ -25,6 +25,7 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from schedule_sdk import (
     ScheduleError,
@@ -66,6 +67,17 @@ async def schedule_error(request: Request, error: Exception) -> JSONResponse:
 # --8<-- [end:errors]
 
 
+async def http_error(request: Request, error: Exception) -> JSONResponse:
+    """The app's own refusals (``HTTPException``, unknown routes) in the same shape as the SDK's:
+    ``{"code": ..., "message": ...}``."""
+    assert isinstance(error, StarletteHTTPException)
+    if isinstance(error.detail, dict) and "code" in error.detail:
+        body = dict(error.detail)
+    else:
+        body = {"code": f"HTTP_{error.status_code}", "message": str(error.detail)}
+    return JSONResponse(body, status_code=error.status_code, headers=error.headers)
+
+
 async def invalid_request(request: Request, error: Exception) -> JSONResponse:
     assert isinstance(error, RequestValidationError)
     body: dict[str, Any] = {"code": "INVALID_REQUEST", "message": "the request body or query is invalid"}
@@ -86,6 +98,7 @@ def create_app(settings: dict[str, Any] | None = None) -> FastAPI:
     app.include_router(endpoints.router)
     app.add_exception_handler(ScheduleError, schedule_error)
     app.add_exception_handler(RequestValidationError, invalid_request)
+    app.add_exception_handler(StarletteHTTPException, http_error)
     return app
 
 

@@ -12,7 +12,15 @@ from fastapi import APIRouter, Depends, HTTPException, Query, Response
 from pydantic import BaseModel, Field
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from schedule_sdk import AsyncScheduleService, JobMetadata, JobNotFound, OneShotSpec, ScheduledJob
+from schedule_sdk import (
+    AsyncScheduleService,
+    CronRepeat,
+    JobMetadata,
+    JobNotFound,
+    OneShotSpec,
+    RepeatSpec,
+    ScheduledJob,
+)
 
 from .containers import Container
 from .listeners import REMINDER_TOPIC
@@ -36,6 +44,13 @@ class NewReminder(BaseModel):
     client_request_id: str | None = None  # makes a retried POST safe: a duplicate gets 409
 
 
+class NewRecurringReminder(BaseModel):
+    user_id: str
+    message: str
+    cron: str  # five fields, e.g. "0 9 * * 1-5"; a bad one is refused with SCHEDULE_INVALID_CRON
+    timezone: str  # the cron runs in this IANA zone: 09:00 stays 09:00 across DST changes
+
+
 class NewTime(BaseModel):
     due_at: datetime
     timezone: str | None = None
@@ -49,6 +64,7 @@ class Reminder(BaseModel):
     timezone: str
     status: str
     rescheduled_from: str | None = None
+    cron: str | None = None  # a recurring reminder's expression (``due_at`` is its next fire)
 
     @classmethod
     def of(cls, job: ScheduledJob) -> Reminder:
@@ -61,6 +77,7 @@ class Reminder(BaseModel):
             timezone=job.timezone,
             status=job.status.value,
             rescheduled_from=job.rescheduled_from,
+            cron=job.repeat.expression if isinstance(job.repeat, CronRepeat) else None,
         )
 
 
@@ -95,6 +112,22 @@ async def create_reminder(
 
 
 # --8<-- [end:create]
+
+
+@router.post("/reminders/recurring", status_code=201)
+@inject
+async def create_recurring_reminder(
+    body: NewRecurringReminder, service: AsyncScheduleService = SERVICE
+) -> Reminder:
+    """A reminder on a cron schedule in the user's zone (``schedule_repeat``)."""
+    spec = RepeatSpec(
+        topic=REMINDER_TOPIC,
+        repeat=CronRepeat(expression=body.cron),
+        timezone=body.timezone,
+        payload={"user_id": body.user_id, "message": body.message},
+        metadata=JobMetadata(owner_id=body.user_id),
+    )
+    return Reminder.of(await service.schedule_repeat(spec))
 
 
 @router.get("/reminders")

@@ -16,32 +16,46 @@ from typing import Any
 
 from schedule_sdk.ports import Metrics, TopicBacklog
 
-#: Every counter, with its label names.
-COUNTERS: dict[str, tuple[str, ...]] = {
-    "schedule.jobs.scheduled": ("topic",),  # jobs created (schedule_at, schedule_repeat, reschedule)
-    "schedule.jobs.fired": ("topic", "outcome"),  # fires (listeners ran); outcome below
-    "schedule.jobs.failed": ("topic",),  # fires whose listeners raised (retried or not)
-    "schedule.jobs.retried": ("topic",),  # failed fires that will be retried
-    "schedule.jobs.missed": ("topic",),  # occurrences skipped or coalesced by a misfire policy
-    "schedule.jobs.cancelled": ("topic",),  # cancel() calls that cancelled an open job
-    "timer.commands.received": (),  # ScheduleTimer commands taken in (valid or not)
-    "timer.commands.rejected": (),  # refused: malformed, or refused by the store
-    "timer.schedules.processed": (),  # timers Reached (DueTimeReached published, row marked)
+#: Every counter: its label names and its help text (Prometheus ``# HELP``).
+COUNTERS: dict[str, tuple[tuple[str, ...], str]] = {
+    "schedule.jobs.scheduled": (("topic",), "Jobs created by schedule_at, schedule_repeat or reschedule."),
+    "schedule.jobs.fired": (
+        ("topic", "outcome"),
+        "Fires whose listeners ran, by the state they left the job in: completed, next, retry or failed.",
+    ),
+    "schedule.jobs.failed": (("topic",), "Fires whose listeners raised, retried or not."),
+    "schedule.jobs.retried": (("topic",), "Failed fires that will be retried by the job's retry policy."),
+    "schedule.jobs.missed": (("topic",), "Occurrences skipped or coalesced by a misfire policy."),
+    "schedule.jobs.unheard": (
+        ("topic",),
+        "Fires no listener heard (no @on_event listener of the topic ran): check the listener modules.",
+    ),
+    "schedule.jobs.cancelled": (("topic",), "cancel() calls that cancelled an open job."),
+    "schedule.jobs.requeued": (("topic",), "Finished jobs run again by requeue()."),
+    "timer.commands.received": ((), "ScheduleTimer commands taken in, valid or not."),
+    "timer.commands.rejected": ((), "ScheduleTimer commands refused: malformed, or refused by the store."),
+    "timer.schedules.processed": ((), "Timers reached: DueTimeReached published and the row marked."),
 }
 #: ``outcome`` of ``schedule.jobs.fired``: the state the fire leaves the job in.
 OUTCOMES = ("completed", "next", "retry", "failed")
-#: Every timing (seconds), with its label names.
-TIMINGS: dict[str, tuple[str, ...]] = {
-    "schedule.fire.lateness": ("topic",),  # listener start - due instant
-    "schedule.listener.duration": ("topic", "outcome"),  # all listeners of one fire
-    "timer.polling.duration": (),  # one due timer: read, publish, mark Reached
-    "timer.lateness": (),  # reachedAt - dueAt
+#: Every timing (seconds): its label names and its help text.
+TIMINGS: dict[str, tuple[tuple[str, ...], str]] = {
+    "schedule.fire.lateness": (
+        ("topic",),
+        "Seconds from a fire's due instant to the start of its listeners.",
+    ),
+    "schedule.listener.duration": (("topic", "outcome"), "Seconds all listeners of one fire ran."),
+    "timer.polling.duration": ((), "Seconds to handle one due timer: read, publish, mark reached."),
+    "timer.lateness": ((), "Seconds from a timer's due instant to its reachedAt."),
 }
-#: Gauges, computed when read (a scrape), never on the fire path.
-GAUGES: dict[str, tuple[str, ...]] = {
-    "schedule.jobs.pending": ("topic",),  # pending jobs
-    "schedule.jobs.backlog": ("topic",),  # pending jobs already due, not yet fired
-    "schedule.jobs.backlog.oldest": ("topic",),  # seconds since the oldest due-but-not-fired job was due
+#: Gauges, computed when read (a scrape), never on the fire path: label names and help text.
+GAUGES: dict[str, tuple[tuple[str, ...], str]] = {
+    "schedule.jobs.pending": (("topic",), "Pending jobs."),
+    "schedule.jobs.backlog": (("topic",), "Pending jobs already due and not yet fired."),
+    "schedule.jobs.backlog.oldest": (
+        ("topic",),
+        "Seconds since the oldest due-but-not-fired job of the topic was due.",
+    ),
 }
 _BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300)
 
@@ -98,20 +112,24 @@ class PrometheusMetrics(Metrics):
         self._prom = prom
         self.registry = registry if registry is not None else prom.CollectorRegistry()
         self._lock = threading.Lock()
-        self._counters = {name: self._counter(name, labels) for name, labels in COUNTERS.items()}
+        self._counters = {
+            name: self._counter(name, labels, text) for name, (labels, text) in COUNTERS.items()
+        }
         self._histograms = {
             name: prom.Histogram(
                 _prom_name(name) + "_seconds",
-                f"{name} in seconds",
+                text,
                 labels,
                 registry=self.registry,
                 buckets=_BUCKETS,
             )
-            for name, labels in TIMINGS.items()
+            for name, (labels, text) in TIMINGS.items()
         }
 
-    def _counter(self, name: str, labels: tuple[str, ...] = ()) -> Any:
-        return self._prom.Counter(_prom_name(name), name, labels, registry=self.registry)
+    def _counter(self, name: str, labels: tuple[str, ...] = (), text: str | None = None) -> Any:
+        return self._prom.Counter(
+            _prom_name(name), text or f"Count of {name}.", labels, registry=self.registry
+        )
 
     @staticmethod
     def _series(metric: Any, labels: dict[str, str]) -> Any:
@@ -142,8 +160,9 @@ class PrometheusMetrics(Metrics):
         data: bytes = self._prom.generate_latest(self.registry)
         return data
 
-    def serve(self, port: int, addr: str = "0.0.0.0") -> Any:
-        """Serve ``/metrics`` on ``port`` from a daemon thread; returns the server."""
+    def serve(self, port: int, addr: str = "127.0.0.1") -> Any:
+        """Serve ``/metrics`` on ``addr:port`` (default loopback) from a daemon thread; returns the
+        server. The worker command serves probes too (``schedule_sdk.entrypoints.probes``)."""
         return self._prom.start_http_server(port, addr=addr, registry=self.registry)
 
     def wsgi_app(self) -> Any:
@@ -172,9 +191,9 @@ class _BacklogCollector:
             return
         families = {
             name: GaugeMetricFamily(
-                _prom_name(name) + ("_seconds" if name.endswith("oldest") else ""), name, labels=list(labels)
+                _prom_name(name) + ("_seconds" if name.endswith("oldest") else ""), text, labels=list(labels)
             )
-            for name, labels in GAUGES.items()
+            for name, (labels, text) in GAUGES.items()
         }
         for name, labels, value in backlog_gauges(now, backlog):
             families[name].add_metric([labels["topic"]], value)

@@ -2,10 +2,11 @@
 
 At schedule time the caller's context is captured with the globally configured propagator (W3C
 ``traceparent`` and ``tracestate`` by default, and baggage) and stored with the job as JSON. At
-fire time it is extracted again and a ``CONSUMER`` span, ``schedule.fire <topic>``, starts as its
-child, current while the listeners run: a span a listener starts (a call to another service) is a
-child of the fire, so the request that scheduled the job, the fire hours later and what the
-listener did are one trace. A job scheduled outside any trace fires in a new trace of its own.
+fire time it is extracted again and a ``CONSUMER`` span, ``schedule.fire <topic>``, starts as the
+root of a new trace with a *link* to the scheduling span (the convention for deferred work: a
+request span that ended hours ago is not a parent), current while the listeners run, with the
+stored baggage: a span a listener starts (a call to another service) is a child of the fire. A job
+scheduled outside any trace fires in a new trace without a link.
 
 Span attributes: ``schedule.job.id``, ``schedule.topic``, ``schedule.occurrence``,
 ``schedule.attempt``, ``schedule.lateness_s`` and ``schedule.outcome``; a listener's exception is
@@ -20,7 +21,7 @@ from collections.abc import Iterator
 
 from opentelemetry import propagate, trace
 from opentelemetry.context import Context
-from opentelemetry.trace import SpanKind, Status, StatusCode, TracerProvider
+from opentelemetry.trace import INVALID_SPAN, Link, SpanKind, Status, StatusCode, TracerProvider
 
 from schedule_sdk.domain.errors import ListenerFailed
 from schedule_sdk.domain.jobs import ScheduledJob
@@ -78,11 +79,15 @@ class OtelTracing(Tracing):
             "schedule.attempt": job.attempt,
             "schedule.lateness_s": lateness,
         }
+        stored = restore(job.trace_context)
+        scheduling = trace.get_current_span(stored).get_span_context()
+        links = [Link(scheduling)] if scheduling.is_valid else []
         with self._tracer.start_as_current_span(
             f"schedule.fire {job.topic}",
-            context=restore(job.trace_context),
+            context=trace.set_span_in_context(INVALID_SPAN, stored),  # its baggage, no parent
             kind=SpanKind.CONSUMER,
             attributes=attributes,
+            links=links,
             record_exception=False,
             set_status_on_exception=True,
         ) as span:

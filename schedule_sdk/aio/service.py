@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import builtins
 from collections.abc import Callable, Iterable, Sequence
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from sqlalchemy.engine import Connection
@@ -36,6 +36,7 @@ from sqlalchemy.util import greenlet_spawn
 from schedule_sdk.adapters.stores.sqlalchemy import ConnectionJobStore
 from schedule_sdk.core.service import ScheduleService
 from schedule_sdk.domain.errors import TransactionNotJoinable
+from schedule_sdk.domain.history import FireRecord
 from schedule_sdk.domain.jobs import JobPage, JobSpec, OneShotSpec, RepeatSpec, ScheduledJob
 from schedule_sdk.domain.status import JobStatus
 from schedule_sdk.domain.timing import FireTime
@@ -107,6 +108,16 @@ class AsyncScheduleService:
     async def trigger(self, job_id: str) -> ScheduledJob:
         """:meth:`ScheduleService.trigger <schedule_sdk.ScheduleService.trigger>`, awaited."""
         return await self._call(lambda s, _: s.trigger(job_id), None)
+
+    async def requeue(self, job_id: str) -> ScheduledJob:
+        """:meth:`ScheduleService.requeue <schedule_sdk.ScheduleService.requeue>`, awaited."""
+        return await self._call(lambda s, _: s.requeue(job_id), None)
+
+    async def history(
+        self, job_id: str, *, limit: int = 50, before: datetime | None = None
+    ) -> builtins.list[FireRecord]:
+        """:meth:`ScheduleService.history <schedule_sdk.ScheduleService.history>`, awaited."""
+        return await self._call(lambda s, _: s.history(job_id, limit=limit, before=before), None)
 
     async def preview(self, spec_or_job_id: JobSpec | str, n: int = 5) -> list[FireTime]:
         """:meth:`ScheduleService.preview <schedule_sdk.ScheduleService.preview>`, awaited."""

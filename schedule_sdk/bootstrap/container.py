@@ -242,6 +242,7 @@ class ScheduleContainer(containers.DeclarativeContainer):
         clock=clock,
         metrics=metrics,
         tracing=tracing,
+        unheard_fails=settings.provided.unheard_fails,
     )
     dispatcher = providers.ThreadSafeSingleton(
         FireDispatcher,
@@ -306,4 +307,5 @@ class ScheduleContainer(containers.DeclarativeContainer):
         on_start=providers.Callable(
             _sync_at_start, schedules=declared_schedules, sync=declared_sync.provider
         ),
+        listeners=listeners,
     )

@@ -116,6 +116,10 @@ class Settings:
     #: What a sync does with a code-owned schedule the code no longer declares: cancel its job
     #: (true) or keep it (false).
     declared_prune: bool = field(default=True, metadata=env_var("SCHEDULE_DECLARED_PRUNE"))
+    #: A fire that no listener heard (no ``@on_event`` listener of its topic ran, see the
+    #: ``unheard`` fire outcome) fails its attempt, retried as the job's retry policy says; by
+    #: default it is recorded as ``unheard`` and the job moves on as after a success.
+    unheard_fails: bool = field(default=False, metadata=env_var("SCHEDULE_UNHEARD_FAILS"))
     #: RQ queue name (``rq`` substrate).
     rq_queue: str = field(default="schedule_sdk", metadata=env_var("SCHEDULE_RQ_QUEUE"))
     #: Where job metrics go: ``none`` (not collected), ``memory`` (``InMemoryMetrics``, for tests)

@@ -6,11 +6,17 @@ paused or already-fired job can never fire; the outcome is written only if the r
 claimed by this worker for the same occurrence, so a cancel or a pause that lands mid-fire wins.
 The job's misfire policy (:mod:`schedule_sdk.domain.misfire`) decides whether a late occurrence fires;
 occurrences that do not fire are reported as a ``schedule.missed`` event.
+
+A fire that no listener heard (the publisher reports 0 listeners) is recorded with the outcome
+``unheard``, counted as ``schedule.jobs.unheard`` and logged once per topic by each fire path; the
+job moves on as after a success, or, with ``unheard_fails``, the attempt fails and its retry
+policy applies.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
@@ -18,7 +24,7 @@ from datetime import datetime, timedelta
 from schedule_sdk.core.unobserved import NoMetrics, NoTracing
 from schedule_sdk.core.write_order import write_order
 from schedule_sdk.domain import misfire
-from schedule_sdk.domain.errors import ListenerFailed
+from schedule_sdk.domain.errors import ListenerFailed, UnheardFire
 from schedule_sdk.domain.events import ScheduleArrivedEvent, ScheduleMissedEvent
 from schedule_sdk.domain.history import FireOutcome, FireRecord
 from schedule_sdk.domain.jobs import ScheduledJob
@@ -168,12 +174,21 @@ def job_fields(job: ScheduledJob) -> dict[str, object]:
 
 
 def fire_record(
-    job: ScheduledJob, fired_at: datetime, ended: datetime, error: BaseException | None, *, fired: bool
+    job: ScheduledJob,
+    fired_at: datetime,
+    ended: datetime,
+    error: BaseException | None,
+    *,
+    fired: bool,
+    heard: bool = True,
 ) -> FireRecord:
     """The history entry of attempt ``job.attempt`` of occurrence ``job.occurrence`` (as claimed):
-    it ran from ``fired_at`` to ``ended`` (``fired`` False: the misfire policy skipped it)."""
+    it ran from ``fired_at`` to ``ended`` (``fired`` False: the misfire policy skipped it;
+    ``heard`` False: no listener heard it)."""
     if not fired:
         outcome = FireOutcome.SKIPPED
+    elif not heard:
+        outcome = FireOutcome.UNHEARD
     else:
         outcome = FireOutcome.SUCCEEDED if error is None else FireOutcome.FAILED
     return FireRecord(
@@ -212,6 +227,7 @@ class Firing(FirePath):
         clock: Clock,
         metrics: Metrics | None = None,
         tracing: Tracing | None = None,
+        unheard_fails: bool = False,
     ) -> None:
         self._store = store
         #: Where fires are recorded: the store, when it keeps a fire history (else none is kept).
@@ -225,6 +241,10 @@ class Firing(FirePath):
         #: of ``event.topic`` did not fire; they are also counted as ``schedule.jobs.missed``).
         #: Must not block.
         self.on_missed: Callable[[ScheduleMissedEvent], None] = lambda event: None
+        #: An unheard fire is a failed attempt (retried by the job's policy), not a success.
+        self.unheard_fails = unheard_fails
+        self._warned_topics: set[str] = set()  # unheard topics already logged by this fire path
+        self._warned_lock = threading.Lock()
 
     def run(self, job: ScheduledJob) -> FireResult:
         """Emit the arrived event for a claimed job (unless its misfire policy skips it), then
@@ -233,10 +253,13 @@ class Firing(FirePath):
         start = misfire.at_start(job, fired_at)
         late = (fired_at - job.run_at).total_seconds()
         error: BaseException | None = None
+        heard = True
         with self._tracing.fire(start.job, late) as span:
             started = time.perf_counter()
             if start.fire:
-                error = self._publish(start.job, fired_at)
+                error, heard = self._publish(start.job, fired_at)
+                if not heard and self.unheard_fails:
+                    error = UnheardFire(start.job.topic)
             duration = time.perf_counter() - started
             ended = self._clock.now()
             outcome, missed = settle(start.job, fired_at if start.fire else None, error, ended)
@@ -244,23 +267,44 @@ class Firing(FirePath):
             span.finish(kind, error)
         if start.fire:
             self._count(start.job, outcome, error is not None, late, duration)
+            if not heard:
+                self._report_unheard(start.job)
             if logger.isEnabledFor(logging.DEBUG):
                 logger.debug("fired job %s in %.1f ms", job.id, duration * 1000, extra=job_fields(job))
         missed = start.missed + missed
         if missed.count:
             self._report_missed(start.job, missed)
-        return FireResult(job, outcome, fire_record(job, fired_at, ended, error, fired=start.fire))
+        record = fire_record(job, fired_at, ended, error, fired=start.fire, heard=heard)
+        return FireResult(job, outcome, record)
 
-    def _publish(self, job: ScheduledJob, fired_at: datetime) -> BaseException | None:
-        """Emit the arrived event; the error that fails the attempt, if any."""
+    def _publish(self, job: ScheduledJob, fired_at: datetime) -> tuple[BaseException | None, bool]:
+        """Emit the arrived event; the error that fails the attempt, if any, and whether a
+        listener heard it (a publisher that cannot tell, or that failed, counts as heard)."""
         try:
-            self._publisher.publish(arrived_event(job, fired_at))
+            heard = self._publisher.publish(arrived_event(job, fired_at))
         except ListenerFailed as failed:
-            return failed
+            return failed, True
         except Exception as unexpected:  # a publisher fault (e.g. a broker) also fails the attempt
             logger.exception("publishing job %s failed", job.id, extra=job_fields(job))
-            return unexpected
-        return None
+            return unexpected, True
+        return None, heard is None or heard > 0
+
+    def _report_unheard(self, job: ScheduledJob) -> None:
+        """Count an unheard fire; log it once per topic for this fire path (a worker)."""
+        self._metrics.increment("schedule.jobs.unheard", topic=job.topic)
+        with self._warned_lock:
+            first = job.topic not in self._warned_topics
+            self._warned_topics.add(job.topic)
+        if first:
+            then = "its attempt failed" if self.unheard_fails else "the job moved on as after a success"
+            logger.warning(
+                "no listener heard topic %r (job %s): %s; check the worker's listener modules "
+                "(logged once per topic, counted in schedule.jobs.unheard)",
+                job.topic,
+                job.id,
+                then,
+                extra=job_fields(job),
+            )
 
     def _report_missed(self, job: ScheduledJob, missed: Missed) -> None:
         """Log, count (:attr:`on_missed`) and emit the ``schedule.missed`` event; a failing

@@ -2,7 +2,9 @@
 
 It checks, in order: the job store answers; Redis answers (when ``redis_url`` is set); at least
 ``min_workers`` registered workers are live (their beat is younger than ``dead_after``); and the
-oldest due-but-not-fired job has waited at most ``max_backlog_age`` seconds. Each check is
+oldest due-but-not-fired job has waited at most ``max_backlog_age`` seconds; and, when the store
+keeps operator reads, whether fires of the last hour went unheard (a warning, never a failure: the
+jobs moved on). Each check is
 reported with a one-line detail; the report is healthy when every check passed. It never raises
 for a failing service: a failure is a failed check. ``schedule-sdk health`` prints the same report.
 """
@@ -11,19 +13,22 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from schedule_sdk.domain.errors import ScheduleError
-from schedule_sdk.ports import Clock, JobStore, WorkerRegistry, require
+from schedule_sdk.ports import Clock, JobStore, OperatorReads, WorkerRegistry, require
 
 
 @dataclass(frozen=True, slots=True)
 class Check:
-    name: str  #: ``store``, ``redis``, ``workers`` or ``backlog``
+    name: str  #: ``store``, ``redis``, ``workers``, ``backlog`` or ``unheard``
     ok: bool
     detail: str
     #: True when the check failed because a backing service could not be reached.
     unavailable: bool = False
+    #: Passed, but an operator should look (``unheard``: fires nobody listened to).
+    warning: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,7 +47,9 @@ class HealthReport:
     def as_dict(self) -> dict[str, Any]:
         return {
             "ok": self.ok,
-            "checks": [{"name": c.name, "ok": c.ok, "detail": c.detail} for c in self.checks],
+            "checks": [
+                {"name": c.name, "ok": c.ok, "detail": c.detail, "warning": c.warning} for c in self.checks
+            ],
         }
 
 
@@ -96,7 +103,22 @@ def check_health(
             f"{due} due but not fired, oldest waiting {age:.1f}s (limit {max_backlog_age:g}s)",
         )
     )
+    if isinstance(store, OperatorReads):
+        checks.append(_unheard(store, now))
     return HealthReport(checks)
+
+
+def _unheard(reads: OperatorReads, now: datetime) -> Check:
+    """The ``unheard`` line: fires of the last hour that no listener heard, by topic."""
+    try:
+        topics = reads.unheard(now, 60)
+    except ScheduleError as error:
+        return Check("unheard", False, str(error), unavailable=True)
+    if not topics:
+        return Check("unheard", True, "every fire of the last hour was heard")
+    named = ", ".join(f"{topic} ({n})" for topic, n in topics[:5]) + (", ..." if len(topics) > 5 else "")
+    total = sum(n for _, n in topics)
+    return Check("unheard", True, f"{total} fire(s) in the last hour had no listener: {named}", warning=True)
 
 
 def container_health(container: Any, *, min_workers: int = 1, max_backlog_age: float = 60.0) -> HealthReport:

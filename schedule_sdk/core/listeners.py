@@ -104,14 +104,21 @@ class ListenerRegistry(Listeners):
             signal = self._namespace[name]
             return list(signal.receivers_for(blinker.ANY))
 
-    def deliver(self, event: ScheduleEvent) -> None:
-        """Run every listener of both event names, each isolated from the others.
+    def count(self) -> int:
+        """How many listeners are bound, over every event name."""
+        with self._lock:
+            return sum(len(signal.receivers) for signal in self._namespace.values())
+
+    def deliver(self, event: ScheduleEvent) -> int:
+        """Run every listener of both event names, each isolated from the others; return how many ran.
 
         :raises ListenerFailed: after all listeners ran, if any of them raised.
         """
         errors: list[BaseException] = []
+        ran = 0
         for name in event.names:
             for listener in self.listeners(name):
+                ran += 1
                 try:
                     self.call(listener, event)
                 except Exception as error:
@@ -130,6 +137,7 @@ class ListenerRegistry(Listeners):
                     errors.append(error)
         if errors:
             raise ListenerFailed(errors)
+        return ran
 
     def call(self, listener: Callable[..., Any], event: ScheduleEvent) -> None:
         """Call one listener; an ``async def`` listener runs to completion on :attr:`loop` (the

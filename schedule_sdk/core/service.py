@@ -20,6 +20,7 @@ from schedule_sdk.domain.errors import (
     InvalidStatus,
     JobFinished,
     JobNotFound,
+    NotRequeueable,
     NotReschedulable,
     NotTriggerable,
     ScheduleError,
@@ -234,6 +235,23 @@ class ScheduleService:
             its next fire is already due (nothing is written).
         """
         return self._steer(job_id, triggered, hand_over=True)
+
+    def requeue(self, job_id: str) -> ScheduledJob:
+        """Run a finished job again (what an operator does after fixing a failure): a failed,
+        completed or cancelled one-shot fires now, as a new occurrence (the next number, attempt
+        1, so a new ``dedup_key``), and then completes or fails as any fire does; a failed
+        repeating job resumes its schedule at its first occurrence after now. The job keeps its
+        id, payload, retry and misfire policies, and its fire history (earlier occurrences stay
+        listed by :meth:`history`).
+
+        :raises JobNotFound: no job has this id.
+        :raises NotRequeueable: the job is not finished (pending, active or paused), it is a
+            completed or cancelled repeating job, its schedule has ended, or it was cancelled by
+            ``reschedule`` (its replacement runs instead). Nothing is written.
+        """
+        job = self._steer(job_id, requeued, hand_over=True)
+        self._metrics.increment("schedule.jobs.requeued", topic=job.topic)
+        return job
 
     def get_by_id(self, job_id: str) -> ScheduledJob | None:
         """The job, or None if no job has this id."""
@@ -511,6 +529,24 @@ def triggered(job: ScheduledJob, now: datetime) -> ScheduledJob | None:
         raise NotTriggerable(job.id, reason)
     regular_due = job.scheduled_for if job.is_repeating else None
     return job.evolve(run_at=now, scheduled_for=now, regular_due=regular_due, updated_at=now)
+
+
+def requeued(job: ScheduledJob, now: datetime) -> ScheduledJob:
+    """``requeue``: a finished one-shot due now as a new occurrence, or a failed repeating job at
+    its first occurrence after now."""
+    if job.status not in FINISHED_STATUSES:
+        raise NotRequeueable(job.id, f"it is {job.status.value}; only a finished job is requeued")
+    if job.rescheduled_to is not None:
+        raise NotRequeueable(job.id, f"it was replaced by job {job.rescheduled_to!r} (reschedule)")
+    if not job.is_repeating:
+        return job.requeued(now, now)
+    if job.status is not JobStatus.FAILED:
+        raise NotRequeueable(job.id, f"a {job.status.value} repeating job has ended; schedule it anew")
+    following = job.next_occurrence_after(now)
+    ended = job.ends_at is not None and following > job.ends_at
+    if ended or (job.limit is not None and job.occurrence_count >= job.limit):
+        raise NotRequeueable(job.id, "its schedule has ended (limit or ends_at)")
+    return job.requeued(following, now)
 
 
 def _refuse_finished(job: ScheduledJob) -> None:

@@ -38,7 +38,7 @@ from schedule_sdk.core.reconciler import Reconciler
 from schedule_sdk.core.retention import Purger
 from schedule_sdk.domain.errors import ScheduleError
 from schedule_sdk.domain.leases import Lease
-from schedule_sdk.ports import Clock, JobStore, Runner, WorkerRegistry, require
+from schedule_sdk.ports import Clock, JobStore, Listeners, Runner, WorkerRegistry, require
 
 logger = logging.getLogger(__name__)
 
@@ -61,8 +61,12 @@ class ScheduleWorker:
         substrate: str = "sql",
         listener_loop: ListenerLoop | None = None,
         on_start: Callable[[], object] | None = None,
+        listeners: Listeners | None = None,
     ) -> None:
         self._store = store
+        #: This process's listeners: a worker that starts with none says so (every fire it takes
+        #: would be ``unheard``, unless events are broadcast to instances that have some).
+        self._listeners = listeners
         #: Where the worker beats and finds dead peers: ``registry``, else the store, which must
         #: then be a WorkerRegistry (``StoreLacksCapability``): dead-worker detection is not optional.
         self._registry: WorkerRegistry = (
@@ -119,6 +123,12 @@ class ScheduleWorker:
             self._heartbeat = threading.Thread(target=self._beat, name="schedule-sdk-heartbeat", daemon=True)
             self._heartbeat.start()
             logger.info("worker %s started", self.dispatcher.worker_id)
+            if self._listeners is not None and self._listeners.count() == 0:
+                logger.warning(
+                    "worker %s started with no @on_event listener: the fires it takes are recorded "
+                    "as unheard (give its listener modules: --listeners or SCHEDULE_LISTENER_MODULES)",
+                    self.dispatcher.worker_id,
+                )
         return self
 
     def stop(self, timeout: float | None = None) -> None:

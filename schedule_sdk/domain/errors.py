@@ -31,6 +31,8 @@ Catch :class:`ScheduleError` for "anything from the scheduler", a builtin for a 
     ├── NotTriggerable                  SCHEDULE_NOT_TRIGGERABLE
     ├── InvalidTransition               SCHEDULE_INVALID_TRANSITION
     ├── ListenerFailed                  SCHEDULE_LISTENER_FAILED
+    ├── UnheardFire                     SCHEDULE_UNHEARD_FIRE
+    ├── NotRequeueable                  SCHEDULE_NOT_REQUEUEABLE
     └── ScheduleUnavailable (ConnectionError)
         ├── StoreUnavailable            SCHEDULE_STORE_UNAVAILABLE
         ├── QueueUnavailable            SCHEDULE_QUEUE_UNAVAILABLE
@@ -285,6 +287,30 @@ class ListenerFailed(ScheduleError):
         more = f" (+{len(errors) - 1} more)" if len(errors) > 1 else ""
         super().__init__(f"{summary}{more}")
         self.errors = errors
+
+
+class UnheardFire(ScheduleError):
+    """No listener heard the fire. Recorded as the error of an ``unheard`` fire when the
+    ``unheard_fails`` setting makes such a fire a failed attempt (retried by the job's policy)."""
+
+    code = "SCHEDULE_UNHEARD_FIRE"
+
+    def __init__(self, topic: str) -> None:
+        super().__init__(f"no listener heard topic {topic!r}")
+        self.topic = topic
+
+
+class NotRequeueable(ScheduleError):
+    """Only a finished job can be requeued: a failed, completed or cancelled one-shot, or a failed
+    repeating job."""
+
+    code = "SCHEDULE_NOT_REQUEUEABLE"
+    http_status = 409
+
+    def __init__(self, job_id: str, reason: str) -> None:
+        super().__init__(f"job {job_id!r} cannot be requeued: {reason}")
+        self.job_id = job_id
+        self.reason = reason
 
 
 class ScheduleUnavailable(ScheduleError, ConnectionError):

@@ -14,6 +14,10 @@ class FireOutcome(StrEnum):
     SUCCEEDED = "succeeded"  #: every listener returned
     FAILED = "failed"  #: a listener (or the publisher) raised; ``error`` says what
     SKIPPED = "skipped"  #: the job's misfire policy skipped this late occurrence; no listener ran
+    #: no listener heard the event (none for its topic in the firing process, nor any other
+    #: instance when events are broadcast): the job moved on as after a success, unless the
+    #: ``unheard_fails`` setting made it a failed attempt (then ``error`` says so)
+    UNHEARD = "unheard"
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -42,6 +46,14 @@ class FireRecord:
     error: str | None
     #: The id of the worker that held the claim.
     worker_id: str | None
+
+    @property
+    def failed(self) -> bool:
+        """The attempt counts as failed: a listener raised, or nobody heard it with the
+        ``unheard_fails`` setting on."""
+        return self.outcome is FireOutcome.FAILED or (
+            self.outcome is FireOutcome.UNHEARD and self.error is not None
+        )
 
 
 # -- lateness classes: the fixed histogram the per-minute summary and the dashboard share ------

@@ -26,7 +26,7 @@ from schedule_sdk.domain.errors import (
     InvalidTopic,
     RunAtInPast,
 )
-from schedule_sdk.domain.status import JobStatus, check_transition
+from schedule_sdk.domain.status import FINISHED_STATUSES, JobStatus, check_transition
 
 JsonObject = Mapping[str, Any]
 
@@ -272,8 +272,17 @@ def repeat_from_dict(data: Mapping[str, Any]) -> Repeat:
     return IntervalRepeat(every_ms=data["every_ms"])
 
 
+#: ``timezone`` left out of a spec (the dataclass default): refused with a clear InvalidTimezone.
+_NO_ZONE: Any = None
+
+
 def _common_checks(spec: OneShotSpec | RepeatSpec) -> None:
     validate_topic(spec.topic)
+    if spec.timezone is _NO_ZONE:
+        raise InvalidTimezone(
+            f"{type(spec).__name__} needs timezone=, the IANA zone its times are shown (and a cron "
+            "is evaluated) in, e.g. timezone='UTC' or timezone='Europe/Berlin'"
+        )
     timing.zone(spec.timezone)
     _check_payload(spec.payload)
     if not isinstance(spec.metadata, JobMetadata):
@@ -290,8 +299,8 @@ class OneShotSpec:
 
     topic: str
     run_at: datetime
-    #: IANA zone name, stored verbatim and echoed in every event.
-    timezone: str
+    #: IANA zone name, stored verbatim and echoed in every event (required).
+    timezone: str = _NO_ZONE
     payload: JsonObject | None = None
     metadata: JobMetadata = field(default_factory=JobMetadata)
     retry: RetryPolicy = NO_RETRY
@@ -312,7 +321,8 @@ class RepeatSpec:
     or at ``ends_at``."""
 
     topic: str
-    timezone: str
+    #: IANA zone name (required): crons are evaluated in it unless they name their own.
+    timezone: str = _NO_ZONE
     repeat: Repeat
     payload: JsonObject | None = None
     metadata: JobMetadata = field(default_factory=JobMetadata)
@@ -455,6 +465,25 @@ class ScheduledJob:
     def evolve(self, **changes: Any) -> ScheduledJob:
         """A copy with ``changes`` applied."""
         return dataclasses.replace(self, **changes)
+
+    def requeued(self, run_at: datetime, now: datetime) -> ScheduledJob:
+        """This finished job pending again as a new occurrence (the next number, attempt 1) due
+        at ``run_at``: the one move out of a finished status, made only by an operator's
+        ``requeue``. The status table keeps finished statuses final for every other move; the
+        fire history of earlier occurrences is kept."""
+        assert self.status in FINISHED_STATUSES, "only a finished job is requeued"
+        return dataclasses.replace(
+            self,
+            status=JobStatus.PENDING,
+            occurrence=self.occurrence + 1,
+            attempt=1,
+            run_at=run_at,
+            scheduled_for=run_at,
+            regular_due=None,
+            claimed_by=None,
+            claimed_until=None,
+            updated_at=now,
+        )
 
     def moved(self, status: JobStatus, now: datetime, **changes: Any) -> ScheduledJob:
         """A copy moved to ``status`` at ``now`` (with ``changes``): every status change goes

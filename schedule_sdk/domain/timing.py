@@ -110,8 +110,13 @@ def _load_zone(name: str) -> ZoneInfo:
 def ensure_aware(value: datetime, field: str = "run_at") -> datetime:
     """Return ``value`` as an aware UTC datetime; raise :class:`NaiveDatetime` if it is naive
     or not a datetime at all."""
-    if not isinstance(value, datetime) or value.utcoffset() is None:
-        raise NaiveDatetime(f"{field} must be a timezone-aware datetime, got {value!r}")
+    if not isinstance(value, datetime):
+        raise NaiveDatetime(f"{field} must be a timezone-aware datetime, got a {type(value).__name__}")
+    if value.utcoffset() is None:
+        raise NaiveDatetime(
+            f"{field} must be a timezone-aware datetime, got the naive {value.isoformat()}: give it a zone, "
+            "e.g. datetime(..., tzinfo=ZoneInfo('Europe/Berlin')) or datetime.now(UTC)"
+        )
     return value.astimezone(UTC)
 
 

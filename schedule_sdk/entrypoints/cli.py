@@ -32,6 +32,7 @@ from schedule_sdk.core.retention import parse_duration
 from schedule_sdk.domain.errors import (
     JobFinished,
     JobNotFound,
+    NotRequeueable,
     NotReschedulable,
     NotTriggerable,
     ScheduleUnavailable,
@@ -43,7 +44,7 @@ from schedule_sdk.domain.timing import FireTime
 from schedule_sdk.entrypoints import cli_schedules
 
 OK, ERROR, USAGE, NOT_FOUND, UNAVAILABLE = 0, 1, 2, 3, 4
-UNHEALTHY = 5  # `health`: the services answer but a check failed (no live worker, old backlog)
+UNHEALTHY = 5  # `health`: a check failed (no live worker, old backlog); `db current`: upgrade pending
 
 EPILOG = """\
 configuration:
@@ -57,7 +58,8 @@ exit codes:
   2  usage or configuration error (bad option, bad database/Redis URL, invalid setting)
   3  not found (unknown job id)
   4  a backing service is unavailable (database, Redis, broker)
-  5  health: unhealthy (no live worker, or the oldest due job waited too long)
+  5  health: unhealthy (no live worker, or the oldest due job waited too long);
+     db current: the schema needs 'schedule-sdk db upgrade'
 """
 
 
@@ -138,22 +140,37 @@ def _write_json(ctx: Context, value: Any) -> None:
 # -- commands --------------------------------------------------------------------------------------
 
 
-def cmd_worker(ctx: Context) -> int:
-    settings = ctx.settings
-    modules = settings.listener_modules
+def import_listener_modules(modules: Sequence[str]) -> None:
+    """Import the worker's listener modules, with the working directory first on the import path
+    (as ``celery -A`` and ``rq worker`` do: ``schedule-sdk worker --listeners mymod`` run from the
+    project's folder finds ``mymod.py``, which a console script's path would not).
+
+    :raises UsageError: a module cannot be imported.
+    """
+    cwd = os.getcwd()
+    if cwd not in sys.path and "" not in sys.path:
+        sys.path.insert(0, cwd)
     for module in modules:
         try:
             importlib.import_module(module)
         except ImportError as error:
             raise UsageError(f"cannot import listener module {module!r}: {_one_line(error)}") from error
+
+
+def cmd_worker(ctx: Context) -> int:
+    settings = ctx.settings
+    modules = settings.listener_modules
+    import_listener_modules(modules)
     ctx.container.listeners()  # binds the @on_event functions of these modules to this container
     stop = threading.Event()
     with _signals_set(stop):
         worker = ctx.container.worker()
         worker.start()
         if ctx.args.metrics_port:
-            ctx.container.metrics().serve(ctx.args.metrics_port)
-            ctx.err.write(f"schedule-sdk: metrics on http://0.0.0.0:{ctx.args.metrics_port}/metrics\n")
+            host = _serve_probes(ctx, worker)
+            ctx.err.write(
+                f"schedule-sdk: /metrics, /healthz and /readyz on http://{host}:{ctx.args.metrics_port}/\n"
+            )
         # A process of our own: keep start-up objects out of the cyclic GC's scans, which
         # otherwise show up as multi-millisecond pauses in fire lateness.
         gc.collect()
@@ -169,6 +186,25 @@ def cmd_worker(ctx: Context) -> int:
         ctx.err.flush()
         worker.stop()
     return OK
+
+
+def _serve_probes(ctx: Context, worker: Any) -> str:
+    """Serve the worker's HTTP port (metrics and probes); return the host it binds."""
+    from schedule_sdk.core.health import container_health
+    from schedule_sdk.entrypoints.probes import ProbeServer
+
+    metrics = ctx.container.metrics()
+    host: str = ctx.args.metrics_host
+    probes = ProbeServer(
+        live=lambda: bool(worker.running),
+        ready=lambda: container_health(ctx.container),
+        metrics=getattr(metrics, "exposition", None),
+    )
+    try:
+        probes.serve(ctx.args.metrics_port, host)
+    except OSError as error:
+        raise UsageError(f"cannot serve on {host}:{ctx.args.metrics_port}: {error}") from error
+    return host
 
 
 # -- dashboard ----------------------------------------------------------------------
@@ -256,7 +292,7 @@ def cmd_workers(ctx: Context) -> int:
             str(x.pid),
             x.substrate,
             x.started_at.isoformat(timespec="seconds"),
-            f"{(now - x.last_beat).total_seconds():.1f}s ago",
+            beat_age(now, x.last_beat),
             str(x.in_flight),
             state,
         )
@@ -264,6 +300,12 @@ def cmd_workers(ctx: Context) -> int:
     ]
     _table(ctx, rows)
     return OK
+
+
+def beat_age(now: datetime, beat: datetime) -> str:
+    """``1.2s ago``; a beat stamped ahead of this host's clock (skew) reads ``0.0s ago``, never
+    ``-0.0s ago``."""
+    return f"{max(0.0, (now - beat).total_seconds()):.1f}s ago"
 
 
 def cmd_health(ctx: Context) -> int:
@@ -276,7 +318,8 @@ def cmd_health(ctx: Context) -> int:
         _write_json(ctx, report.as_dict())
     else:
         for check in report.checks:
-            ctx.out.write(f"{check.name:8} {'ok' if check.ok else 'FAIL':4}  {check.detail}\n")
+            state = "FAIL" if not check.ok else "WARN" if check.warning else "ok"
+            ctx.out.write(f"{check.name:8} {state:4}  {check.detail}\n")
         ctx.out.write("healthy\n" if report.ok else "unhealthy\n")
     if report.ok:
         return OK
@@ -398,6 +441,24 @@ def cmd_jobs_steer(ctx: Context) -> int:
     return OK
 
 
+def cmd_jobs_requeue(ctx: Context) -> int:
+    """Requeue each id in turn (each its own transaction): a refusal of one is reported on stderr
+    and the others still run; the exit code is the first refusal's (0 when all were requeued)."""
+    service = ctx.container.schedule_service()
+    code = OK
+    for job_id in ctx.args.job_ids:
+        try:
+            job = service.requeue(job_id)
+        except (JobNotFound, NotRequeueable) as error:
+            ctx.err.write(f"schedule-sdk: error: {_one_line(error)}\n")
+            code = code or _exit_code(error)
+            continue
+        ctx.out.write(
+            f"{job_id} {job.status.value} (occurrence {job.occurrence}, due {job.run_at.isoformat()})\n"
+        )
+    return code
+
+
 def cmd_jobs_purge(ctx: Context) -> int:
     try:
         older_than = parse_duration(ctx.args.older_than)
@@ -442,7 +503,7 @@ def cmd_db_current(ctx: Context) -> int:
         current, head = schema.current_revision(engine), schema.head_revision()
     state = "up to date" if current == head else "needs 'schedule-sdk db upgrade'"
     ctx.out.write(f"current: {current or 'none'}\nhead: {head}\n({state})\n")
-    return OK
+    return OK if current == head else UNHEALTHY
 
 
 def cmd_db_upgrade(ctx: Context) -> int:
@@ -516,7 +577,14 @@ def build_parser() -> argparse.ArgumentParser:
         "--listeners", help="comma-separated modules to import (default: $SCHEDULE_LISTENER_MODULES)"
     )
     worker.add_argument(
-        "--metrics-port", type=int, help="serve Prometheus /metrics on this port (needs the prometheus extra)"
+        "--metrics-port",
+        type=int,
+        help="serve /metrics (Prometheus; needs the prometheus extra), /healthz and /readyz on this port",
+    )
+    worker.add_argument(
+        "--metrics-host",
+        default="127.0.0.1",
+        help="address the metrics port binds (default 127.0.0.1; 0.0.0.0 for every interface)",
     )
     health = command(
         commands,
@@ -551,7 +619,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     timer.add_argument("timer_args", nargs=argparse.REMAINDER, help="arguments for the timer service")
 
-    jobs = command(commands, "jobs", None, "list, show, cancel, pause, resume, trigger and purge jobs")
+    jobs = command(
+        commands, "jobs", None, "list, show, cancel, pause, resume, trigger, requeue and purge jobs"
+    )
     job_commands = jobs.add_subparsers(dest="jobs_command", required=True, metavar="COMMAND")
     listing = command(job_commands, "list", cmd_jobs_list, "list jobs, oldest first, a page at a time")
     for option in ("owner-id", "tenant-id", "topic"):
@@ -578,6 +648,14 @@ def build_parser() -> argparse.ArgumentParser:
         ("trigger", "fire a pending job now, as one extra fire; prints its id and status"),
     ):
         command(job_commands, name, cmd_jobs_steer, text).add_argument("job_id", metavar="ID")
+    requeue = command(
+        job_commands,
+        "requeue",
+        cmd_jobs_requeue,
+        "run finished jobs again: a failed, completed or cancelled one-shot fires now as a new "
+        "occurrence, a failed repeating job resumes its schedule; prints each id and status",
+    )
+    requeue.add_argument("job_ids", metavar="ID", nargs="+", help="one or more job ids")
     purge = command(
         job_commands,
         "purge",
@@ -648,7 +726,7 @@ def _exit_code(error: BaseException) -> int:
 
 def _refused(error: BaseException) -> bool:
     """A request the SDK refused on purpose (exit 1, but not an unexpected error)."""
-    return isinstance(error, JobFinished | NotTriggerable | NotReschedulable)
+    return isinstance(error, JobFinished | NotTriggerable | NotReschedulable | NotRequeueable)
 
 
 def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None, err: TextIO | None = None) -> int:

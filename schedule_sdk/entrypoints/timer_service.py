@@ -25,14 +25,26 @@ from schedule_sdk.ports import Metrics
 logger = logging.getLogger(__name__)
 
 
+#: What ``--help`` says: plain text (the module docstring is reStructuredText for the API docs).
+DESCRIPTION = (
+    "Run the timer service: ScheduleTimer commands in, DueTimeReached out, intake and firing in "
+    "one process. Settings come from the TIMER_* environment variables; the options below "
+    "override them. SIGTERM or SIGINT stops it cleanly (exit status 0)."
+)
+
+
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="schedule-sdk timer", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="schedule-sdk timer", description=DESCRIPTION)
     parser.add_argument("--db-path", help="SQLite file or SQLAlchemy URL (TIMER_DB_PATH)")
     parser.add_argument("--broker-url", help="nats://host:port, or 'inprocess' (TIMER_BROKER_URL)")
     parser.add_argument(
         "--metrics-port", type=int, help="serve Prometheus /metrics here (TIMER_METRICS_PORT)"
     )
-    parser.add_argument("--log-level", default=os.environ.get("TIMER_LOG_LEVEL", "INFO"))
+    parser.add_argument(
+        "--log-level",
+        default=os.environ.get("TIMER_LOG_LEVEL", "INFO"),
+        help="DEBUG, INFO, WARNING or ERROR (TIMER_LOG_LEVEL; default INFO)",
+    )
     return parser
 
 

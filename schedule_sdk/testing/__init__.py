@@ -128,14 +128,17 @@ class RecordingPublisher(EventPublisher):
             self._failures.clear()
             self._fail_always = None
 
-    def publish(self, event: ScheduleArrivedEvent) -> None:
+    def publish(self, event: ScheduleArrivedEvent) -> int | None:
+        """Record ``event``; with a registry, return how many of its listeners ran (0: the fire
+        is ``unheard``), else None (the recorder heard it)."""
         with self._lock:
             self.events.append(event)
             error = self._failures.pop(0) if self._failures else self._fail_always
         if error is not None:
             raise error if isinstance(error, ListenerFailed) else ListenerFailed([error])
         if self.registry is not None:
-            self.registry.deliver(event)
+            return self.registry.deliver(event)
+        return None
 
     def publish_missed(self, event: ScheduleMissedEvent) -> None:
         with self._lock:

@@ -23,7 +23,7 @@ ALLOWED: dict[str, set[str]] = {
     "bootstrap": {"core", "ports", "domain", "adapters", "substrates", "aio"},
 }
 #: The outer rooms: entry points and the public faces see everything.
-OUTER = {"entrypoints", "testing", "timer", "dashboard", "errors", "__init__", "__main__"}
+OUTER = {"entrypoints", "contrib", "testing", "timer", "dashboard", "errors", "__init__", "__main__"}
 
 
 def room_of(module: str) -> str:

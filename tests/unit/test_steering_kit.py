@@ -308,3 +308,25 @@ def test_trigger_is_refused_when_paused_due_or_retrying():
     with pytest.raises(NotTriggerable):
         kit.service.trigger(job.id)
     assert kit.job(job.id) == before
+
+
+# -- requeue ---------------------------------------------------------------------------------------
+
+
+def test_requeue_resumes_a_failed_repeating_job_at_its_next_occurrence_and_refuses_ended_ones():
+    from schedule_sdk.errors import NotRequeueable
+    from schedule_sdk.ports import Guard
+
+    kit = make_test_kit(start=T0)
+    job = kit.service.schedule_repeat(every_minute(topic="t.tick"))
+    with kit.store.transaction() as tx:  # a repeating job that failed (e.g. an older release)
+        tx.update(job.evolve(status=JobStatus.FAILED), Guard(frozenset({JobStatus.PENDING})))
+    kit.clock.set(T0 + minutes(10.5))
+    resumed = kit.service.requeue(job.id)
+    assert (resumed.status, resumed.run_at, resumed.occurrence) == (JobStatus.PENDING, T0 + minutes(11), 2)
+    kit.run_due(minutes(1))
+    assert [e.scheduled_for for e in kit.events] == [T0 + minutes(11)]
+    kit.service.cancel(job.id)
+    with pytest.raises(NotRequeueable, match="cancelled repeating job has ended"):
+        kit.service.requeue(job.id)
+    assert kit.job(job.id).status is JobStatus.CANCELLED

@@ -702,3 +702,20 @@ def test_the_status_table_refuses_moves_out_of_a_final_status() -> None:
 )
 def test_a_wall_time_names_one_instant_by_the_fixed_time_rule(wall, zone_name, instant):
     assert wall_instant(wall, zone_name) == instant
+
+
+def test_a_spec_without_timezone_and_a_naive_run_at_are_refused_in_plain_words() -> None:
+    import pytest
+
+    from schedule_sdk import CronRepeat, InvalidTimezone, NaiveDatetime, OneShotSpec, RepeatSpec
+
+    with pytest.raises(InvalidTimezone, match=r"OneShotSpec needs timezone=.*timezone='UTC'"):
+        OneShotSpec(topic="t", run_at=datetime(2030, 1, 1, tzinfo=UTC))
+    with pytest.raises(InvalidTimezone, match="RepeatSpec needs timezone="):
+        RepeatSpec(topic="t", repeat=CronRepeat(expression="0 9 * * *"))
+    with pytest.raises(NaiveDatetime) as naive:
+        OneShotSpec(topic="t", run_at=datetime(2030, 1, 1, 9, 0), timezone="UTC")
+    assert "the naive 2030-01-01T09:00:00" in naive.value.message
+    assert "datetime.datetime(" not in naive.value.message  # no Python repr
+    with pytest.raises(NaiveDatetime, match="got a str$"):
+        OneShotSpec(topic="t", run_at="2030-01-01T09:00Z", timezone="UTC")  # type: ignore[arg-type]

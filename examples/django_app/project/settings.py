@@ -11,11 +11,38 @@ SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY", "insecure-example-key-change-me
 DEBUG = os.environ.get("DJANGO_DEBUG", "1") == "1"
 ALLOWED_HOSTS = ["127.0.0.1", "localhost", "testserver"]
 
-INSTALLED_APPS = ["reminders.apps.RemindersConfig"]
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "schedule_sdk.contrib.django",  # the SDK's tables (migrate), its commands and its admin
+    "reminders.apps.RemindersConfig",
+]
 MIDDLEWARE = [
+    "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
     "reminders.middleware.ScheduleErrorMiddleware",
 ]
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ]
+        },
+    }
+]
+STATIC_URL = "static/"
 ROOT_URLCONF = "project.urls"
 # SQLite by default; DJANGO_PG_NAME (with PG_HOST/PG_PORT/PG_USER/PG_PASSWORD) selects PostgreSQL.
 if os.environ.get("DJANGO_PG_NAME"):
@@ -29,7 +56,6 @@ if os.environ.get("DJANGO_PG_NAME"):
             "PASSWORD": os.environ.get("PG_PASSWORD", ""),
         }
     }
-    _DJANGO_DATABASE_URL = "postgresql+psycopg://{USER}@{HOST}:{PORT}/{NAME}".format(**DATABASES["default"])
 else:
     DATABASES = {
         "default": {
@@ -37,7 +63,6 @@ else:
             "NAME": os.environ.get("DJANGO_DB_PATH", BASE_DIR / "db.sqlite3"),
         }
     }
-    _DJANGO_DATABASE_URL = f"sqlite:///{DATABASES['default']['NAME']}"
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 USE_TZ = True
 TIME_ZONE = "UTC"
@@ -53,11 +78,13 @@ LOGGING = {
 # --8<-- [start:schedule_settings]
 # Every key is a schedule_sdk setting (docs/reference/settings.md); keys left out come from the
 # SCHEDULE_* environment variables, then the defaults. None values are ignored.
-# The SDK's tables live in Django's own database, so a view can schedule a job inside
-# transaction.atomic() together with its model writes (views.create_reminder).
+# Without database_url the SDK's tables live in Django's own database (manage.py migrate creates
+# them), so a view can schedule a job inside transaction.atomic() together with its model writes
+# (views.create_reminder).
 SCHEDULE_SDK = {
-    "database_url": os.environ.get("SCHEDULE_DATABASE_URL", _DJANGO_DATABASE_URL),
+    "database_url": os.environ.get("SCHEDULE_DATABASE_URL"),  # None: Django's database
     "redis_url": os.environ.get("SCHEDULE_REDIS_URL"),
+    "listener_modules": ["reminders.listeners"],  # whose @on_event functions the container binds
 }
 # Development only: fire jobs inside the web process (runserver) instead of `manage.py schedule_worker`.
 SCHEDULE_WORKER_IN_PROCESS = os.environ.get("SCHEDULE_WORKER_IN_PROCESS") == "1"

@@ -1,31 +1,20 @@
-"""The reminders app: builds and wires the schedule_sdk container when Django starts."""
+"""The reminders app: wires its views to the container schedule_sdk's Django app built."""
 
 from __future__ import annotations
 
-import atexit
-import logging
-
 from django.apps import AppConfig
-from django.conf import settings
 
-from schedule_sdk import ScheduleContainer
-
-logger = logging.getLogger(__name__)
+from schedule_sdk.contrib.django import container
 
 
 # --8<-- [start:ready]
 class RemindersConfig(AppConfig):
     name = "reminders"
-    container: ScheduleContainer
 
     def ready(self) -> None:
-        self.container = ScheduleContainer()  # connects nothing until first used
-        self.container.config.from_dict(settings.SCHEDULE_SDK)
-        self.container.listeners().register(f"{self.name}.listeners")  # its @on_event listeners
-        self.container.wire(modules=[".views"])
-        if settings.SCHEDULE_WORKER_IN_PROCESS:  # development only; see project/settings.py
-            worker = self.container.worker().start()
-            atexit.register(worker.stop)
+        # schedule_sdk.contrib.django (before this app in INSTALLED_APPS) built the container from
+        # settings.SCHEDULE_SDK; its listener_modules name this app's listeners.
+        container().wire(modules=[f"{self.name}.views"])
 
 
 # --8<-- [end:ready]

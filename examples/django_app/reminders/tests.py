@@ -9,9 +9,9 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from django.apps import apps
 from django.test import TransactionTestCase
 
+from schedule_sdk.contrib.django import container as schedule_container
 from schedule_sdk.testing import make_test_kit
 
 from . import listeners
@@ -26,7 +26,7 @@ class RemindersTestCase(TransactionTestCase):
 
     def setUp(self) -> None:
         self.kit = make_test_kit(listeners=[listeners])  # runs this app's @on_event listeners
-        container = apps.get_app_config("reminders").container
+        container = schedule_container()  # built by schedule_sdk.contrib.django
         container.schedule_service.override(self.kit.service)
         self.addCleanup(container.schedule_service.reset_override)
 

@@ -13,8 +13,8 @@ class BlinkerEventPublisher(EventPublisher):
     def __init__(self, registry: Listeners) -> None:
         self.registry = registry
 
-    def publish(self, event: ScheduleArrivedEvent) -> None:
-        self.registry.deliver(event)
+    def publish(self, event: ScheduleArrivedEvent) -> int:
+        return self.registry.deliver(event)
 
     def publish_missed(self, event: ScheduleMissedEvent) -> None:
         self.registry.deliver(event)

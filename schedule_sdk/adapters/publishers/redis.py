@@ -53,16 +53,20 @@ class RedisEventPublisher(EventPublisher):
         self._thread.start()
         self._ready.wait(5)
 
-    def publish(self, event: ScheduleArrivedEvent) -> None:
-        self._broadcast(event)
+    def publish(self, event: ScheduleArrivedEvent) -> int:
+        """Run this process's listeners and broadcast; return how many listeners ran here plus
+        how many other instances received the broadcast (each may have listeners of the topic:
+        pub/sub cannot tell, so an instance that received it counts as one that heard it)."""
+        return self._broadcast(event)
 
     def publish_missed(self, event: ScheduleMissedEvent) -> None:
         self._broadcast(event)
 
-    def _broadcast(self, event: ScheduleEvent) -> None:
+    def _broadcast(self, event: ScheduleEvent) -> int:
         failure: ListenerFailed | None = None
+        heard = 1
         try:
-            self.registry.deliver(event)
+            heard = self.registry.deliver(event)
         except ListenerFailed as failed:
             failure = failed
         body = {"origin": self.origin, "event": event.to_dict()}
@@ -70,11 +74,13 @@ class RedisEventPublisher(EventPublisher):
             body["kind"] = "missed"
         message = json.dumps(body)
         try:
-            self._redis.publish(self.channel, message)
+            receivers = int(self._redis.publish(self.channel, message))
         except RedisError as error:
             raise BrokerUnavailable(f"could not publish the event to Redis: {error}") from error
         if failure is not None:
             raise failure
+        # Every instance's subscriber receives it, this one's too (which ignores its own).
+        return heard + max(0, receivers - 1)
 
     def close(self) -> None:
         self._stop.set()

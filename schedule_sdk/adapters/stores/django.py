@@ -12,8 +12,9 @@ Django is imported only when a Django connection is passed.
 
 from __future__ import annotations
 
+import contextlib
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import sqlalchemy as sa
@@ -65,8 +66,23 @@ def borrow(wrapper: Any) -> Connection:
         _lending.wrapper = None
 
 
+@contextlib.contextmanager
+def lent_engine(wrapper: Any) -> Iterator[Engine]:
+    """An engine whose one connection is the DB-API connection a Django connection holds, for
+    work Django runs outside a transaction (``manage.py migrate`` upgrading the SDK's tables): its
+    statements run on Django's connection, in its autocommit mode; the connection stays open."""
+    wrapper.ensure_connection()
+    engine = sa.create_engine(
+        url_of(wrapper),
+        creator=lambda: wrapper.connection,
+        poolclass=_BorrowedPool,
+        pool_reset_on_return=None,
+    )
+    yield engine  # nothing to dispose: the pool keeps no connection of its own
+
+
 def on_commit(wrapper: Any, committed: Callable[[], None]) -> None:
-    from django.db import transaction  # type: ignore[import-untyped]
+    from django.db import transaction
 
     transaction.on_commit(committed, using=wrapper.alias, robust=True)
 

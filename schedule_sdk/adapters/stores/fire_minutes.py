@@ -43,11 +43,15 @@ SHARDS = 16
 #: PostgreSQL: batches up to this size count each entry in its own insert statement.
 PER_ENTRY_MAX = 16
 #: One fire's counts (succeeded, failed, skipped).
-_ONE = {
-    FireOutcome.SUCCEEDED: (1, 0, 0),
-    FireOutcome.FAILED: (0, 1, 0),
-    FireOutcome.SKIPPED: (0, 0, 1),
-}
+_SUCCEEDED, _FAILED, _SKIPPED = (1, 0, 0), (0, 1, 0), (0, 0, 1)
+
+
+def _one(fire: FireRecord) -> tuple[int, int, int]:
+    """One fire's counts: an unheard fire counts as failed when it failed its attempt
+    (``unheard_fails``), else as succeeded (the job moved on); the entries keep its outcome."""
+    if fire.outcome is FireOutcome.SKIPPED:
+        return _SKIPPED
+    return _FAILED if fire.failed else _SUCCEEDED
 
 
 def minute_of(instant: datetime) -> int:
@@ -61,7 +65,7 @@ def count_classes(fires: Sequence[FireRecord]) -> list[tuple[int, int, int, int,
     for fire in fires:
         key = (minute_of(fire.fired_at), lateness_class(fire.lateness_ms))
         row = counts.setdefault(key, [0, 0, 0])
-        for i, n in enumerate(_ONE[fire.outcome]):
+        for i, n in enumerate(_one(fire)):
             row[i] += n
     return [(m, c, row[0], row[1], row[2]) for (m, c), row in sorted(counts.items())]
 
@@ -70,7 +74,7 @@ def count_failures(fires: Sequence[FireRecord]) -> list[tuple[int, str, int]]:
     """``(minute, topic, failed)`` of the failed ``fires``, in key order."""
     counts: dict[tuple[int, str], int] = {}
     for fire in fires:
-        if fire.outcome is FireOutcome.FAILED:
+        if fire.failed:
             key = (minute_of(fire.fired_at), fire.topic)
             counts[key] = counts.get(key, 0) + 1
     return [(m, topic, n) for (m, topic), n in sorted(counts.items())]
@@ -124,7 +128,7 @@ def write_postgres(
     """Insert the entries ``rows`` (the driver values of ``fields`` of each of ``fires``) and add
     ``fires`` to the summary: one statement per entry, in (minute, lateness class) order."""
     keyed = sorted((minute_of(f.fired_at), lateness_class(f.lateness_ms), n) for n, f in enumerate(fires))
-    params = [(m, c, *_ONE[fires[n].outcome], *rows[n]) for m, c, n in keyed]
+    params = [(m, c, *_one(fires[n]), *rows[n]) for m, c, n in keyed]
     conn.exec_driver_sql(_entry_counted(fields, SHARDS), params)
     _add_failures(conn, fires)
 

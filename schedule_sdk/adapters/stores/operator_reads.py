@@ -137,6 +137,20 @@ class SQLOperatorReads(OperatorReads):
             until=now,
         )
 
+    def unheard(self, now: datetime, minutes: int = 60) -> list[tuple[str, int]]:
+        """Unheard fires by topic in the window, from the entries (``ix_schedule_fires_fired``
+        covers the statement: it reads index entries of the window only)."""
+        since = now - timedelta(minutes=minutes)
+        n = sa.func.count().label("n")
+        statement = (
+            sa.select(fires.c.topic, n)
+            .where(fires.c.fired_at >= since, fires.c.outcome == sa.literal_column("'unheard'"))
+            .group_by(fires.c.topic)
+            .order_by(sa.desc("n"), fires.c.topic)
+            .limit(20)
+        )
+        return [(str(topic), int(count)) for topic, count in self._rows(statement)]
+
     # -- workers --------------------------------------------------------------------------------
 
     def workers_seen(self, now: datetime, minutes: int = 60) -> list[SeenWorker]:

@@ -65,3 +65,15 @@ def upgrade(engine: Engine, revision: str = "head", *, attributes: Mapping[str, 
             config.attributes.update(attributes or {})
             config.attributes["connection"] = conn
             command.upgrade(config, revision)
+
+
+def downgrade(engine: Engine, revision: str = "base") -> None:
+    """Bring the schema down to ``revision`` (default: no SDK table left)."""
+    from alembic import command
+
+    config = _config()
+    with translate_errors(), engine.connect() as conn:
+        conn.execution_options(**{WRITE: True})
+        with conn.begin():
+            config.attributes["connection"] = conn
+            command.downgrade(config, revision)

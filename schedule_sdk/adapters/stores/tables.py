@@ -203,7 +203,10 @@ schedule_fires = sa.Table(
     sa.Column("outcome", sa.String(16), nullable=False),
     sa.Column("error", sa.Text, nullable=True),
     sa.Column("worker_id", sa.String(64), nullable=True),
-    sa.CheckConstraint("outcome IN ('succeeded', 'failed', 'skipped')", name="ck_schedule_fires_outcome"),
+    # 'unheard': migration 0013
+    sa.CheckConstraint(
+        "outcome IN ('succeeded', 'failed', 'skipped', 'unheard')", name="ck_schedule_fires_outcome"
+    ),
 )
 # One job's history, newest first (ScheduleService.history, the job page).
 sa.Index("ix_schedule_fires_job", schedule_fires.c.job_id, schedule_fires.c.fired_at)

@@ -272,6 +272,7 @@ class Dashboard:
             request,
             "overview.html",
             overview=data,
+            unheard=self.reads.unheard(self.clock.now(), minutes),
             window=minutes,
             windows=sorted(WINDOWS),
             fires=plots.fires_per_bucket(data),

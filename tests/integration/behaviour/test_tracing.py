@@ -70,7 +70,17 @@ def _call_service_y(tracer: trace.Tracer):
     return listener
 
 
-def test_scheduled_in_a_request_fired_later_and_the_listeners_call_are_one_trace(provider, exporter):
+def linked_to(span, parent) -> bool:
+    """``span`` is a root linked to ``parent`` (deferred work: a link, not a child)."""
+    context = parent.get_span_context()
+    return span.parent is None and [(link.context.trace_id, link.context.span_id) for link in span.links] == [
+        (context.trace_id, context.span_id)
+    ]
+
+
+def test_a_fire_later_is_linked_to_the_request_that_scheduled_it_and_parents_the_listeners_call(
+    provider, exporter
+):
     tracer = provider.get_tracer("app")
     registry = ListenerRegistry()
     registry.connect(SCHEDULE_ARRIVED_EVENT, _call_service_y(tracer))
@@ -84,9 +94,8 @@ def test_scheduled_in_a_request_fired_later_and_the_listeners_call_are_one_trace
     runner.run_due()  # outside any span: the context comes from the stored job
     [fire] = by_name(exporter, "schedule.fire remind")
     [call] = by_name(exporter, "call service Y")
-    trace_id = request.get_span_context().trace_id
-    assert fire.context.trace_id == call.context.trace_id == trace_id
-    assert fire.parent is not None and fire.parent.span_id == request.get_span_context().span_id
+    assert fire.context.trace_id == call.context.trace_id != request.get_span_context().trace_id
+    assert linked_to(fire, request)
     assert call.parent is not None and call.parent.span_id == fire.context.span_id
     assert fire.kind is SpanKind.CONSUMER
     assert dict(fire.attributes or {}) == {
@@ -118,7 +127,7 @@ def test_a_failing_listener_is_recorded_on_the_fire_span_and_each_attempt_has_on
     assert [s.attributes["schedule.attempt"] for s in (first, second)] == [1, 2]  # type: ignore[index]
     assert [s.attributes["schedule.outcome"] for s in (first, second)] == ["retry", "failed"]  # type: ignore[index]
     for span in (first, second):
-        assert span.context.trace_id == request.get_span_context().trace_id
+        assert linked_to(span, request)
         assert span.status.status_code is StatusCode.ERROR
         [exception] = [e for e in span.events if e.name == "exception"]
         assert exception.attributes["exception.type"] == "ConnectionError"  # type: ignore[index]
@@ -132,7 +141,7 @@ def test_a_job_scheduled_outside_any_trace_fires_in_a_new_trace(provider, export
     with provider.get_tracer("app").start_as_current_span("the worker's own span"):
         runner.run_due()  # whatever is current in the worker, the fire is not its child
     [fire] = by_name(exporter, "schedule.fire remind")
-    assert fire.parent is None
+    assert fire.parent is None and list(fire.links) == []
 
 
 def test_every_backend_keeps_the_trace_across_the_wait(backend, provider, exporter):
@@ -149,9 +158,9 @@ def test_every_backend_keeps_the_trace_across_the_wait(backend, provider, export
     assert h.wait_for(lambda: len(by_name(exporter, "schedule.fire remind")) == 1)
     [fire] = by_name(exporter, "schedule.fire remind")
     [call] = by_name(exporter, "call service Y")
-    assert fire.parent is not None and fire.parent.span_id == request.get_span_context().span_id
+    assert linked_to(fire, request)
     assert call.parent is not None and call.parent.span_id == fire.context.span_id
-    assert call.context.trace_id == request.get_span_context().trace_id
+    assert call.context.trace_id == fire.context.trace_id
     assert fire.attributes["schedule.outcome"] == "completed"  # type: ignore[index]
     assert fire.attributes["schedule.lateness_s"] >= 0  # type: ignore[index,operator]
 

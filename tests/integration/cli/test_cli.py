@@ -98,12 +98,16 @@ def test_a_usage_error_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
 
 def test_db_upgrade_shows_progress_then_is_a_no_op(db_url: str, capsys: pytest.CaptureFixture[str]) -> None:
     head = schema.head_revision()
-    assert cli(db_url, "db", "current", capsys=capsys)[1].startswith("current: none")
+    code, out, _ = cli(db_url, "db", "current", capsys=capsys)
+    assert code == 5 and out.startswith("current: none") and "needs 'schedule-sdk db upgrade'" in out
     code, out, err = cli(db_url, "db", "upgrade", capsys=capsys)
     assert code == 0 and out == f"upgraded empty -> {head}\n"
     assert f"empty -> {head}" in err and "Running upgrade" in err
     assert cli(db_url, "db", "upgrade", capsys=capsys)[1] == f"already at {head}\n"
-    assert cli(db_url, "db", "current", capsys=capsys)[1] == f"current: {head}\nhead: {head}\n(up to date)\n"
+    assert cli(db_url, "db", "current", capsys=capsys)[:2] == (
+        0,
+        f"current: {head}\nhead: {head}\n(up to date)\n",
+    )
 
 
 def test_jobs_list_prints_a_table_and_filters(
@@ -321,6 +325,31 @@ def test_steering_a_finished_job_exits_1_with_one_line(
         assert err == f"schedule-sdk: error: job '{job_id}' is cancelled: a finished job cannot be steered\n"
 
 
+def test_jobs_requeue_runs_finished_jobs_again_and_reports_each_refusal(
+    db_url: str, service: ScheduleService, capsys: pytest.CaptureFixture[str]
+) -> None:
+    first, second, pending = schedule(service, 3)
+    for job_id in (first, second):
+        service.cancel(job_id)
+    code, out, err = cli(db_url, "jobs", "requeue", first, pending, UNKNOWN_ID, second, capsys=capsys)
+    assert code == 1  # the first refusal's exit code (refused on purpose: 1)
+    lines = out.splitlines()
+    assert [line.split(" (")[0] for line in lines] == [f"{first} pending", f"{second} pending"]
+    assert all("(occurrence 2, due " in line for line in lines)
+    assert err.splitlines() == [
+        (
+            f"schedule-sdk: error: job '{pending}' cannot be requeued: it is pending; "
+            "only a finished job is requeued"
+        ),
+        f"schedule-sdk: error: no scheduled job with id '{UNKNOWN_ID}'",
+    ]
+    for job_id in (first, second):
+        job = service.get_by_id(job_id)
+        assert job is not None and (job.status, job.occurrence) == (JobStatus.PENDING, 2)
+    assert service.get_by_id(pending).occurrence == 1  # type: ignore[union-attr]
+    assert cli(db_url, "jobs", "requeue", UNKNOWN_ID, capsys=capsys)[0] == 3  # not found
+
+
 def test_jobs_purge_deletes_old_finished_jobs_with_progress(
     db_url: str, service: ScheduleService, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -442,7 +471,17 @@ def test_reconcile_reports_what_it_did(
 
 def test_timer_passes_its_arguments_through(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["timer", "--help"]) == 0
-    assert "usage:" in capsys.readouterr().out
+    text = capsys.readouterr().out
+    assert "usage:" in text and "TIMER_*" in text
+    assert "``" not in text and ":class:" not in text  # plain text, not reStructuredText
+
+
+def test_a_beat_stamped_ahead_of_the_clock_reads_zero_seconds_ago() -> None:
+    from schedule_sdk.entrypoints.cli import beat_age
+
+    now = datetime(2030, 1, 1, tzinfo=UTC)
+    assert beat_age(now, now + timedelta(milliseconds=40)) == "0.0s ago"  # was "-0.0s ago"
+    assert beat_age(now, now - timedelta(seconds=1.26)) == "1.3s ago"
 
 
 # -- subprocesses: exit codes and no tracebacks --------------------------------------------------
@@ -536,3 +575,20 @@ def test_the_worker_fires_jobs_and_stops_cleanly_on_sigterm(
             worker.wait()
     job = service.get_by_id(job_id)
     assert job is not None and job.status is JobStatus.COMPLETED
+
+
+def test_the_worker_imports_listener_modules_from_the_working_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A console script's sys.path holds its own folder, not the working directory: the worker
+    puts the working directory first, as Celery and RQ do."""
+    from schedule_sdk.entrypoints.cli import UsageError, import_listener_modules
+
+    (tmp_path / "op_cwd_listeners.py").write_text("LOADED = True\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", str(tmp_path))])
+    monkeypatch.delitem(sys.modules, "op_cwd_listeners", raising=False)
+    import_listener_modules(["op_cwd_listeners"])
+    assert sys.modules["op_cwd_listeners"].LOADED and sys.path[0] == str(tmp_path)
+    with pytest.raises(UsageError, match="cannot import listener module 'op_cwd_missing'"):
+        import_listener_modules(["op_cwd_missing"])

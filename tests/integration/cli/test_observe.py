@@ -8,6 +8,7 @@ import logging
 import socket
 import subprocess
 import sys
+import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import replace
@@ -164,9 +165,22 @@ def test_the_worker_command_serves_metrics_and_logs_json(db_url: str, tmp_path: 
                 return ""
 
         done = 'outcome="completed",topic="obs.cli"} 1.0'
-        text = wait_for(lambda: t if done in (t := scrape()) else None, "the fire in /metrics", 20)
+        unheard = 'schedule_jobs_unheard_total{topic="obs.cli"} 1.0'  # the worker has no listener
+        text = wait_for(
+            lambda: t if done in (t := scrape()) and unheard in t else None, "the fire in /metrics", 20
+        )
         assert 'schedule_jobs_fired_total{outcome="completed",topic="obs.cli"} 1.0' in text
         assert container.schedule_service().get_by_id(job.id).status is JobStatus.COMPLETED
+        assert "# HELP schedule_jobs_fired_total Fires whose listeners ran" in text  # real HELP texts
+        base = f"http://127.0.0.1:{port}"
+        assert urllib.request.urlopen(f"{base}/healthz", timeout=5).read() == b"ok\n"
+        ready = json.loads(urllib.request.urlopen(f"{base}/readyz", timeout=5).read())
+        checks = {c["name"]: c for c in ready["checks"]}
+        assert ready["ok"] and checks["workers"]["ok"]
+        assert checks["unheard"]["warning"] and "obs.cli (1)" in checks["unheard"]["detail"]
+        with pytest.raises(urllib.error.HTTPError) as missing:
+            urllib.request.urlopen(f"{base}/nope", timeout=5)
+        assert missing.value.code == 404
     finally:
         proc.terminate()
         _, err = proc.communicate(timeout=20)
@@ -174,6 +188,10 @@ def test_the_worker_command_serves_metrics_and_logs_json(db_url: str, tmp_path: 
     records = [json.loads(line) for line in err.splitlines() if line.startswith("{")]
     fired = [r for r in records if r.get("job_id") == job.id]
     assert fired and fired[0]["topic"] == "obs.cli" and fired[0]["occurrence"] == 1, err[-2000:]
+    assert any(
+        r["level"] == "WARNING" and "started with no @on_event listener" in r["message"] for r in records
+    ), err[-2000:]
+    assert f"on http://127.0.0.1:{port}/" in err  # loopback unless --metrics-host says otherwise
 
 
 def test_json_formatter_keeps_structured_fields() -> None:

@@ -25,7 +25,15 @@ from schedule_sdk.adapters.stores.tables import schedule_fire_failures, schedule
 from schedule_sdk.domain.history import LATENESS_BOUNDS, FireOutcome, FireRecord
 from schedule_sdk.testing.contracts.rows import NOW, fire, record
 
-OUTCOMES = [FireOutcome.SUCCEEDED] * 6 + [FireOutcome.FAILED, FireOutcome.SKIPPED]
+#: (outcome, error): an unheard fire counts as succeeded, or as failed when it failed its attempt.
+OUTCOMES = [(FireOutcome.SUCCEEDED, None)] * 6 + [
+    (FireOutcome.FAILED, "RuntimeError: boom"),
+    (FireOutcome.SKIPPED, None),
+    (FireOutcome.UNHEARD, None),
+    (FireOutcome.UNHEARD, "UnheardFire: no listener heard topic 'topic.1'"),
+]
+#: The summary's count columns.
+COLUMNS = ("succeeded", "failed", "skipped")
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
@@ -44,16 +52,20 @@ def random_fires(n: int, seed: int = 7, minutes: int = 40) -> list[FireRecord]:
     (bounds, one past a bound, negative) and some failed and skipped."""
     rng = random.Random(seed)
     lateness = [*LATENESS_BOUNDS, *(b + 1 for b in LATENESS_BOUNDS), 0, -3, 7_200_000]
-    return [
-        fire(
-            seconds=-rng.uniform(0, 60 * minutes),
-            lateness_ms=rng.choice(lateness),
-            outcome=rng.choice(OUTCOMES),
-            topic=f"topic.{rng.randrange(3)}",
-            occurrence=i,
+    fires = []
+    for i in range(n):
+        outcome, error = rng.choice(OUTCOMES)
+        fires.append(
+            fire(
+                seconds=-rng.uniform(0, 60 * minutes),
+                lateness_ms=rng.choice(lateness),
+                outcome=outcome,
+                error=error,
+                topic=f"topic.{rng.randrange(3)}",
+                occurrence=i,
+            )
         )
-        for i in range(n)
-    ]
+    return fires
 
 
 def expected(fires: list[FireRecord]) -> tuple[Counter[tuple[int, int, str]], Counter[tuple[int, str]]]:
@@ -65,8 +77,9 @@ def expected(fires: list[FireRecord]) -> tuple[Counter[tuple[int, int, str]], Co
         cls = next(
             (i for i, bound in enumerate(LATENESS_BOUNDS) if f.lateness_ms <= bound), len(LATENESS_BOUNDS)
         )
-        by_class[minute, cls, f.outcome.value] += 1
-        if f.outcome is FireOutcome.FAILED:
+        column = "skipped" if f.outcome is FireOutcome.SKIPPED else "failed" if f.failed else "succeeded"
+        by_class[minute, cls, column] += 1
+        if column == "failed":
             failed[minute, f.topic] += 1
     return by_class, failed
 
@@ -76,9 +89,9 @@ def stored(store: SQLAlchemyJobStore) -> tuple[Counter[tuple[int, int, str]], Co
     failed: Counter[tuple[int, str]] = Counter()
     with store.engine.connect() as conn:
         for row in conn.execute(sa.select(schedule_fire_minutes)).mappings():
-            for outcome in FireOutcome:
-                if row[outcome.value]:
-                    by_class[row["minute"], row["lateness_class"], outcome.value] += row[outcome.value]
+            for column in COLUMNS:
+                if row[column]:
+                    by_class[row["minute"], row["lateness_class"], column] += row[column]
         for row in conn.execute(sa.select(schedule_fire_failures)).mappings():
             failed[row["minute"], row["topic"]] += row["failed"]
     return by_class, failed
@@ -121,7 +134,8 @@ def test_the_migration_fills_the_summary_from_the_history_stored_before_it(store
     with store.engine.begin() as conn:
         config.attributes["connection"] = conn
         command.downgrade(config, "0009")
-    fires = random_fires(400, seed=11)
+    # no unheard fires before 0013
+    fires = [f for f in random_fires(400, seed=11) if f.outcome is not FireOutcome.UNHEARD]
     with store.engine.begin() as conn:  # written as before 0010: entries only
         conn.execute(sa.insert(schedule_fires), [entry(f) for f in fires])
     schema.upgrade(store.engine)

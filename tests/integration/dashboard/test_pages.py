@@ -194,6 +194,24 @@ def test_the_overview_aggregates_fire_history_in_sql(any_site: Site):
     assert len(bars) == 2 and 'id="total-fires">6<' in html
     assert len(re.findall(r'<circle class="dot50"', html)) == 2
     assert "mail.send" in html
+    assert 'id="unheard-fires"' not in html  # no badge while every fire was heard
+
+
+def test_the_overview_shows_a_badge_for_unheard_fires(any_site: Site):
+    job_id = any_site.one_shot()
+    unheard = [
+        fire(job_id, T0 - timedelta(minutes=m), 1, topic="log.typo", outcome=FireOutcome.UNHEARD)
+        for m in (1, 2)
+    ]
+    any_site.fires(*unheard, fire(job_id, T0 - timedelta(minutes=90), 1, outcome=FireOutcome.UNHEARD))
+    assert any_site.store.unheard(T0, 60) == [("log.typo", 2)]  # the older one is outside the hour
+    html = (
+        Client(create_dashboard(any_site.service, store=any_site.store, clock=any_site.clock)).get("/").text
+    )
+    badge = re.search(
+        r'<div class="stat" id="unheard-fires" title="([^"]*)"><span>unheard fires</span><b[^>]*>(\d+)<', html
+    )
+    assert badge and badge.groups() == ("fires no listener heard: log.typo (2)", "2")
 
 
 def test_the_wide_windows_sum_whole_buckets_of_the_per_minute_summary(any_site: Site):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+# --8<-- [start:readme]
 import time
 from datetime import UTC, datetime, timedelta
 
@@ -14,7 +15,6 @@ from schedule_sdk import (
 )
 
 
-# --8<-- [start:readme]
 @on_event(schedule_arrived_event_name("notifications.task-reminder"))
 def send_reminder(event: ScheduleArrivedEvent) -> None:  # at least once, never early
     print(f"remind {event.user_payload['userId']}, due {event.scheduled_for:%H:%M:%S} UTC")

@@ -11,6 +11,7 @@ import sys
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -130,12 +131,12 @@ def test_the_opt_in_in_process_worker_fires_inside_any_django_process(django_app
 IN_ATOMIC = """
 import json, time
 from datetime import UTC, datetime, timedelta
-from django.apps import apps
 from django.db import connection, transaction
 from reminders.models import Reminder, SentReminder
 from schedule_sdk import OneShotSpec
+from schedule_sdk.contrib.django import container as schedule_container
 
-container = apps.get_app_config("reminders").container
+container = schedule_container()
 service = container.schedule_service()
 worker = container.worker().start()
 
@@ -182,14 +183,7 @@ def test_a_reminder_scheduled_in_transaction_atomic_commits_or_vanishes_with_the
     fresh_backend: AppBackend, tmp_path: Path
 ) -> None:
     """The SDK's tables in Django's own database (SQLite, or PostgreSQL with and without Redis)."""
-    import sqlalchemy as sa
-
-    if fresh_backend.database_url.startswith("sqlite"):
-        own = {"DJANGO_DB_PATH": str(tmp_path / "shared.sqlite3")}
-    else:
-        own = {"DJANGO_PG_NAME": str(sa.make_url(fresh_backend.database_url).database)}
-    settings = {k: v for k, v in fresh_backend.env().items() if k != "SCHEDULE_DATABASE_URL"}
-    env = example_env(**own, **settings)
+    _, env = shared_database(fresh_backend, tmp_path)
     migrated = manage("migrate", "--noinput", env=env)
     assert migrated.returncode == 0, migrated.stdout + migrated.stderr
     result = manage("shell", "-c", IN_ATOMIC, env=env)
@@ -229,3 +223,137 @@ def test_the_dashboard_is_mounted_in_the_django_asgi_app(django_app: DjangoApp, 
     finally:
         server.stop()
     assert django_app.service.get_by_id(job_id).status is JobStatus.PENDING
+
+
+ADMIN = """
+import json
+from datetime import UTC, datetime, timedelta
+from django.contrib.auth.models import User
+from django.test import Client
+from schedule_sdk import OneShotSpec
+from schedule_sdk.contrib.django import container
+
+service = container().schedule_service()
+spec = OneShotSpec(topic="reminders.due", run_at=datetime.now(UTC) + timedelta(hours=1), timezone="UTC")
+open_job, done = service.schedule_at(spec), service.schedule_at(spec)
+service.cancel(done.id)
+User.objects.create_superuser("op", "op@example.com", "pw")
+client = Client()
+anonymous = client.get("/admin/schedule_sdk/job/").status_code
+client.force_login(User.objects.get(username="op"))
+jobs = client.get("/admin/schedule_sdk/job/")
+fires = client.get("/admin/schedule_sdk/fire/?outcome=unheard")
+acted = client.post(
+    "/admin/schedule_sdk/job/",
+    {"action": "requeued", "_selected_action": [open_job.id, done.id]},
+    follow=True,
+)
+print(json.dumps({
+    "anonymous": anonymous,
+    "jobs": jobs.status_code,
+    "listed": open_job.id in jobs.content.decode() and done.id in jobs.content.decode(),
+    "fires": fires.status_code,
+    "page": acted.content.decode(),
+    "done": [service.get_by_id(done.id).status.value, service.get_by_id(done.id).occurrence],
+    "open": service.get_by_id(open_job.id).occurrence,
+}))
+"""
+
+
+def shared_database(backend: AppBackend, tmp_path: Path) -> tuple[str, dict[str, str]]:
+    """The SDK's URL and the example's environment when the SDK's tables are in Django's own
+    database (no SCHEDULE_DATABASE_URL), on SQLite or PostgreSQL (with and without Redis)."""
+    import sqlalchemy as sa
+
+    if backend.database_url.startswith("sqlite"):
+        url = f"sqlite:///{tmp_path / 'shared.sqlite3'}"
+        own = {"DJANGO_DB_PATH": str(tmp_path / "shared.sqlite3")}
+    else:
+        url = backend.database_url
+        own = {"DJANGO_PG_NAME": str(sa.make_url(url).database)}
+    settings = {k: v for k, v in backend.env().items() if k != "SCHEDULE_DATABASE_URL"}
+    return url, example_env(**own, **settings)
+
+
+def test_the_admin_lists_jobs_and_fires_and_steers_through_the_service(
+    fresh_backend: AppBackend, tmp_path: Path
+) -> None:
+    _, env = shared_database(fresh_backend, tmp_path)
+    migrated = manage("migrate", "--noinput", env=env)
+    assert migrated.returncode == 0, migrated.stdout + migrated.stderr
+    result = manage("shell", "-c", ADMIN, env=env)
+    assert result.returncode == 0, result.stdout + result.stderr
+    outcome = json.loads(result.stdout.splitlines()[-1])
+    assert outcome["anonymous"] == 302  # to the login page
+    assert (outcome["jobs"], outcome["listed"], outcome["fires"]) == (200, True, 200)
+    assert outcome["done"] == ["pending", 2]  # the cancelled one was requeued
+    assert outcome["open"] == 1  # the pending one was refused, unchanged
+    assert "Requeued: 1 job(s)" in outcome["page"]
+    assert "SCHEDULE_NOT_REQUEUEABLE: " in outcome["page"]
+
+
+def test_schedule_cron_prints_the_fire_times(django_app: DjangoApp) -> None:
+    result = manage(
+        "schedule_cron", "30 2 * * *", "--tz", "Europe/Berlin", "-n", "1", "--after", "2026-03-28T12:00Z",
+        env=django_app.env,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert "2026-03-29T01:00:00Z  moved" in result.stdout  # 02:30 does not exist that night
+    refused = manage("schedule_cron", "61 * * * *", "--tz", "UTC", env=django_app.env)
+    assert refused.returncode != 0 and "schedule-sdk: error:" in refused.stderr
+
+
+def test_migrate_creates_the_sdk_tables_exactly_as_its_alembic_migrations_describe_them(
+    fresh_backend: AppBackend, tmp_path: Path
+) -> None:
+    """One source of truth: ``manage.py migrate`` runs the SDK's Alembic migrations in Django's
+    database; the result has no difference from the SDK's table definitions, and the admin's
+    models name the same columns with the same nullability."""
+    import sqlalchemy as sa
+    from alembic.autogenerate import compare_metadata
+    from alembic.runtime.migration import MigrationContext
+
+    from schedule_sdk.adapters.stores import schema
+    from schedule_sdk.adapters.stores.tables import metadata, schedule_fires, schedule_jobs
+
+    url, env = shared_database(fresh_backend, tmp_path)
+    migrated = manage("migrate", "--noinput", env=env)
+    assert migrated.returncode == 0, migrated.stdout + migrated.stderr
+    assert "Applying schedule_sdk.0001_initial... OK" in migrated.stdout
+    engine = sa.create_engine(url)
+    try:
+        assert schema.current_revision(engine) == schema.head_revision()
+        with engine.connect() as conn:
+            diff = compare_metadata(MigrationContext.configure(conn), metadata)
+        ours = {t.name for t in metadata.sorted_tables}
+        assert [d for d in diff if _table_of(d) in ours] == []
+    finally:
+        engine.dispose()
+    columns = manage("shell", "-c", MODEL_COLUMNS, env=env)
+    assert columns.returncode == 0, columns.stderr
+    described = json.loads(columns.stdout.splitlines()[-1])
+    for table in (schedule_jobs, schedule_fires):
+        assert described[table.name] == {c.name: c.nullable for c in table.columns}
+    again = manage("migrate", "--noinput", env=env)  # later runs: a no-op at the latest revision
+    assert again.returncode == 0 and "No migrations to apply" in again.stdout
+
+
+MODEL_COLUMNS = """
+import json
+from schedule_sdk.contrib.django.models import Fire, Job
+columns = {m._meta.db_table: {f.column: f.null for f in m._meta.concrete_fields} for m in (Job, Fire)}
+print(json.dumps(columns))
+"""
+
+
+def _table_of(diff: Any) -> str | None:
+    """The table an Alembic autogenerate difference is about."""
+    item = diff[0] if isinstance(diff, list) else diff
+    kind = item[0]
+    if kind in ("add_table", "remove_table"):
+        return str(item[1].name)
+    if kind in ("add_index", "remove_index", "add_constraint", "remove_constraint"):
+        return str(item[1].table.name)
+    if kind in ("add_column", "remove_column") or kind.startswith("modify_"):
+        return str(item[2])
+    return None

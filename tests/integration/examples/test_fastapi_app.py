@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import httpx
 import pytest
@@ -112,7 +113,10 @@ def test_a_rolled_back_request_leaves_no_job_and_a_committed_one_fires(server: S
     kept = created.json()
     refused = server.http.post("/reminders", json=body)
     assert refused.status_code == 409, refused.text
-    assert refused.json()["detail"]["code"] == "REMINDER_EXISTS"
+    assert refused.json() == {  # the same shape as the SDK's errors
+        "code": "REMINDER_EXISTS",
+        "message": "this user already has this reminder at this time",
+    }
     listed = server.http.get("/reminders", params={"owner": "hal", "limit": 500}).json()["items"]
     assert [item["id"] for item in listed] == [kept["id"]]  # the rolled-back job never existed
     server.wait_sent(kept["id"])
@@ -220,6 +224,24 @@ def test_error_mapping(server: Server) -> None:
 
     bad_cursor = server.http.get("/reminders", params={"cursor": "!!"})
     assert (bad_cursor.status_code, bad_cursor.json()["code"]) == (422, "SCHEDULE_INVALID_CURSOR")
+
+
+def test_a_recurring_reminder_runs_on_its_cron_in_the_users_zone(server: Server) -> None:
+    body = {"user_id": "gus", "message": "standup", "cron": "30 9 * * 1-5", "timezone": "Europe/Berlin"}
+    created = server.http.post("/reminders/recurring", json=body)
+    assert created.status_code == 201, created.text
+    reminder = created.json()
+    assert (reminder["cron"], reminder["timezone"], reminder["status"]) == (
+        "30 9 * * 1-5",
+        "Europe/Berlin",
+        "pending",
+    )
+    due = datetime.fromisoformat(reminder["due_at"]).astimezone(ZoneInfo("Europe/Berlin"))
+    assert (due.hour, due.minute) == (9, 30) and due.isoweekday() <= 5
+    bad = server.http.post("/reminders/recurring", json={**body, "cron": "61 9 * * *"})
+    assert (bad.status_code, bad.json()["code"]) == (422, "SCHEDULE_INVALID_CRON")
+    unknown_route = server.http.get("/nope")
+    assert (unknown_route.status_code, unknown_route.json()["code"]) == (404, "HTTP_404")
 
 
 def test_sigterm_stops_cleanly_and_a_restart_fires_what_came_due(

@@ -5,8 +5,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from django.apps import apps
 from django.core.management.base import BaseCommand, CommandParser
+
+from schedule_sdk.contrib.django import container
 
 
 class Command(BaseCommand):
@@ -16,11 +17,11 @@ class Command(BaseCommand):
         parser.add_argument("--json", action="store_true", help="print the report as JSON")
 
     def handle(self, *args: Any, **options: Any) -> None:
-        container = apps.get_app_config("reminders").container
+        built = container()
         try:
-            report = container.reconciler().run()
+            report = built.reconciler().run()
         finally:
-            container.shutdown_resources()
+            built.shutdown_resources()
         if options["json"]:
             self.stdout.write(json.dumps(report.as_dict()))
         else:

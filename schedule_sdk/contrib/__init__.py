@@ -1,0 +1,1 @@
+"""Integrations with web frameworks: :mod:`schedule_sdk.contrib.django`."""
