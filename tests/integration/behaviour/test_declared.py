@@ -8,10 +8,13 @@ from collections import Counter
 from datetime import UTC, datetime, timedelta
 
 from schedule_sdk import IntervalRepeat, JobStatus, OneShotSpec, Plan, RepeatSpec
+from schedule_sdk.adapters.clock import SystemClock
 from schedule_sdk.domain import timing
+from schedule_sdk.testing import kit_container
 from tests.conftest import Backend
 from tests.harness import Harness
 from tests.support import declared_v1
+from tests.support.waiting import wait_until
 
 V1 = "tests.support.declared_v1"
 V2 = "tests.support.declared_v2"
@@ -155,3 +158,16 @@ def test_an_after_declaration_runs_once_whatever_later_syncs_do(backend):
     again = app(backend, V1).container.declared_sync().apply()
     assert by_name(again)["app.warmup"] == "unchanged"
     assert not open_jobs(h, "app.warmup")
+
+
+def test_a_kit_container_that_declares_schedules_starts_a_worker_that_fires_them():
+    """The testing kit's in-memory store keeps the declarations: a worker syncs them at start."""
+    declared_v1.received.clear()
+    container = kit_container(clock=SystemClock())
+    container.declared_schedules().register(declared_v1.tick)
+    with container.worker():
+        [(row, owned)] = container.declared_rows().read()
+        assert row.name == "app.tick" and owned is not None
+        wait_until(lambda: len(declared_v1.received) >= 2, 20)
+    assert {e.scheduled_job_id for e in declared_v1.received} == {row.job_id}
+    assert container.declared_sync().apply().rows_written == 0
