@@ -30,8 +30,9 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from schedule_sdk import (
     ScheduleError,
 )
+from schedule_sdk.contrib.fastapi import running_schedules
 
-from . import endpoints
+from . import endpoints, schedules
 from .containers import Container
 
 DEFAULT_DATABASE_URL = "sqlite:///reminders.db"
@@ -44,8 +45,10 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     registry = container.schedule.listeners()
     registry.register(container.reminder_sender())
     container.engine.init()  # the app's tables (reminders, sent_reminders), before the first request
-    # Started from async code, the worker runs async listeners on this (the app's) event loop.
-    async with container.schedule.worker():  # reconciles, then fires due reminders in this process
+    # Binds the schedules declared in schedules.py (their classes built by this container), then
+    # starts the worker: it syncs them, reconciles, then fires due jobs in this process. Started
+    # from async code, the worker runs async listeners on this (the app's) event loop.
+    async with running_schedules(container.schedule, declare=[schedules], providers=container):
         yield
     # On exit, in-flight fires finished or were released to other workers.
     registry.unregister(container.reminder_sender())

@@ -8,6 +8,7 @@ from dependency_injector import containers, providers
 from schedule_sdk import ScheduleContainer
 
 from .listeners import ReminderSender
+from .schedules import Digest
 from .sent import SentReminders, create_engine
 
 
@@ -26,6 +27,8 @@ class Container(containers.DeclarativeContainer):
     reminder_sender = providers.Singleton(
         ReminderSender, sent=sent_reminders, http=http_client, webhook_url=config.webhook_url
     )
+    # The class whose method is a declared schedule (see schedules.py).
+    digest = providers.Singleton(Digest, sent=sent_reminders)
 
 
 # --8<-- [end:container]

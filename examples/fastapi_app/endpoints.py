@@ -24,6 +24,7 @@ from schedule_sdk import (
 
 from .containers import Container
 from .listeners import REMINDER_TOPIC
+from .schedules import Digest
 from .sent import SentReminders, reminders
 
 router = APIRouter()
@@ -34,6 +35,7 @@ SERVICE = Depends(Provide[Container.schedule.async_schedule_service])
 ENGINE = Depends(Provide[Container.schedule.async_engine])  # the same database as the SDK's tables
 # --8<-- [end:inject]
 SENT = Depends(Provide[Container.sent_reminders])
+DIGEST = Depends(Provide[Container.digest])
 
 
 class NewReminder(BaseModel):
@@ -183,6 +185,13 @@ async def cancel_reminder(reminder_id: str, service: AsyncScheduleService = SERV
 def sent_reminders(sent: SentReminders = SENT) -> list[dict[str, Any]]:
     """What the listener has sent (a real app would have e-mailed it instead)."""
     return sent.all()
+
+
+@router.get("/digests")
+@inject
+def digests(digest: Digest = DIGEST) -> list[dict[str, Any]]:
+    """The digests the declared schedule made in this process."""
+    return digest.runs
 
 
 @router.get("/health")

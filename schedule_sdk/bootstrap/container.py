@@ -51,6 +51,7 @@ from schedule_sdk.core.retention import Purger
 from schedule_sdk.core.service import ScheduleService
 from schedule_sdk.core.unobserved import NoMetrics
 from schedule_sdk.core.worker import ScheduleWorker
+from schedule_sdk.ports import DeclaredRows, JobStore
 from schedule_sdk.substrates.sql.poller import DuePoller
 from schedule_sdk.substrates.sql.queue import SQLExecutionQueue
 
@@ -116,6 +117,12 @@ def _worker_purger(retention: object, purger: Callable[[], Purger]) -> Purger | 
     """The worker's purger: built (so the store must have ``Retention``) when the ``retention``
     setting is set, else None (the worker purges nothing)."""
     return None if retention is None else purger()
+
+
+def _declared_rows(store: JobStore, engine: Callable[[], Engine]) -> DeclaredRows:
+    """Where the declared schedules are kept: the store itself when it keeps them (the in-memory
+    store), else the ``schedule_declared`` table on the store's database."""
+    return store if isinstance(store, DeclaredRows) else SQLAlchemyDeclaredRows(engine())
 
 
 def _sync_at_start(schedules: DeclaredSchedules, sync: Callable[[], DeclaredSync]) -> Callable[[], object]:
@@ -221,7 +228,8 @@ class ScheduleContainer(containers.DeclarativeContainer):
     declared_schedules = providers.ThreadSafeSingleton(
         DeclaredSchedules.of_modules, settings.provided.listener_modules, listeners=listeners
     )
-    declared_rows = providers.ThreadSafeSingleton(SQLAlchemyDeclaredRows, engine=engine)
+    #: Where they are kept (see :func:`_declared_rows`).
+    declared_rows = providers.ThreadSafeSingleton(_declared_rows, store=store, engine=engine.provider)
     #: ``plan()`` / ``apply()`` of the declared schedules (a worker applies it when it starts).
     declared_sync = providers.ThreadSafeSingleton(
         DeclaredSync,

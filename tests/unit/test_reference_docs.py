@@ -47,6 +47,7 @@ def test_public_api_is_sorted_and_complete():
         "adapters",
         "aio",
         "bootstrap",
+        "contrib",
         "core",
         "dashboard",
         "domain",

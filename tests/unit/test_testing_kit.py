@@ -18,6 +18,7 @@ from schedule_sdk import (
     RetryPolicy,
     RunAtInPast,
     ScheduleArrivedEvent,
+    every,
     schedule_arrived_event_name,
 )
 from schedule_sdk.testing import FakeClock, make_test_kit
@@ -64,6 +65,15 @@ def reminder(kit, at: timedelta, **options):
         **options,
     )
     return kit.service.schedule_at(spec)
+
+
+#: What the declared schedule below received.
+heartbeats: list[ScheduleArrivedEvent] = []
+
+
+@every(timedelta(minutes=10), name="kit.heartbeat", payload={"beat": True})
+def heartbeat(event: ScheduleArrivedEvent) -> None:
+    heartbeats.append(event)
 
 
 # -- the tests an app developer writes ------------------------------------------------------------
@@ -173,3 +183,17 @@ def test_fake_clock_is_aware_utc_and_moves_only_when_told() -> None:
     with pytest.raises(ValueError):  # NaiveDatetime is a ValueError
         clock.set(datetime(2031, 1, 1))
     assert FakeClock().now().tzinfo is not None
+
+
+def test_a_declared_schedule_is_synced_into_the_kit_store_and_fires_each_occurrence() -> None:
+    heartbeats.clear()
+    kit = make_test_kit(start=START)
+    kit.container.declared_schedules().register(heartbeat)
+    plan = kit.container.declared_sync().apply()
+    assert [(i.name, i.action) for i in plan.items] == [("kit.heartbeat", "add")]
+    assert kit.container.declared_sync().apply().rows_written == 0  # unchanged: nothing written
+    [(row, owned)] = kit.store.read()
+    assert row.name == "kit.heartbeat" and owned is not None and owned.id == row.job_id
+    kit.run_due(until=timedelta(minutes=25))
+    assert [e.user_payload for e in heartbeats] == [{"beat": True}, {"beat": True}]
+    assert {e.scheduled_job_id for e in heartbeats} == {row.job_id}

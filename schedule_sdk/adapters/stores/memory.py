@@ -6,7 +6,8 @@ applies them on commit; an exception rolls them back. Readers never wait for a w
 committed rows. Rows are copied in and out (payloads through JSON, times as aware UTC), so a
 caller's later changes to its objects never leak into the store. It has every capability of the
 SQL store: it joins a caller's transaction (a :class:`MemoryConnection`), keeps a worker
-registry and a fire history, and purges.
+registry, a fire history and the schedules declared in code (:class:`~schedule_sdk.ports.DeclaredRows`),
+and purges.
 """
 
 from __future__ import annotations
@@ -19,11 +20,13 @@ from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+from schedule_sdk.domain.declared import StoredDeclaration
 from schedule_sdk.domain.errors import ClientRequestIdInUse, StoreUnavailable, TransactionNotJoinable
 from schedule_sdk.domain.history import FireRecord
 from schedule_sdk.domain.jobs import MUTABLE_FIELDS, JobQuery, ScheduledJob, encode_json, repeated_request_id
 from schedule_sdk.domain.status import FINISHED_STATUSES, JobStatus
 from schedule_sdk.ports import (
+    DeclaredRows,
     FireHistory,
     Guard,
     JobStore,
@@ -78,6 +81,7 @@ class MemoryTransaction(JobTransaction):
         self._store = store
         self.changes: dict[str, ScheduledJob] = {}
         self.fires: list[FireRecord] = []
+        self.declared: dict[str, StoredDeclaration] = {}  # declarations put, by name
         #: Writes of other in-memory stores sharing this transaction (keyed by store), and what
         #: applies them when it commits (e.g. :class:`~schedule_sdk.testing.MemoryTimerStore`).
         self.staged: dict[object, Any] = {}
@@ -212,7 +216,22 @@ class MemoryConnection:
         _run(done, committed)
 
 
-class MemoryJobStore(JobStore, JoinableStore, WorkerRegistry, FireHistory, Retention):
+def _own(store: MemoryJobStore, tx: JobTransaction, what: str) -> MemoryTransaction:
+    """``tx`` as a transaction of ``store`` (``TypeError`` for any other store's)."""
+    own = tx.tx if isinstance(tx, _Joined) else tx
+    if not isinstance(own, MemoryTransaction) or own._store is not store:
+        raise TypeError(f"MemoryJobStore.{what} needs a transaction of this store")
+    return own
+
+
+def _stored(row: StoredDeclaration) -> StoredDeclaration:
+    """``row`` as the SQL store keeps it: ``synced_at`` aware UTC."""
+    if row.synced_at.tzinfo is None:
+        raise StoreUnavailable("the job store rejected a write: naive datetime in synced_at")
+    return dataclasses.replace(row, synced_at=row.synced_at.astimezone(UTC))
+
+
+class MemoryJobStore(JobStore, JoinableStore, WorkerRegistry, FireHistory, Retention, DeclaredRows):
     """A faithful in-memory :class:`~schedule_sdk.ports.JobStore` (one process, no persistence),
     with every capability."""
 
@@ -225,6 +244,7 @@ class MemoryJobStore(JobStore, JoinableStore, WorkerRegistry, FireHistory, Reten
         self._write_lock = threading.RLock()  # held by a write transaction from begin to commit
         self._data_lock = threading.Lock()  # held briefly to read or publish committed rows
         self._workers: dict[str, WorkerInfo] = {}  # the worker registry (under _write_lock)
+        self._declared: dict[str, StoredDeclaration] = {}  # declared schedules (under _data_lock)
 
     # -- internals ---------------------------------------------------------------------------
 
@@ -252,6 +272,7 @@ class MemoryJobStore(JobStore, JoinableStore, WorkerRegistry, FireHistory, Reten
         with self._data_lock:
             self._rows.update(tx.changes)
             self._fires.extend(tx.fires)
+            self._declared.update(tx.declared)
         for apply in tx.on_commit:
             apply()
 
@@ -422,10 +443,7 @@ class MemoryJobStore(JobStore, JoinableStore, WorkerRegistry, FireHistory, Reten
     # -- FireHistory ---------------------------------------------------------------------------
 
     def record_fires(self, tx: JobTransaction, fires: Sequence[FireRecord]) -> None:
-        own = tx.tx if isinstance(tx, _Joined) else tx
-        if not isinstance(own, MemoryTransaction) or own._store is not self:
-            raise TypeError("MemoryJobStore.record_fires needs a transaction of this store")
-        own.record_fires(fires)
+        _own(self, tx, "record_fires").record_fires(fires)
 
     def history(self, job_id: str, limit: int, before: datetime | None = None) -> list[FireRecord]:
         with self._data_lock:
@@ -442,6 +460,27 @@ class MemoryJobStore(JobStore, JoinableStore, WorkerRegistry, FireHistory, Reten
             doomed = {id(f) for f in old}
             self._fires = [f for f in self._fires if id(f) not in doomed]
         return len(old)
+
+    # -- DeclaredRows --------------------------------------------------------------------------
+
+    def lock(self, tx: JobTransaction) -> None:
+        # A write transaction holds the write lock from begin to commit: syncs already take turns.
+        _own(self, tx, "lock")
+
+    def rows(self, tx: JobTransaction) -> list[tuple[StoredDeclaration, ScheduledJob | None]]:
+        own = _own(self, tx, "rows")
+        with self._data_lock:
+            rows = {**self._declared, **own.declared}
+        return [(row, own.get(row.job_id)) for _, row in sorted(rows.items())]
+
+    def put(self, tx: JobTransaction, rows: Sequence[StoredDeclaration]) -> None:
+        own = _own(self, tx, "put")
+        own.declared.update({row.name: _stored(row) for row in rows})
+
+    def read(self) -> list[tuple[StoredDeclaration, ScheduledJob | None]]:
+        with self._data_lock:
+            pairs = [(row, self._rows.get(row.job_id)) for _, row in sorted(self._declared.items())]
+        return pairs
 
     def watch(self, on_change: Callable[[datetime | None], None]) -> Callable[[], None]:
         """No other process can write to this store, so there is nothing to watch."""

@@ -18,11 +18,13 @@ from datetime import timedelta
 from dependency_injector import containers
 from starlette.applications import Starlette
 
+from schedule_sdk.adapters.stores.declared import SQLAlchemyDeclaredRows
+from schedule_sdk.adapters.stores.sqlalchemy import SQLAlchemyJobStore
 from schedule_sdk.bootstrap.container import ScheduleContainer
 from schedule_sdk.core.service import ScheduleService
 from schedule_sdk.entrypoints.dashboard.app import Dashboard
 from schedule_sdk.entrypoints.dashboard.security import Access, AuthHook, TenantScope
-from schedule_sdk.ports import Clock, JobStore, OperatorReads
+from schedule_sdk.ports import Clock, DeclaredRows, JobStore, OperatorReads
 
 
 def create_dashboard(
@@ -65,10 +67,16 @@ def create_dashboard(
         service = source
         if store is None:
             raise TypeError("create_dashboard(service, store=...) needs the service's job store")
+        declared: DeclaredRows | None = None
+        if isinstance(store, DeclaredRows):
+            declared = store
+        elif isinstance(store, SQLAlchemyJobStore):
+            declared = SQLAlchemyDeclaredRows(store.engine)
     elif isinstance(source, containers.Container):  # a ScheduleContainer instance
         service = source.schedule_service()
         store = store or source.store()
         clock = clock or source.clock()
+        declared = source.declared_rows()
         if dead_after is None:
             dead_after = float(source.settings().dead_after)
     else:
@@ -97,6 +105,7 @@ def create_dashboard(
         access=access,
         title=title,
         dead_after=10.0 if dead_after is None else dead_after,
+        declared=declared,
     )
     return dashboard.app()
 

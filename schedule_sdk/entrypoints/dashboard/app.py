@@ -15,7 +15,7 @@ import math
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
@@ -61,6 +61,7 @@ from schedule_sdk.domain.overview import (
 from schedule_sdk.domain.status import FINISHED_STATUSES, JobStatus
 from schedule_sdk.domain.text import unstorable_character
 from schedule_sdk.domain.timers import TIMER_TOPIC, TimerState
+from schedule_sdk.domain.upcoming import UpcomingFire
 from schedule_sdk.entrypoints.dashboard import coupling, plots
 from schedule_sdk.entrypoints.dashboard.security import (
     Access,
@@ -71,9 +72,12 @@ from schedule_sdk.entrypoints.dashboard.security import (
     client_of,
     read_form,
 )
-from schedule_sdk.ports import Clock, JobStore, OperatorReads, WorkerRegistry, require
+from schedule_sdk.ports import Clock, DeclaredRows, JobStore, OperatorReads, WorkerRegistry, require
 
 PAGE_SIZE = 50
+#: The "what fires next" page: this far ahead, at most this many fires.
+UPCOMING_WINDOW = timedelta(hours=24)
+UPCOMING_LIMIT = 500
 HISTORY_SIZE = 50
 #: Ids are UUIDs (36 characters): a longer one names no job.
 MAX_ID_LENGTH = 64
@@ -160,8 +164,10 @@ class Dashboard:
         access: Access,
         title: str,
         dead_after: float = 10.0,
+        declared: DeclaredRows | None = None,
     ) -> None:
         self.service = service
+        self.declared = declared
         self.store = store
         self.clock = clock
         self.access = access
@@ -192,6 +198,7 @@ class Dashboard:
             Route("/jobs/{job_id}/{action}", self.act, methods=["POST"]),
             Route("/bulk", self.bulk_confirm, methods=["GET"]),
             Route("/bulk/{action}", self.bulk_act, methods=["POST"]),
+            Route("/upcoming", self.upcoming),
             Route("/workers", self.workers),
             Route("/timers", self.timers),
             Route("/login", self.login_form, methods=["GET"]),
@@ -363,6 +370,35 @@ class Dashboard:
             timer_job=_timer_note(job),
             finished=job.status in FINISHED_STATUSES,
             done=_text(request.query_params.get("done"), "done", 32),
+        )
+
+    def upcoming(self, request: Request) -> Response:
+        """What fires in the next 24 h (read-only): each fire of each open job the operator may
+        see, with its DST mark, paused ones marked, code-owned ones with their declared name."""
+        grant = self.access.grant(request)
+        if grant.tenants is None:
+            fires = self.service.upcoming(UPCOMING_WINDOW, limit=UPCOMING_LIMIT)
+        else:  # one read per tenant in scope, merged in time order
+            scoped = [
+                self.service.upcoming(UPCOMING_WINDOW, limit=UPCOMING_LIMIT, tenant=tenant)
+                for tenant in sorted(grant.tenants)
+            ]
+            fires = sorted((f for part in scoped for f in part), key=lambda f: (f.at, f.job_id))
+            fires = fires[:UPCOMING_LIMIT]
+        names = {} if self.declared is None else coupling.declared_names(self.declared)
+        hours: list[tuple[datetime, list[tuple[UpcomingFire, str | None]]]] = []
+        for fire in fires:
+            hour = fire.at.replace(minute=0, second=0, microsecond=0)
+            if not hours or hours[-1][0] != hour:
+                hours.append((hour, []))
+            hours[-1][1].append((fire, names.get(fire.job_id)))
+        return self.render(
+            request,
+            "upcoming.html",
+            hours=hours,
+            shown=len(fires),
+            limit=UPCOMING_LIMIT,
+            window_hours=int(UPCOMING_WINDOW.total_seconds() // 3600),
         )
 
     def workers(self, request: Request) -> Response:

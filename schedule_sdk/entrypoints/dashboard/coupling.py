@@ -14,7 +14,7 @@ from schedule_sdk.domain.errors import ScheduleValidationError
 from schedule_sdk.domain.jobs import ScheduledJob
 from schedule_sdk.domain.status import OPEN_STATUSES
 from schedule_sdk.domain.timing import FireTime
-from schedule_sdk.ports import OperatorReads, WorkerRegistry
+from schedule_sdk.ports import DeclaredRows, OperatorReads, WorkerRegistry
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,3 +94,8 @@ def workers(
 
 
 __all__: Sequence[str] = ("PreviewFire", "WorkerView", "next_fires", "workers")
+
+
+def declared_names(declared: DeclaredRows) -> dict[str, str]:
+    """The job id of each schedule declared in code (still declared) -> its declared name."""
+    return {row.job_id: row.name for row, _ in declared.read() if row.declared}

@@ -10,6 +10,7 @@ Each module holds plain test classes: subclass one in your test module (under a 
 - :mod:`.delay_index`: ``DelayIndexContract`` (a substrate that releases due entries itself)
 - :mod:`.event_publisher`: ``EventPublisherContract``
 - :mod:`.timer_store`: ``TimerStoreContract``
+- :mod:`.declared_rows`: ``DeclaredRowsContract`` (where the schedules declared in code are kept)
 - :mod:`.brokers`: ``MessageBusContract``, ``CommandSourceContract``
 
 docs/howto/custom-adapter.md shows one in use.

@@ -4,14 +4,30 @@ runtime jobs are never touched; older code beside newer code never flaps; a paus
 
 from __future__ import annotations
 
+import asyncio
 from collections import Counter
 from datetime import UTC, datetime, timedelta
 
-from schedule_sdk import IntervalRepeat, JobStatus, OneShotSpec, Plan, RepeatSpec
+import pytest
+
+from schedule_sdk import (
+    IntervalRepeat,
+    InvalidDeclaration,
+    JobStatus,
+    OneShotSpec,
+    Plan,
+    RepeatSpec,
+    ScheduleArrivedEvent,
+    every,
+)
+from schedule_sdk.adapters.clock import SystemClock
+from schedule_sdk.contrib.fastapi import running_schedules, schedules_lifespan
 from schedule_sdk.domain import timing
+from schedule_sdk.testing import kit_container
 from tests.conftest import Backend
 from tests.harness import Harness
 from tests.support import declared_v1
+from tests.support.waiting import wait_until
 
 V1 = "tests.support.declared_v1"
 V2 = "tests.support.declared_v2"
@@ -19,6 +35,14 @@ V2 = "tests.support.declared_v2"
 
 def app(backend: Backend, module: str, **settings: object) -> Harness:
     return backend.harness(listener_modules=[module], **settings)
+
+
+class Unbuildable:
+    """A declared method of a class no container provides."""
+
+    @every(timedelta(minutes=1), name="tests.unbuildable")
+    def run(self, event: ScheduleArrivedEvent) -> None:
+        raise AssertionError("never fires")
 
 
 def open_jobs(h: Harness, topic: str) -> list:
@@ -155,3 +179,43 @@ def test_an_after_declaration_runs_once_whatever_later_syncs_do(backend):
     again = app(backend, V1).container.declared_sync().apply()
     assert by_name(again)["app.warmup"] == "unchanged"
     assert not open_jobs(h, "app.warmup")
+
+
+def test_a_kit_container_that_declares_schedules_starts_a_worker_that_fires_them():
+    """The testing kit's in-memory store keeps the declarations: a worker syncs them at start."""
+    declared_v1.received.clear()
+    container = kit_container(clock=SystemClock())
+    container.declared_schedules().register(declared_v1.tick)
+    with container.worker():
+        [(row, owned)] = container.declared_rows().read()
+        assert row.name == "app.tick" and owned is not None
+        wait_until(lambda: len(declared_v1.received) >= 2, 20)
+    assert {e.scheduled_job_id for e in declared_v1.received} == {row.job_id}
+    assert container.declared_sync().apply().rows_written == 0
+
+
+def test_the_fastapi_lifespan_helper_syncs_only_when_asked_not_to_run_a_worker():
+    """``schedules_lifespan(..., worker=False)``: binds, syncs once at start, runs no worker."""
+    container = kit_container()
+    lifespan = schedules_lifespan(container, declare=[declared_v1.tick, declared_v1.report], worker=False)
+
+    async def serve() -> None:
+        async with lifespan(object()):
+            assert [row.name for row, _ in container.declared_rows().read()] == ["app.report", "app.tick"]
+
+    asyncio.run(serve())
+    asyncio.run(serve())  # a second start of the app: registering again is harmless, nothing written
+    assert container.declared_sync().plan().has_changes is False
+    assert not container.worker().running
+
+
+def test_the_fastapi_lifespan_helper_fails_on_a_bad_declaration_before_anything_runs():
+    container = kit_container()
+
+    async def serve() -> None:
+        async with running_schedules(container, declare=[Unbuildable]):
+            raise AssertionError("the app must not serve")
+
+    with pytest.raises(InvalidDeclaration, match="Unbuildable"):
+        asyncio.run(serve())
+    assert container.declared_rows().read() == []

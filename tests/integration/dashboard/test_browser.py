@@ -192,3 +192,18 @@ def test_reschedule_a_one_shot_in_another_zone_with_a_new_payload(demo, page: Pa
     new_id = page.url.split("/jobs/")[1].split("?")[0]
     new = service.get_by_id(new_id)
     assert new.timezone == "Asia/Tokyo" and new.run_at == datetime(2031, 1, 2, 0, 15, tzinfo=UTC)
+
+
+def test_the_next_24_hours_timeline_from_the_nav(demo, page: Page, service: ScheduleService):
+    data, server = demo
+    page.goto(server.base + "/")
+    page.click("header nav a:has-text('Next 24 h')")
+    expect(page.locator("h1")).to_contain_text("Next 24 h")
+    expect(page.locator("header nav a.on")).to_have_text("Next 24 h")
+    nightly = page.locator("tr.fire-row", has_text="reports.nightly")
+    expect(nightly).to_have_count(1)  # a daily cron: one fire in 24 h, in Berlin time
+    expect(nightly).to_contain_text("CE")
+    crm = page.locator("tr.fire-row", has_text="sync.crm")
+    assert crm.count() >= 280  # every 5 minutes: 287 or 288 fires in the window
+    hours = page.locator("tr.hour").all_inner_texts()
+    assert 24 <= len(hours) <= 25 and hours == sorted(hours)

@@ -33,7 +33,11 @@ class Server:
     def __init__(self, backend: AppBackend, log: Path, webhook_url: str | None = None) -> None:
         port = free_port()
         env = example_env(
-            PORT=str(port), SCHEDULE_POLL_INTERVAL="0.5", WEBHOOK_URL=webhook_url, **backend.env()
+            PORT=str(port),
+            SCHEDULE_POLL_INTERVAL="0.5",
+            WEBHOOK_URL=webhook_url,
+            DIGEST_EVERY_SECONDS="1",  # the app's declared schedule, every second instead of hourly
+            **backend.env(),
         )
         self.process = Process(["-m", "examples.fastapi_app"], env, log)
         self.http = httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=10)
@@ -70,6 +74,17 @@ class Server:
             return ids if reminder_id in ids else None
 
         return wait_for(sent, f"reminder {reminder_id} to be sent")
+
+    def digests(self, count: int) -> list[dict[str, Any]]:
+        """The digests of the declared schedule, once this process made ``count`` of them."""
+
+        def made() -> list[dict[str, Any]] | None:
+            response = self.http.get("/digests")
+            assert response.status_code == 200, response.text
+            runs: list[dict[str, Any]] = response.json()
+            return runs if len(runs) >= count else None
+
+        return wait_for(made, f"{count} digests")
 
 
 @pytest.fixture(scope="module")
@@ -244,12 +259,27 @@ def test_a_recurring_reminder_runs_on_its_cron_in_the_users_zone(server: Server)
     assert (unknown_route.status_code, unknown_route.json()["code"]) == (404, "HTTP_404")
 
 
+def test_the_schedule_declared_in_code_is_synced_by_the_lifespan_and_fires(server: Server) -> None:
+    """``running_schedules`` in the lifespan bound ``Digest.run`` (``@every``) and the worker
+    synced it: one job, firing every second on its grid, each fire on the container's one
+    ``Digest``, counting what was sent."""
+    reminder = server.create("dora", due_in=0.5)
+    server.wait_sent(reminder["id"])
+    runs = server.digests(3)
+    assert len({run["job_id"] for run in runs}) == 1
+    due = [datetime.fromisoformat(run["at"]) for run in runs]
+    assert all(b - a == timedelta(seconds=1) for a, b in zip(due, due[1:], strict=False))
+    assert runs[-1]["sent"] >= 1
+    assert server.http.get("/reminders", params={"owner": "dora"}).json()["items"][0]["id"] == reminder["id"]
+
+
 def test_sigterm_stops_cleanly_and_a_restart_fires_what_came_due(
     server: Server, app_backend: AppBackend, tmp_path: Path
 ) -> None:
     """Runs last: stops the module's server. A reminder that comes due while no server runs fires
     once the app is back (the boot reconciler and the store, not memory, hold the schedule)."""
     reminder = server.create("gus", due_in=1)
+    digest_job = server.digests(1)[0]["job_id"]
     assert server.stop() in CLEAN_EXIT
     log = server.process.output()
     assert "Application shutdown complete" in log
@@ -260,5 +290,7 @@ def test_sigterm_stops_cleanly_and_a_restart_fires_what_came_due(
     try:
         restarted.wait_sent(reminder["id"])
         assert restarted.sent_ids().count(reminder["id"]) == 1
+        # the restart's sync found the declared schedule unchanged: the same job fires on
+        assert restarted.digests(1)[0]["job_id"] == digest_job
     finally:
         assert restarted.stop() in CLEAN_EXIT

@@ -1,0 +1,102 @@
+"""The "Next 24 h" page: what fires next, from ``ScheduleService.upcoming``, hour by hour, with
+DST marks, paused jobs marked, code-owned schedules named, and the tenant scope respected."""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime, timedelta
+
+from schedule_sdk import CronRepeat, IntervalRepeat, JobMetadata, RepeatSpec
+from schedule_sdk.adapters.stores.declared import SQLAlchemyDeclaredRows
+from schedule_sdk.dashboard import TenantScope
+from schedule_sdk.domain.declared import StoredDeclaration
+
+from .conftest import Site
+
+#: The day before Europe/Berlin springs forward (2030-03-31 02:00 -> 03:00).
+EVE = datetime(2030, 3, 30, 12, 0, tzinfo=UTC)
+
+
+def seed(site: Site) -> dict[str, str]:
+    """A Berlin cron whose 02:30 does not exist tomorrow, a paused interval of tenant acme, a
+    one-shot of tenant other due in 2 h, one due in 30 h (outside the window), and the cron marked
+    as declared in code."""
+    site.clock.set(EVE)
+    cron = site.service.schedule_repeat(
+        RepeatSpec(
+            topic="dash.nightly",
+            timezone="Europe/Berlin",
+            repeat=CronRepeat(expression="30 2 * * *"),
+            metadata=JobMetadata(tenant_id="acme"),
+        )
+    ).id
+    interval = site.service.schedule_repeat(
+        RepeatSpec(
+            topic="dash.poll",
+            timezone="UTC",
+            repeat=IntervalRepeat(every_ms=6 * 3_600_000),
+            metadata=JobMetadata(tenant_id="acme"),
+        )
+    ).id
+    site.service.pause(interval)
+    soon = site.one_shot(
+        topic="dash.soon", run_at=EVE + timedelta(hours=2), metadata=JobMetadata(tenant_id="other")
+    )
+    late = site.one_shot(topic="dash.late", run_at=EVE + timedelta(hours=30))
+    rows = SQLAlchemyDeclaredRows(site.store.engine)
+    with site.store.transaction() as tx:
+        rows.put(
+            tx,
+            [
+                StoredDeclaration(
+                    name="app.nightly",
+                    job_id=cron,
+                    kind="cron",
+                    fingerprint="f" * 64,
+                    spec="{}",
+                    version=0,
+                    synced_at=EVE,
+                )
+            ],
+        )
+    return {"cron": cron, "interval": interval, "soon": soon, "late": late}
+
+
+def rows_of(html: str) -> list[tuple[str, str]]:
+    """(job id, the row's html) of each fire row, in page order."""
+    return re.findall(r'<tr class="fire-row[^"]*" data-job="([^"]+)">(.*?)</tr>', html, re.S)
+
+
+def test_the_page_lists_the_next_24_hours_with_dst_paused_and_code_marks(site: Site) -> None:
+    ids = seed(site)
+    page = site.client().get("/upcoming")
+    assert page.status_code == 200
+    rows = rows_of(page.text)
+    jobs = [job for job, _ in rows]
+    assert ids["late"] not in jobs  # due in 30 h: outside the window
+    assert jobs.count(ids["cron"]) == 1 and jobs.count(ids["soon"]) == 1
+    assert jobs.count(ids["interval"]) == 4  # every 6 h, paused: each of its 4 fires in the window
+    cron_row = dict(rows)[ids["cron"]]
+    assert "DST: moved" in cron_row and "app.nightly" in cron_row and ">code<" in cron_row
+    assert "2030-03-31 01:00:00 UTC" in cron_row  # 02:30 did not exist: it fires at 03:00 CEST
+    assert all("paused" in html for job, html in rows if job == ids["interval"])
+    assert "paused" not in dict(rows)[ids["soon"]] and ">code<" not in dict(rows)[ids["soon"]]
+    fire_times = re.findall(r'<td class="mono">(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC)</td>', page.text)
+    assert fire_times == sorted(fire_times)
+    assert "2030-03-30 14:00 UTC" in page.text  # an hour heading of the timeline
+
+
+def test_a_tenant_scoped_operator_sees_only_the_fires_of_their_tenants(site: Site) -> None:
+    ids = seed(site)
+    page = site.client(auth=lambda request: TenantScope({"other"})).get("/upcoming")
+    assert [job for job, _ in rows_of(page.text)] == [ids["soon"]]
+    both = site.client(auth=lambda request: TenantScope({"other", "acme"})).get("/upcoming")
+    jobs = [job for job, _ in rows_of(both.text)]
+    assert set(jobs) == {ids["soon"], ids["cron"], ids["interval"]}
+
+
+def test_the_page_is_read_only_and_says_when_nothing_fires(site: Site) -> None:
+    site.clock.set(EVE)
+    page = site.client(token="a-long-enough-operator-token-0123456789").get("/upcoming")
+    assert 'id="upcoming-empty"' in page.text
+    assert site.client().post("/upcoming").status_code == 405
