@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+import traceback
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 
@@ -26,7 +27,7 @@ from schedule_sdk.core.write_order import write_order
 from schedule_sdk.domain import misfire
 from schedule_sdk.domain.errors import ListenerFailed, UnheardFire
 from schedule_sdk.domain.events import ScheduleArrivedEvent, ScheduleMissedEvent
-from schedule_sdk.domain.history import FireOutcome, FireRecord
+from schedule_sdk.domain.history import FireOutcome, FireRecord, capped_traceback
 from schedule_sdk.domain.jobs import ScheduledJob
 from schedule_sdk.domain.misfire import Missed
 from schedule_sdk.domain.status import JobStatus, check_transition
@@ -203,6 +204,7 @@ def fire_record(
         outcome=outcome,
         error=None if error is None else _describe(error),
         worker_id=job.claimed_by,
+        traceback=None if error is None else traceback_of(error),
     )
 
 
@@ -213,6 +215,19 @@ _MS = timedelta(milliseconds=1)
 
 def _describe(error: BaseException) -> str:
     return f"{type(error).__name__}: {error}"[:MAX_ERROR_LENGTH]
+
+
+def traceback_of(error: BaseException) -> str | None:
+    """The traceback a failed attempt's history entry keeps (capped by
+    :func:`~schedule_sdk.domain.history.capped_traceback`): each listener's error of a
+    :class:`ListenerFailed`, else ``error``'s own; None when there is none to show (an error
+    that was never raised, e.g. :class:`UnheardFire`)."""
+    errors = error.errors if isinstance(error, ListenerFailed) and error.errors else [error]
+    raised = [e for e in errors if e.__traceback__ is not None]
+    if not raised:
+        return None
+    text = "\n".join("".join(traceback.format_exception(e)) for e in raised)
+    return capped_traceback(text)
 
 
 class Firing(FirePath):

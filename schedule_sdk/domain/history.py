@@ -46,6 +46,10 @@ class FireRecord:
     error: str | None
     #: The id of the worker that held the claim.
     worker_id: str | None
+    #: The traceback of a failed attempt's error(s), the tail kept within
+    #: :data:`MAX_TRACEBACK_BYTES` of UTF-8; None when the attempt did not fail or no traceback
+    #: exists (a fire that nobody heard, an entry written before tracebacks were kept).
+    traceback: str | None = None
 
     @property
     def failed(self) -> bool:
@@ -54,6 +58,25 @@ class FireRecord:
         return self.outcome is FireOutcome.FAILED or (
             self.outcome is FireOutcome.UNHEARD and self.error is not None
         )
+
+
+#: The most a fire history entry keeps of a traceback, in bytes of UTF-8: its tail (where the
+#: error was raised), after a line saying how much was cut.
+MAX_TRACEBACK_BYTES = 8192
+
+
+def capped_traceback(text: str, limit: int = MAX_TRACEBACK_BYTES) -> str:
+    """``text`` if it fits in ``limit`` bytes of UTF-8, else its tail, whole lines where it can,
+    after a line saying how many bytes were cut; the result fits in ``limit`` bytes."""
+    data = text.encode()
+    if len(data) <= limit:
+        return text
+    tail = data[-(limit - 64) :]
+    newline = tail.find(b"\n")
+    if 0 <= newline < len(tail) // 2:
+        tail = tail[newline + 1 :]  # start at a whole line
+    kept = tail.decode(errors="ignore")
+    return f"[... {len(data) - len(kept.encode())} bytes cut ...]\n{kept}"
 
 
 # -- lateness classes: the fixed histogram the per-minute summary and the dashboard share ------

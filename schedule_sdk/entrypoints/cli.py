@@ -754,17 +754,45 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None, err: T
     container: ScheduleContainer | None = None
     try:
         container = _container(args)
-        return int(args.handler(Context(args, container, out, err)))
-    except KeyboardInterrupt:
-        return 130
+        return _run(args, container, out, err)
     except Exception as error:
-        code = _exit_code(error)
-        if args.verbose:
-            traceback.print_exception(error, file=err)
-        prefix = "unexpected error: " if code == ERROR and not _refused(error) else ""
-        err.write(f"schedule-sdk: error: {prefix}{_one_line(error)}\n")
-        return code
+        return _failed(args, error, err)
     finally:
         if container is not None:
             with contextlib.suppress(Exception):
                 container.shutdown_resources()
+
+
+def run_in(
+    container: ScheduleContainer, argv: Sequence[str], *, out: TextIO | None = None, err: TextIO | None = None
+) -> int:
+    """Run one command line on an app's own ``container`` (one it built and configured, e.g. the
+    Django app's): the same output, errors and exit codes as :func:`main`; the container's
+    resources are the caller's to shut down. ``--database-url`` and ``--redis-url`` are ignored:
+    the container's settings apply."""
+    out, err = out or sys.stdout, err or sys.stderr
+    try:
+        args = build_parser().parse_args(argv)
+    except SystemExit as exit_:  # --help (0) or a usage error (2), already printed by argparse
+        return int(exit_.code or 0)
+    try:
+        return _run(args, container, out, err)
+    except Exception as error:
+        return _failed(args, error, err)
+
+
+def _run(args: argparse.Namespace, container: ScheduleContainer, out: TextIO, err: TextIO) -> int:
+    try:
+        return int(args.handler(Context(args, container, out, err)))
+    except KeyboardInterrupt:
+        return 130
+
+
+def _failed(args: argparse.Namespace, error: Exception, err: TextIO) -> int:
+    """Print ``error`` as one line on ``err``; its exit code."""
+    code = _exit_code(error)
+    if args.verbose:
+        traceback.print_exception(error, file=err)
+    prefix = "unexpected error: " if code == ERROR and not _refused(error) else ""
+    err.write(f"schedule-sdk: error: {prefix}{_one_line(error)}\n")
+    return code

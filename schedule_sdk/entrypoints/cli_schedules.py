@@ -28,6 +28,12 @@ def _bind(ctx: Context) -> Any:
 
     container = ctx.container
     schedules = container.declared_schedules()
+    modules = list(ctx.settings.listener_modules)
+    named = getattr(ctx.args, "listeners", None) or ""
+    for module in filter(None, (m.strip() for m in named.split(","))):
+        if module not in modules:  # an app's own container (run_in) was not built with them
+            schedules.register(module, classes=False)
+            modules.append(module)
     spec = getattr(ctx.args, "app_container", None)
     if spec:
         module_name, _, attribute = spec.partition(":")
@@ -37,7 +43,7 @@ def _bind(ctx: Context) -> Any:
             raise UsageError(f"cannot load container {spec!r}: {error}") from error
         if isinstance(app, type):
             app = app()
-        for module in ctx.settings.listener_modules:
+        for module in modules:
             schedules.register(module, container=app)
     return container.declared_sync()
 

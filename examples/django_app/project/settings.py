@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from datetime import timedelta
 from pathlib import Path
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -84,8 +85,13 @@ LOGGING = {
 SCHEDULE_SDK = {
     "database_url": os.environ.get("SCHEDULE_DATABASE_URL"),  # None: Django's database
     "redis_url": os.environ.get("SCHEDULE_REDIS_URL"),
-    "listener_modules": ["reminders.listeners"],  # whose @on_event functions the container binds
+    # Modules whose @on_event functions (and @cron/@every/@after) the container binds, besides
+    # every installed app's `schedules` module (reminders.schedules), which it finds itself.
+    "listener_modules": ["reminders.listeners"],
 }
+# How often reminders.schedules.send_digest runs (declared with @every; `manage.py schedules plan`
+# shows a change before a deploy applies it).
+REMINDERS_DIGEST_EVERY = timedelta(seconds=int(os.environ.get("REMINDERS_DIGEST_SECONDS", "3600")))
 # Development only: fire jobs inside the web process (runserver) instead of `manage.py schedule_worker`.
 SCHEDULE_WORKER_IN_PROCESS = os.environ.get("SCHEDULE_WORKER_IN_PROCESS") == "1"
 # --8<-- [end:schedule_settings]

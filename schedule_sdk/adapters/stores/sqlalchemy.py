@@ -168,6 +168,7 @@ def fire_params(fire: FireRecord, dialect: Dialect) -> tuple[Any, ...]:
         fire.outcome.value,
         fire.error,
         fire.worker_id,
+        fire.traceback,
     )
 
 

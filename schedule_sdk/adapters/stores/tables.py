@@ -203,6 +203,8 @@ schedule_fires = sa.Table(
     sa.Column("outcome", sa.String(16), nullable=False),
     sa.Column("error", sa.Text, nullable=True),
     sa.Column("worker_id", sa.String(64), nullable=True),
+    # A failed attempt's traceback, capped (migration 0014).
+    sa.Column("traceback", sa.Text, nullable=True),
     # 'unheard': migration 0013
     sa.CheckConstraint(
         "outcome IN ('succeeded', 'failed', 'skipped', 'unheard')", name="ck_schedule_fires_outcome"

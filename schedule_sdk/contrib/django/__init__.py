@@ -8,7 +8,10 @@ Add ``"schedule_sdk.contrib.django"`` to ``INSTALLED_APPS`` and you get:
   ``SCHEDULE_SDK`` setting (a dict of SDK settings; without ``database_url`` the SDK keeps its
   tables in Django's ``default`` database, so ``schedule_at(spec, connection=db.connection)``
   commits or rolls back with ``transaction.atomic()``): :func:`container` returns it;
-- management commands ``schedule_worker``, ``schedule_reconcile`` and ``schedule_cron``;
+- management commands ``schedule_worker``, ``schedule_reconcile``, ``schedule_cron`` and
+  ``schedules plan|apply|list`` (``schedule-sdk schedules`` on this container);
+- the schedules declared in code (``@cron``, ``@every``, ``@after``) of every installed app's
+  ``schedules`` module, added to the container's ``listener_modules``;
 - an admin for jobs and their fire history, with the steering actions (cancel, pause, resume,
   trigger, requeue) running through the ``ScheduleService``.
 

@@ -63,6 +63,7 @@ class Fire(models.Model):
     outcome = models.CharField(max_length=16)
     error = models.TextField(null=True)
     worker_id = models.CharField(max_length=64, null=True)
+    traceback = models.TextField(null=True)
 
     class Meta:
         managed = False

@@ -8,7 +8,10 @@ from dataclasses import dataclass, field
 from schedule_sdk.domain.overview import Overview
 
 WIDTH, HEIGHT = 720, 180
-LEFT, BOTTOM, TOP = 48, 22, 8
+LEFT, BOTTOM, TOP = 60, 22, 8
+#: Half the width of an x-axis label ("HH:MM" at the templates' 11 px), with a margin: a label
+#: centred closer than this to the right edge would be cut, so it ends at its bar's right edge.
+LABEL_HALF = 18
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,6 +28,8 @@ class Bar:
 class Tick:
     position: float
     label: str
+    #: The SVG ``text-anchor`` of the label: where ``position`` is on it.
+    anchor: str = "middle"
 
 
 @dataclass(slots=True)
@@ -33,6 +38,8 @@ class Plot:
 
     width: int = WIDTH
     height: int = HEIGHT
+    #: Where the plotting area starts: y-axis labels end left of it, axis lines start there.
+    left: int = LEFT
     bars: list[Bar] = field(default_factory=list)
     lines: dict[str, str] = field(default_factory=dict)  # series name -> SVG polyline points
     dots: dict[str, list[tuple[float, float, str]]] = field(default_factory=dict)
@@ -42,14 +49,20 @@ class Plot:
 
 
 def _x_ticks(overview: Overview, slot: float) -> list[Tick]:
+    """About six labels under the buckets, centred; one too close to the right edge to be
+    centred (the window's last bucket, often) ends at its bucket's right edge instead."""
     count = len(overview.buckets)
     every = max(1, count // 6)
-    fmt = "%H:%M"
-    return [
-        Tick(LEFT + i * slot + slot / 2, b.start.strftime(fmt))
-        for i, b in enumerate(overview.buckets)
-        if i % every == 0
-    ]
+    ticks = []
+    for i, b in enumerate(overview.buckets):
+        if i % every:
+            continue
+        centre = LEFT + i * slot + slot / 2
+        if centre + LABEL_HALF > WIDTH:
+            ticks.append(Tick(min(centre + slot / 2, WIDTH - 1), f"{b.start:%H:%M}", "end"))
+        else:
+            ticks.append(Tick(centre, f"{b.start:%H:%M}"))
+    return ticks
 
 
 def _nice_max(value: float) -> float:
@@ -130,7 +143,7 @@ def failures_by_topic(overview: Overview) -> Plot:
 
 def _ms(value: int) -> str:
     if value >= 60_000:
-        return f"{value / 60_000:g} min"
+        return f"{value / 60_000:.2g} min"  # 1.7 min, 17 min: short enough for the axis
     if value >= 1_000:
         return f"{value / 1_000:g} s"
     return f"{value} ms"

@@ -46,6 +46,10 @@ def test_a_retried_fire_leaves_one_entry_per_attempt_on_every_backend(backend):
     assert (first.attempt, first.outcome) == (1, FireOutcome.FAILED)
     assert first.error == "ListenerFailed: RuntimeError: boom <b>"  # as the job's last_error reads
     assert (second.attempt, second.outcome, second.error) == (2, FireOutcome.SUCCEEDED, None)
+    assert first.traceback is not None and first.traceback.startswith("Traceback (most recent call last):")
+    assert ", in flaky\n" in first.traceback and 'raise RuntimeError("boom <b>")' in first.traceback
+    assert first.traceback.rstrip().endswith("RuntimeError: boom <b>")
+    assert second.traceback is None
     for entry, event in zip((first, second), events, strict=True):
         assert (entry.job_id, entry.topic, entry.occurrence) == (job.id, "tests.history", 1)
         assert entry.fired_at == event.fired_at and entry.worker_id

@@ -282,6 +282,7 @@ def test_jobs_show_includes_the_jobs_fire_history_newest_first(
             "outcome": "succeeded",
             "error": None,
             "worker_id": "w1",
+            "traceback": None,
         }
     ]
     assert len(json.loads(cli(db_url, "jobs", "show", job_id, capsys=capsys)[1])["history"]) == 2

@@ -127,6 +127,26 @@ def test_the_overview_plots_render_with_data(demo, page: Page, tmp_path: Path):
     assert (tmp_path / "overview.png").stat().st_size > 10_000
 
 
+OUTSIDE = """svg => {
+  const box = svg.viewBox.baseVal;
+  return [...svg.querySelectorAll('text')].map(t => [t.textContent, t.getBBox()])
+    .filter(([, b]) => b.x < box.x - 0.5 || b.y < box.y - 0.5
+      || b.x + b.width > box.x + box.width + 0.5 || b.y + b.height > box.y + box.height + 0.5)
+    .map(([text, b]) => `${text} at ${b.x.toFixed(1)},${b.y.toFixed(1)} width ${b.width.toFixed(1)}`);
+}"""
+
+
+@pytest.mark.parametrize("window", [60, 360, 1440])
+def test_no_plot_label_is_cut_by_its_svg(demo, page: Page, window: int):
+    """Every axis and bar label, the last x-axis one included, lies inside its plot's viewBox
+    (as the browser lays it out: anything outside is cut)."""
+    page.goto(demo[1].base + f"/?window={window}")
+    for plot in ("#plot-fires svg", "#plot-lateness svg", "#plot-topics svg"):
+        svg = page.locator(plot)
+        assert svg.locator("text").count() >= 2, plot
+        assert svg.evaluate(OUTSIDE) == [], plot
+
+
 def test_workers_and_timers_pages_open(demo, page: Page):
     data, server = demo
     page.goto(server.base + "/workers")

@@ -237,3 +237,37 @@ def test_the_wide_windows_sum_whole_buckets_of_the_per_minute_summary(any_site: 
     with any_site.store.engine.begin() as conn:  # the plots read the summary, never the entries
         conn.execute(sa.delete(schedule_fires))
     assert reads.overview(T0, 1440) == day
+
+
+def test_the_job_page_shows_each_failed_attempts_traceback_escaped_and_collapsed(any_site: Site):
+    """The fire path records the traceback (its tail within the cap) with the failed attempt's
+    history entry; the job page shows it in a closed <details>, escaped."""
+    from schedule_sdk.core.firing import fire_record
+    from schedule_sdk.domain.errors import ListenerFailed
+    from schedule_sdk.domain.history import MAX_TRACEBACK_BYTES
+
+    def send_invoice() -> None:
+        raise RuntimeError("x" * 20_000 + " <script>alert(1)</script>")
+
+    try:
+        send_invoice()
+    except RuntimeError as error:
+        failure = ListenerFailed([error])
+    job_id = any_site.one_shot()
+    job = any_site.service.get_by_id(job_id).evolve(claimed_by="host-a:11:abcd")
+    failed = fire_record(job, T0 - timedelta(minutes=2), T0 - timedelta(minutes=2), failure, fired=True)
+    later = job.evolve(attempt=2)
+    succeeded = fire_record(later, T0 - timedelta(minutes=1), T0 - timedelta(minutes=1), None, fired=True)
+    any_site.fires(failed, succeeded)
+
+    second, first = any_site.service.history(job_id)
+    assert second.traceback is None
+    assert first.traceback == failed.traceback and first.traceback is not None
+    assert len(first.traceback.encode()) <= MAX_TRACEBACK_BYTES < 20_000
+    assert first.traceback.startswith("[... ")
+    assert first.traceback.rstrip().endswith("<script>alert(1)</script>")
+    html = any_site.client().get(f"/jobs/{job_id}").text
+    shown = re.findall(r'<details class="traceback"><summary>Traceback</summary><pre class="error">', html)
+    assert len(shown) == 1  # one failed attempt; closed (no "open")
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html and "<script>alert(1)" not in html
+    assert "bytes cut ...]" in html

@@ -103,6 +103,56 @@ def test_schedule_worker_fires_reminders_and_stops_on_sigterm(django_app: Django
     assert "Traceback" not in log
 
 
+def test_the_apps_declared_schedule_is_planned_applied_and_fired_by_schedule_worker(
+    django_app: DjangoApp, tmp_path: Path
+) -> None:
+    """reminders/schedules.py declares ``@every`` (found as the app's ``schedules`` module):
+    ``manage.py schedules plan`` shows it and writes nothing, the worker syncs it at start and
+    fires it, and its listener runs (outcome succeeded, not unheard)."""
+    env = {**django_app.env, "REMINDERS_DIGEST_SECONDS": "1"}
+    plan = manage("schedules", "plan", env=env)
+    assert plan.returncode == 0, plan.stderr
+    assert re.search(r"^\+ reminders\.digest +every add +next \S+$", plan.stdout, re.M), plan.stdout
+    assert plan.stdout.splitlines()[-1] == "plan (version 0): 1 add, 0 change, 0 remove, 0 stale"
+    as_json = json.loads(manage("schedules", "plan", "--json", env=env).stdout)
+    assert [(i["name"], i["action"], i["kind"]) for i in as_json["items"]] == [
+        ("reminders.digest", "add", "every")
+    ]
+    assert django_app.container.declared_rows().read() == []  # a plan writes nothing
+    refused = manage("schedules", "plan", "--container", "no_such_module:app", env=env)
+    assert refused.returncode == 2 and "schedule-sdk: error: cannot load container" in refused.stderr
+
+    worker = Process(["manage.py", "schedule_worker"], env, tmp_path / "worker.log", cwd=APP)
+    try:
+
+        def fired() -> list[Any]:
+            rows = django_app.container.declared_rows().read()
+            if not rows or rows[0][1] is None:
+                return []
+            return [f for f in django_app.service.history(rows[0][1].id) if f.outcome.value == "succeeded"]
+
+        wait_for(lambda: len(fired()) >= 2, "two fires of the declared digest")
+    finally:
+        code = worker.stop()
+    log = worker.output()
+    assert code == 0, log
+    assert re.search(r"digest \S+: \d+ reminder\(s\) sent since", log), log
+    [(stored, job)] = django_app.container.declared_rows().read()
+    assert (stored.name, stored.kind, job is not None and job.topic) == (
+        "reminders.digest",
+        "every",
+        "reminders.digest",
+    )
+    again = manage("schedules", "plan", env=env)  # the worker applied it: nothing left to do
+    assert again.stdout.splitlines()[-1] == "plan (version 0): 0 add, 0 change, 0 remove, 0 stale", (
+        again.stdout
+    )
+    changed = manage("schedules", "plan", env={**env, "REMINDERS_DIGEST_SECONDS": "7200"})
+    assert re.search(r"^~ reminders\.digest +every change +next \S+ -> \S+$", changed.stdout, re.M), (
+        changed.stdout
+    )
+
+
 def test_schedule_reconcile_prints_the_report(django_app: DjangoApp) -> None:
     for user in ("ana", "bob", "cid"):
         django_app.schedule(user, due_in=3600)
