@@ -32,7 +32,7 @@ def main() -> None:
                 page.goto(server.base + "/")
                 page.screenshot(path=str(IMAGES / "dashboard-overview.png"), full_page=True)
                 page.goto(server.base + "/jobs")
-                page.locator("details").first.evaluate("d => d.open = true")
+                page.evaluate("document.querySelectorAll('details').forEach(d => { d.open = true; })")
                 page.screenshot(path=str(IMAGES / "dashboard-jobs.png"))
                 browser.close()
         finally:
