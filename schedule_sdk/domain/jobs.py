@@ -538,14 +538,22 @@ MUTABLE_FIELDS: tuple[str, ...] = (
 )
 
 
+def request_key(metadata: JobMetadata) -> tuple[str | None, str] | None:
+    """What a ``client_request_id`` is unique by: ``(tenant_id, client_request_id)`` (the tenant
+    None for the jobs without one); None when the job has no client request id."""
+    if metadata.client_request_id is None:
+        return None
+    return metadata.tenant_id, metadata.client_request_id
+
+
 def repeated_request_id(jobs: Sequence[ScheduledJob]) -> tuple[str, int] | None:
-    """The first ``client_request_id`` used twice among ``jobs``, with the position of its second
-    use, or None (one bulk insert must refuse it as a clash with another job)."""
-    first_use: dict[str, int] = {}
+    """The first ``client_request_id`` used twice by one tenant among ``jobs``, with the position
+    of its second use, or None (one bulk insert must refuse it as a clash with another job)."""
+    first_use: dict[tuple[str | None, str], int] = {}
     for index, job in enumerate(jobs):
-        request_id = job.metadata.client_request_id
-        if request_id is not None and first_use.setdefault(request_id, index) != index:
-            return request_id, index
+        key = request_key(job.metadata)
+        if key is not None and first_use.setdefault(key, index) != index:
+            return key[1], index
     return None
 
 

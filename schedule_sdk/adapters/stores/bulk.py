@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import functools
 import operator
-import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -26,7 +25,6 @@ from schedule_sdk.adapters.stores.tables import schedule_jobs as t
 from schedule_sdk.domain.errors import ClientRequestIdInUse
 
 _NAMES = [c.name for c in t.c]
-_USED = re.compile(r"\(client_request_id\)=\((.*)\) already exists")
 _Bind = Callable[[Any], Any]
 _Getter = Callable[[dict[str, Any]], tuple[Any, ...]]
 
@@ -107,19 +105,23 @@ def _binds(
 def _used_request_id(conn: Connection, rows: Sequence[dict[str, Any]], error: ClientRequestIdInUse) -> str:
     if len(rows) == 1:
         return str(rows[0]["client_request_id"])
+    ours = {(row["tenant_id"], row["client_request_id"]) for row in rows if row["client_request_id"]}
     diag = getattr(getattr(error.__cause__, "orig", None), "diag", None)
-    used = _USED.search(getattr(diag, "message_detail", None) or "")
-    if used is not None:  # PostgreSQL names it (and its transaction is aborted: no query possible)
-        return used.group(1)
-    # SQLite undid the failed row only: look up which other row holds one of ours.
-    ours = {row["id"] for row in rows}
-    wanted = [row["client_request_id"] for row in rows if row["client_request_id"] is not None]
+    detail = getattr(diag, "message_detail", None) or ""
+    if "already exists" in detail:  # PostgreSQL names it (and its transaction is aborted: no query)
+        for tenant, request_id in ours:
+            shown = f"=({request_id})" if tenant is None else f"=({tenant}, {request_id})"
+            if shown + " already exists" in detail:
+                return str(request_id)
+    # SQLite undid the failed row only: look up which other row holds one of ours (per tenant).
+    ids = {row["id"] for row in rows}
+    wanted = sorted({request_id for _, request_id in ours})
     for start in range(0, len(wanted), 500):
-        query = sa.select(t.c.id, t.c.client_request_id).where(
+        query = sa.select(t.c.id, t.c.tenant_id, t.c.client_request_id).where(
             t.c.client_request_id.in_(wanted[start : start + 500])
         )
         with translate_errors():
-            for row_id, request_id in conn.execute(query):
-                if row_id not in ours:
+            for row_id, tenant, request_id in conn.execute(query):
+                if row_id not in ids and (tenant, request_id) in ours:
                     return str(request_id)
     return error.client_request_id
