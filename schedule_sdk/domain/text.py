@@ -93,3 +93,17 @@ def masked_url(url: object) -> str:
         return text
     user, host = parts.netloc.rsplit("@", 1)[0].split(":", 1)[0], parts.netloc.rsplit("@", 1)[-1]
     return urlunsplit(parts._replace(netloc=f"{user}:***@{host}"))
+
+
+def without_secret(text: str, url: object) -> str:
+    """``text`` (an error message that may quote ``url``) with ``url`` shown masked
+    (:func:`masked_url`) and its password, wherever else it appears, replaced by ``***``."""
+    raw = str(url)
+    text = text.replace(raw, masked_url(raw))
+    try:
+        password = urlsplit(raw).password
+    except ValueError:
+        password = None
+    if password:
+        text = text.replace(password, "***")
+    return text

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncEngine
 
 from schedule_sdk.domain.errors import ClientRequestIdInUse, InvalidSetting, StoreUnavailable
+from schedule_sdk.domain.text import masked_url, without_secret
 
 WRITE = "schedule_sdk_write"
 
@@ -43,7 +44,8 @@ def make_engine(
     try:
         parsed = sa.make_url(url)
     except exc.ArgumentError as error:
-        raise InvalidSetting(f"invalid database URL {url!r}: {error}") from error
+        shown, detail = masked_url(url), without_secret(str(error), url)
+        raise InvalidSetting(f"invalid database URL {shown!r}: {detail}") from None
     if parsed.get_backend_name() == "sqlite":
         return _sqlite_engine(parsed, busy_timeout_ms, echo, wal_autocheckpoint)
     if parsed.get_backend_name() == "postgresql" and parsed.drivername == "postgresql":
@@ -53,7 +55,8 @@ def make_engine(
             parsed, pool_size=pool_size, max_overflow=pool_size, pool_pre_ping=pre_ping, echo=echo
         )
     except (exc.ArgumentError, exc.NoSuchModuleError, ImportError) as error:
-        raise InvalidSetting(f"cannot use database URL {parsed!r}: {error}") from error
+        detail = without_secret(str(error), url)
+        raise InvalidSetting(f"cannot use database URL {masked_url(url)!r}: {detail}") from None
 
 
 def _sqlite_engine(url: sa.URL, busy_timeout_ms: int, echo: bool, wal_autocheckpoint: int | None) -> Engine:
