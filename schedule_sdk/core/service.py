@@ -43,6 +43,7 @@ from schedule_sdk.domain.jobs import (
     check_metadata_text,
     encode_json,
     repeated_request_id,
+    request_key,
 )
 from schedule_sdk.domain.status import FINISHED_STATUSES, OPEN_STATUSES, JobStatus
 from schedule_sdk.domain.text import holds_storable_text, storable
@@ -168,8 +169,8 @@ class ScheduleService:
             try:
                 tx.insert_many(jobs)
             except ClientRequestIdInUse as error:
-                used = error.client_request_id
-                index = next((i for i, j in enumerate(jobs) if j.metadata.client_request_id == used), None)
+                used = (error.tenant_id, error.client_request_id)
+                index = next((i for i, j in enumerate(jobs) if request_key(j.metadata) == used), None)
                 raise _refused_at(index, error) from error.__cause__
             hand_off.enqueue([Occurrence.of(job) for job in jobs])
         return jobs
@@ -433,7 +434,8 @@ class ScheduleService:
                 raise _refused_at(index, error) from error.__cause__
         repeated = repeated_request_id(jobs)
         if repeated is not None:
-            raise _refused_at(repeated[1], ClientRequestIdInUse(repeated[0]))
+            (tenant, request_id), index = repeated
+            raise _refused_at(index, ClientRequestIdInUse(request_id, tenant))
         return jobs
 
     def _write(

@@ -221,14 +221,17 @@ class InvalidTimerCommand(ScheduleValidationError):
 
 
 class ClientRequestIdInUse(ScheduleError):
-    """The clientRequestId is already used by another job (in any status)."""
+    """The clientRequestId is already used by another job of the same tenant (in any status)."""
 
     code = "SCHEDULE_CLIENT_REQUEST_ID_IN_USE"
     http_status = 409
 
-    def __init__(self, client_request_id: str) -> None:
-        super().__init__(f"clientRequestId {client_request_id!r} is already in use")
+    def __init__(self, client_request_id: str, tenant_id: str | None = None) -> None:
+        whose = "" if tenant_id is None else f" by tenant {tenant_id!r}"
+        super().__init__(f"clientRequestId {client_request_id!r} is already in use{whose}")
         self.client_request_id = client_request_id
+        #: The tenant whose id it is (None: the jobs without a tenant, or not known).
+        self.tenant_id = tenant_id
 
 
 class JobNotFound(ScheduleError, LookupError):

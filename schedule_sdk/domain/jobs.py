@@ -546,14 +546,14 @@ def request_key(metadata: JobMetadata) -> tuple[str | None, str] | None:
     return metadata.tenant_id, metadata.client_request_id
 
 
-def repeated_request_id(jobs: Sequence[ScheduledJob]) -> tuple[str, int] | None:
-    """The first ``client_request_id`` used twice by one tenant among ``jobs``, with the position
+def repeated_request_id(jobs: Sequence[ScheduledJob]) -> tuple[tuple[str | None, str], int] | None:
+    """The first ``(tenant_id, client_request_id)`` used twice among ``jobs``, with the position
     of its second use, or None (one bulk insert must refuse it as a clash with another job)."""
     first_use: dict[tuple[str | None, str], int] = {}
     for index, job in enumerate(jobs):
         key = request_key(job.metadata)
         if key is not None and first_use.setdefault(key, index) != index:
-            return key[1], index
+            return key, index
     return None
 
 

@@ -67,7 +67,7 @@ def insert_rows(conn: Connection, rows: Sequence[dict[str, Any]]) -> None:
             finally:
                 cursor.close()
     except ClientRequestIdInUse as error:  # a list of rows does not say which one clashed
-        raise ClientRequestIdInUse(_used_request_id(conn, rows, error)) from error.__cause__
+        raise ClientRequestIdInUse(*_used_request_id(conn, rows, error)) from error.__cause__
 
 
 def _is_psycopg(dbapi: Any) -> bool:
@@ -102,9 +102,12 @@ def _binds(
     return operator.itemgetter(*_NAMES), [(i, bind) for i, bind in binds if bind is not None]
 
 
-def _used_request_id(conn: Connection, rows: Sequence[dict[str, Any]], error: ClientRequestIdInUse) -> str:
+def _used_request_id(
+    conn: Connection, rows: Sequence[dict[str, Any]], error: ClientRequestIdInUse
+) -> tuple[str, str | None]:
+    """The ``(client_request_id, tenant_id)`` of ours that clashed."""
     if len(rows) == 1:
-        return str(rows[0]["client_request_id"])
+        return str(rows[0]["client_request_id"]), rows[0]["tenant_id"]
     ours = {(row["tenant_id"], row["client_request_id"]) for row in rows if row["client_request_id"]}
     diag = getattr(getattr(error.__cause__, "orig", None), "diag", None)
     detail = getattr(diag, "message_detail", None) or ""
@@ -112,7 +115,7 @@ def _used_request_id(conn: Connection, rows: Sequence[dict[str, Any]], error: Cl
         for tenant, request_id in ours:
             shown = f"=({request_id})" if tenant is None else f"=({tenant}, {request_id})"
             if shown + " already exists" in detail:
-                return str(request_id)
+                return str(request_id), tenant
     # SQLite undid the failed row only: look up which other row holds one of ours (per tenant).
     ids = {row["id"] for row in rows}
     wanted = sorted({request_id for _, request_id in ours})
@@ -123,5 +126,5 @@ def _used_request_id(conn: Connection, rows: Sequence[dict[str, Any]], error: Cl
         with translate_errors():
             for row_id, tenant, request_id in conn.execute(query):
                 if row_id not in ids and (tenant, request_id) in ours:
-                    return str(request_id)
-    return error.client_request_id
+                    return str(request_id), tenant
+    return error.client_request_id, error.tenant_id

@@ -125,18 +125,20 @@ def translate_errors() -> Iterator[None]:
         yield
     except exc.IntegrityError as error:
         if "client_request_id" in str(error.orig):
-            raise ClientRequestIdInUse(_client_request_id(error)) from error
+            raise ClientRequestIdInUse(*_client_request_id(error)) from error
         raise StoreUnavailable(f"the job store rejected a write: {error.orig}") from error
     except exc.SQLAlchemyError as error:
         detail = getattr(error, "orig", None) or error
         raise StoreUnavailable(f"the job store failed: {type(detail).__name__}: {detail}") from error
 
 
-def _client_request_id(error: exc.IntegrityError) -> str:
+def _client_request_id(error: exc.IntegrityError) -> tuple[str, str | None]:
+    """The clashing ``(client_request_id, tenant_id)`` of a one-row insert ("?" when unknown)."""
     params = error.params
     if isinstance(params, dict):
-        return str(params.get("client_request_id", "?"))
-    return "?"
+        tenant = params.get("tenant_id")
+        return str(params.get("client_request_id", "?")), None if tenant is None else str(tenant)
+    return "?", None
 
 
 def is_sqlite_busy(error: BaseException) -> bool:

@@ -105,7 +105,7 @@ class MemoryTransaction(JobTransaction):
         if key is not None:
             rows = {**self._store._snapshot(), **self.changes}
             if any(request_key(r.metadata) == key for r in rows.values()):
-                raise ClientRequestIdInUse(key[1])
+                raise ClientRequestIdInUse(key[1], key[0])
         self.changes[row.id] = row
 
     def insert_many(self, jobs: Sequence[ScheduledJob]) -> None:
@@ -115,12 +115,12 @@ class MemoryTransaction(JobTransaction):
             raise StoreUnavailable("the job store rejected a write: duplicate id")
         repeated = repeated_request_id(jobs)
         if repeated is not None:
-            raise ClientRequestIdInUse(repeated[0])
+            raise ClientRequestIdInUse(repeated[0][1], repeated[0][0])
         wanted = {request_key(job.metadata) for job in jobs} - {None}
         if wanted:
             for row in {**self._store._snapshot(), **self.changes}.values():
                 if request_key(row.metadata) in wanted:
-                    raise ClientRequestIdInUse(str(row.metadata.client_request_id))
+                    raise ClientRequestIdInUse(str(row.metadata.client_request_id), row.metadata.tenant_id)
         self.changes.update(rows)
 
     def get(self, job_id: str, *, for_update: bool = False) -> ScheduledJob | None:
