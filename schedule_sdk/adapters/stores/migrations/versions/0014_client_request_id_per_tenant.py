@@ -1,7 +1,7 @@
 """Client request ids are unique per tenant.
 
-Revision ID: 0012
-Revises: 0011
+Revision ID: 0014
+Revises: 0013
 
 A ``client_request_id`` was unique across all jobs, so one tenant's id answered "in use" to
 another tenant. Now it is unique among the jobs of one ``tenant_id``, and among the jobs without
@@ -24,8 +24,8 @@ from typing import Any
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0012"
-down_revision = "0011"
+revision = "0014"
+down_revision = "0013"
 branch_labels = None
 depends_on = None
 
