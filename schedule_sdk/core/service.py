@@ -325,11 +325,7 @@ class ScheduleService:
         """
         if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= MAX_PAGE_SIZE:
             raise InvalidCursor(f"limit must be an int between 1 and {MAX_PAGE_SIZE}")
-        for name, value in (("owner_id", owner_id), ("tenant_id", tenant_id)):
-            if value is not None:
-                check_metadata_text(value, name)
-        if topic is not None:
-            _check_topic_filter(topic)
+        _check_filters(owner_id=owner_id, tenant_id=tenant_id, topic=topic)
         query = JobQuery(
             owner_id=owner_id,
             tenant_id=tenant_id,
@@ -380,12 +376,14 @@ class ScheduleService:
         every open job of the filter: on a large store, narrow it with ``topic`` or ``tenant``.
 
         :raises InvalidCursor: ``window`` is not a positive timedelta or ``limit`` is out of range.
+        :raises InvalidMetadata, InvalidTopic: a filter is not text a job could hold.
         """
         if not isinstance(window, timedelta) or window <= timedelta(0):
             raise InvalidCursor("window must be a positive timedelta")
         timing.check_count(limit)
+        _check_filters(tenant_id=tenant, topic=topic)
         now = self._clock.now()
-        end = now + window
+        end = timing.MAX_INSTANT if window >= timing.MAX_INSTANT - now else now + window
         fires: builtins.list[UpcomingFire] = []
         after_id: str | None = None
         while True:
@@ -608,8 +606,15 @@ def _fire_at(instant: datetime, zone_name: str) -> FireTime:
     return FireTime(at=instant, local=timing.local_time(instant, timing.zone(zone_name)))
 
 
-def _check_topic_filter(topic: object) -> None:
-    """A topic filter: text a topic could be (the pattern is not required: it matches nothing)."""
+def _check_filters(*, owner_id: object = None, tenant_id: object = None, topic: object = None) -> None:
+    """The text filters of a read: what a job could hold (the metadata rule for the owner and
+    tenant; a topic filter of at most 200 storable characters, its pattern not required: a text
+    that is no topic matches nothing)."""
+    for name, value in (("owner_id", owner_id), ("tenant_id", tenant_id)):
+        if value is not None:
+            check_metadata_text(value, name)
+    if topic is None:
+        return
     if not isinstance(topic, str) or len(topic) > MAX_TOPIC_LENGTH:
         raise InvalidTopic(f"a topic filter must be a string of at most {MAX_TOPIC_LENGTH} characters")
     storable(topic, "the topic filter", InvalidTopic)

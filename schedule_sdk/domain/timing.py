@@ -144,19 +144,6 @@ def local_time(instant: datetime, tz: tzinfo) -> datetime:
         raise InvalidDatetime(f"{instant.isoformat()} is out of range in {tz}") from exc
 
 
-def interval_ms(seconds: object) -> int:
-    """Whole milliseconds of an interval given in seconds (a form's text, an int or a float), for
-    :class:`~schedule_sdk.IntervalRepeat`; :class:`InvalidInterval` for anything that is not a
-    finite number of seconds (``1e308``, ``nan``, ``inf``, text)."""
-    try:
-        value = float(seconds.strip() if isinstance(seconds, str) else seconds)  # type: ignore[arg-type]
-        return validate_interval(round(value * 1000))
-    except (TypeError, ValueError, OverflowError) as exc:
-        if isinstance(exc, InvalidInterval):
-            raise
-        raise InvalidInterval(f"an interval must be a finite number of seconds, not {seconds!r:.80}") from exc
-
-
 #: The earliest instant a stored timestamp may hold: the Unix epoch. Earlier years are not needed
 #: (a due time in the past fires at once) and years below 1000 do not format as ISO 8601.
 MIN_INSTANT = datetime(1970, 1, 1, tzinfo=UTC)

@@ -14,7 +14,6 @@ from schedule_sdk.domain import timing
 from schedule_sdk.domain.errors import (
     InvalidCron,
     InvalidDatetime,
-    InvalidInterval,
     InvalidMetadata,
     InvalidPayload,
 )
@@ -111,16 +110,6 @@ def test_instants_that_overflow_or_leave_the_range_are_invalid_datetimes(run_at:
         OneShotSpec(topic="t", run_at=run_at, timezone="UTC")
     with pytest.raises(InvalidDatetime):
         RepeatSpec(topic="t", timezone="UTC", repeat=IntervalRepeat(every_ms=1000), ends_at=run_at)
-
-
-@pytest.mark.parametrize("seconds", ["1e308", "nan", "inf", "-1", "0", "x", 1e308, None])
-def test_an_interval_in_seconds_must_be_finite_and_in_range(seconds: object) -> None:
-    with pytest.raises(InvalidInterval):
-        timing.interval_ms(seconds)
-
-
-def test_an_interval_in_seconds_is_rounded_to_milliseconds() -> None:
-    assert timing.interval_ms(" 1.5 ") == 1500 and timing.interval_ms(2) == 2000
 
 
 @pytest.mark.parametrize(

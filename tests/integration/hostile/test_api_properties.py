@@ -79,6 +79,14 @@ def history(job_id: str, before: datetime | None) -> Call:
     return call
 
 
+def upcoming(window: timedelta, limit: int, topic: Any, tenant: Any) -> Call:
+    def call(service: ScheduleService) -> Any:
+        read = getattr(service, "upcoming", None)
+        return None if read is None else read(window, limit=limit, topic=topic, tenant=tenant)
+
+    return call
+
+
 def many(calls: list[tuple[str, datetime]]) -> Call:
     def call(service: ScheduleService) -> Any:
         return service.schedule_many(
@@ -113,6 +121,13 @@ calls = st.one_of(
         st.one_of(st.none(), hostile.hostile_text),
     ),
     st.builds(history, hostile.ids, st.one_of(st.none(), hostile.datetimes)),
+    st.builds(
+        upcoming,
+        st.one_of(st.timedeltas(), st.just(timedelta.max)),
+        st.integers(-1, 1001),
+        hostile.maybe_text,
+        hostile.maybe_text,
+    ),
     st.builds(many, st.lists(st.tuples(hostile.topics, hostile.datetimes), max_size=4)),
 )
 
