@@ -110,7 +110,7 @@ _pending = schedule_jobs.c.status == "pending"
 # Lookups by owner, tenant and client request id leave NULLs out (migration 0011): nothing looks a
 # job up by a NULL, an equality filter implies IS NOT NULL, and an insert without these metadata
 # then writes three B-trees fewer.
-# A client request id is unique per tenant (migration 0014): among the jobs of one tenant_id, and
+# A client request id is unique per tenant (migration 0015): among the jobs of one tenant_id, and
 # among the jobs without a tenant (two partial indexes: a unique index counts NULLs as distinct).
 _crid_untenanted = sa.and_(
     schedule_jobs.c.client_request_id.is_not(None), schedule_jobs.c.tenant_id.is_(None)

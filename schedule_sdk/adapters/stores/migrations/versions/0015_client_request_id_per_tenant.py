@@ -1,7 +1,7 @@
 """Client request ids are unique per tenant.
 
-Revision ID: 0014
-Revises: 0013
+Revision ID: 0015
+Revises: 0014
 
 A ``client_request_id`` was unique across all jobs, so one tenant's id answered "in use" to
 another tenant. Now it is unique among the jobs of one ``tenant_id``, and among the jobs without
@@ -24,8 +24,8 @@ from typing import Any
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0014"
-down_revision = "0013"
+revision = "0015"
+down_revision = "0014"
 branch_labels = None
 depends_on = None
 
