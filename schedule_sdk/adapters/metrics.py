@@ -32,6 +32,10 @@ COUNTERS: dict[str, tuple[tuple[str, ...], str]] = {
     ),
     "schedule.jobs.cancelled": (("topic",), "cancel() calls that cancelled an open job."),
     "schedule.jobs.requeued": (("topic",), "Finished jobs run again by requeue()."),
+    "schedule.rq.entries.refused": (
+        (),
+        "RQ entries set aside unexecuted (undecodable, or not a fire of the queue): see its refused key.",
+    ),
     "timer.commands.received": ((), "ScheduleTimer commands taken in, valid or not."),
     "timer.commands.rejected": ((), "ScheduleTimer commands refused: malformed, or refused by the store."),
     "timer.schedules.processed": ((), "Timers reached: DueTimeReached published and the row marked."),

@@ -186,6 +186,7 @@ class ScheduleContainer(containers.DeclarativeContainer):
         rq=providers.ThreadSafeSingleton(
             _lazy("schedule_sdk.bootstrap.substrates", "rq_queue"),
             settings=settings,
+            metrics=metrics,
         ),
     )
 

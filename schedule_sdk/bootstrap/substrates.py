@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from schedule_sdk.bootstrap.settings import Settings
-from schedule_sdk.ports import Clock, DelayIndex, Dispatcher, ExecutionQueue, FirePath, JobStore
+from schedule_sdk.ports import Clock, DelayIndex, Dispatcher, ExecutionQueue, FirePath, JobStore, Metrics
 
 if TYPE_CHECKING:
     from schedule_sdk.substrates.rq.async_handoff import AsyncRQHandOff
@@ -24,12 +24,15 @@ def _stale_after(settings: Settings) -> float:
     return max(60.0, 2 * settings.lease_seconds)
 
 
-def rq_queue(settings: Settings) -> RQExecutionQueue:
+def rq_queue(settings: Settings, metrics: Metrics | None = None) -> RQExecutionQueue:
     from schedule_sdk.substrates.rq.queue import RQExecutionQueue
 
     assert settings.redis_url is not None
     return RQExecutionQueue(
-        redis_url=settings.redis_url, queue_name=settings.rq_queue, stale_after=_stale_after(settings)
+        redis_url=settings.redis_url,
+        queue_name=settings.rq_queue,
+        stale_after=_stale_after(settings),
+        metrics=metrics,
     )
 
 

@@ -18,8 +18,10 @@ from schedule_sdk.domain.errors import (
     InvalidCursor,
     InvalidPayload,
     InvalidStatus,
+    InvalidTopic,
     JobFinished,
     JobNotFound,
+    JobOwnedByTimer,
     NotRequeueable,
     NotReschedulable,
     NotTriggerable,
@@ -29,6 +31,7 @@ from schedule_sdk.domain.errors import (
 from schedule_sdk.domain.history import FireRecord
 from schedule_sdk.domain.ids import new_id
 from schedule_sdk.domain.jobs import (
+    MAX_TOPIC_LENGTH,
     CronRepeat,
     JobPage,
     JobQuery,
@@ -37,10 +40,14 @@ from schedule_sdk.domain.jobs import (
     Repeat,
     RepeatSpec,
     ScheduledJob,
+    check_metadata_text,
     encode_json,
     repeated_request_id,
+    request_key,
 )
 from schedule_sdk.domain.status import FINISHED_STATUSES, OPEN_STATUSES, JobStatus
+from schedule_sdk.domain.text import holds_storable_text, storable
+from schedule_sdk.domain.timers import TIMER_TOPIC
 from schedule_sdk.domain.timing import FireTime
 from schedule_sdk.domain.upcoming import UpcomingFire
 from schedule_sdk.ports import (
@@ -61,6 +68,15 @@ logger = logging.getLogger(__name__)
 _MICROSECOND = timedelta(microseconds=1)
 
 MAX_PAGE_SIZE = 500
+#: The longest text a job id can be: a lookup by a longer id (or one holding a NUL or a lone
+#: surrogate) names no job, and is answered without asking the store.
+MAX_JOB_ID_LENGTH = 255
+
+
+def names_no_job(job_id: object) -> bool:
+    """Whether ``job_id`` cannot be the id of any job (not a string, longer than
+    :data:`MAX_JOB_ID_LENGTH`, or holding text no store can hold): a lookup of it finds nothing."""
+    return not isinstance(job_id, str) or len(job_id) > MAX_JOB_ID_LENGTH or not holds_storable_text(job_id)
 
 
 class ScheduleService:
@@ -153,8 +169,8 @@ class ScheduleService:
             try:
                 tx.insert_many(jobs)
             except ClientRequestIdInUse as error:
-                used = error.client_request_id
-                index = next((i for i, j in enumerate(jobs) if j.metadata.client_request_id == used), None)
+                used = (error.tenant_id, error.client_request_id)
+                index = next((i for i, j in enumerate(jobs) if request_key(j.metadata) == used), None)
                 raise _refused_at(index, error) from error.__cause__
             hand_off.enqueue([Occurrence.of(job) for job in jobs])
         return jobs
@@ -164,7 +180,10 @@ class ScheduleService:
         A cancelled job never fires afterwards, even if its fire was already taken by a worker.
 
         :raises JobNotFound: no job has this id.
+        :raises JobOwnedByTimer: the job fires a timer (it is steered by the timer only).
         """
+        if names_no_job(job_id):
+            raise JobNotFound(str(job_id)[:80])
         now = self._clock.now()
         if connection is not None:
             with joined_write_order(self._joinable(), self._queue, connection, []) as (joined, after):
@@ -185,7 +204,10 @@ class ScheduleService:
 
         :raises JobNotFound: no job has this id.
         :raises NotReschedulable: the job is completed, failed or cancelled.
+        :raises JobOwnedByTimer: the job fires a timer (it is steered by the timer only).
         """
+        if names_no_job(job_id):
+            raise JobNotFound(str(job_id)[:80])
         new = self._new_job(spec)
         old = self._write(new, replace=job_id, connection=connection)
         assert old is not None
@@ -255,6 +277,8 @@ class ScheduleService:
 
     def get_by_id(self, job_id: str) -> ScheduledJob | None:
         """The job, or None if no job has this id."""
+        if names_no_job(job_id):
+            return None
         return self._store.get(job_id)
 
     def preview(self, spec_or_job_id: JobSpec | str, n: int = 5) -> list[FireTime]:
@@ -269,9 +293,9 @@ class ScheduleService:
         """
         timing.check_count(n)
         if isinstance(spec_or_job_id, str):
-            job = self._store.get(spec_or_job_id)
+            job = self.get_by_id(spec_or_job_id)
             if job is None:
-                raise JobNotFound(spec_or_job_id)
+                raise JobNotFound(spec_or_job_id[:80])
             return _job_fire_times(job, n)
         if isinstance(spec_or_job_id, OneShotSpec):
             return [_fire_at(spec_or_job_id.run_at, spec_or_job_id.timezone)]
@@ -296,9 +320,12 @@ class ScheduleService:
 
         :raises InvalidStatus: ``status`` names no job status.
         :raises InvalidCursor: the cursor is malformed or ``limit`` is out of range.
+        :raises InvalidMetadata, InvalidTopic: a filter is not text a job could hold (empty, too
+            long, or holding a NUL or a lone surrogate).
         """
         if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= MAX_PAGE_SIZE:
             raise InvalidCursor(f"limit must be an int between 1 and {MAX_PAGE_SIZE}")
+        _check_filters(owner_id=owner_id, tenant_id=tenant_id, topic=topic)
         query = JobQuery(
             owner_id=owner_id,
             tenant_id=tenant_id,
@@ -326,9 +353,11 @@ class ScheduleService:
         """
         if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= MAX_PAGE_SIZE:
             raise InvalidCursor(f"limit must be an int between 1 and {MAX_PAGE_SIZE}")
-        if before is not None and before.tzinfo is None:
-            raise InvalidCursor("before must be an aware datetime")
-        if not isinstance(self._store, FireHistory):
+        if before is not None:
+            if not isinstance(before, datetime) or before.utcoffset() is None:
+                raise InvalidCursor("before must be an aware datetime")
+            before = timing.bounded_utc(before, "before", InvalidCursor)
+        if not isinstance(self._store, FireHistory) or names_no_job(job_id):
             return []
         return self._store.history(job_id, limit, before)
 
@@ -347,12 +376,14 @@ class ScheduleService:
         every open job of the filter: on a large store, narrow it with ``topic`` or ``tenant``.
 
         :raises InvalidCursor: ``window`` is not a positive timedelta or ``limit`` is out of range.
+        :raises InvalidMetadata, InvalidTopic: a filter is not text a job could hold.
         """
         if not isinstance(window, timedelta) or window <= timedelta(0):
             raise InvalidCursor("window must be a positive timedelta")
         timing.check_count(limit)
+        _check_filters(tenant_id=tenant, topic=topic)
         now = self._clock.now()
-        end = now + window
+        end = timing.MAX_INSTANT if window >= timing.MAX_INSTANT - now else now + window
         fires: builtins.list[UpcomingFire] = []
         after_id: str | None = None
         while True:
@@ -381,6 +412,8 @@ class ScheduleService:
     # -- internals ---------------------------------------------------------------------------
 
     def _new_job(self, spec: JobSpec) -> ScheduledJob:
+        if spec.topic == TIMER_TOPIC:
+            raise InvalidTopic(f"the topic {TIMER_TOPIC!r} is the timer's own: schedule a timer instead")
         now = self._clock.now()
         if spec.payload is not None and len(encode_json(spec.payload).encode()) > self._max_payload_bytes:
             raise InvalidPayload(f"payload is larger than {self._max_payload_bytes} bytes")
@@ -399,7 +432,8 @@ class ScheduleService:
                 raise _refused_at(index, error) from error.__cause__
         repeated = repeated_request_id(jobs)
         if repeated is not None:
-            raise _refused_at(repeated[1], ClientRequestIdInUse(repeated[0]))
+            (tenant, request_id), index = repeated
+            raise _refused_at(index, ClientRequestIdInUse(request_id, tenant))
         return jobs
 
     def _write(
@@ -429,11 +463,15 @@ class ScheduleService:
         """Apply ``change`` to the locked row in one transaction (None: nothing to write), in the
         write order: with ``hand_over`` the changed occurrence is enqueued inside the transaction
         (withdrawn if the commit fails); without, the old one is withdrawn after the commit."""
+        if names_no_job(job_id):
+            raise JobNotFound(str(job_id)[:80])
         now = self._clock.now()
         with write_order(self._store, self._queue) as (tx, hand_off):
             job = tx.get(job_id, for_update=True)
             if job is None:
                 raise JobNotFound(job_id)
+            if job.topic == TIMER_TOPIC:  # finished ones too: a requeue would fire it again
+                raise JobOwnedByTimer(job_id, change.__name__)
             changed = change(job, now)
             if changed is None:
                 return job
@@ -486,6 +524,8 @@ def cancel_row(
         if replaced_by is None:
             return None
         raise NotReschedulable(job_id, job.status.value)
+    if job.topic == TIMER_TOPIC:
+        raise JobOwnedByTimer(job_id, "rescheduled" if replaced_by else "cancelled")
     cancelled = job.moved(JobStatus.CANCELLED, now, claimed_by=None, claimed_until=None)
     if replaced_by is not None:
         cancelled = cancelled.evolve(rescheduled_to=replaced_by)
@@ -563,7 +603,21 @@ def _refused_at(index: int | None, error: ScheduleError) -> ScheduleError:
 
 
 def _fire_at(instant: datetime, zone_name: str) -> FireTime:
-    return FireTime(at=instant, local=instant.astimezone(timing.zone(zone_name)))
+    return FireTime(at=instant, local=timing.local_time(instant, timing.zone(zone_name)))
+
+
+def _check_filters(*, owner_id: object = None, tenant_id: object = None, topic: object = None) -> None:
+    """The text filters of a read: what a job could hold (the metadata rule for the owner and
+    tenant; a topic filter of at most 200 storable characters, its pattern not required: a text
+    that is no topic matches nothing)."""
+    for name, value in (("owner_id", owner_id), ("tenant_id", tenant_id)):
+        if value is not None:
+            check_metadata_text(value, name)
+    if topic is None:
+        return
+    if not isinstance(topic, str) or len(topic) > MAX_TOPIC_LENGTH:
+        raise InvalidTopic(f"a topic filter must be a string of at most {MAX_TOPIC_LENGTH} characters")
+    storable(topic, "the topic filter", InvalidTopic)
 
 
 def _repeat_fire_times(

@@ -28,6 +28,7 @@ from schedule_sdk.domain.errors import ScheduleUnavailable, ScheduleValidationEr
 from schedule_sdk.domain.events import ScheduleArrivedEvent
 from schedule_sdk.domain.ids import new_id
 from schedule_sdk.domain.jobs import JobMetadata, OneShotSpec, RetryPolicy, ScheduledJob
+from schedule_sdk.domain.text import holds_storable_text
 from schedule_sdk.domain.timers import (
     TIMER_TOPIC,
     Envelope,
@@ -264,8 +265,13 @@ class TimerQueries:
         self._timers = timers
 
     def get(self, tenant_id: str, service_call_id: str) -> TimerEntry | None:
-        """The timer (``due_at``, ``state``, ``reached_at``), or None if this tenant has none."""
+        """The timer (``due_at``, ``state``, ``reached_at``), or None if this tenant has none (ids
+        holding a NUL or a lone surrogate name no timer: answered without asking the store)."""
+        if not (holds_storable_text(tenant_id) and holds_storable_text(service_call_id)):
+            return None
         return self._timers.get(tenant_id, service_call_id)
 
     def by_correlation(self, tenant_id: str, correlation_id: str) -> list[TimerEntry]:
+        if not (holds_storable_text(tenant_id) and holds_storable_text(correlation_id)):
+            return []
         return self._timers.by_correlation(tenant_id, correlation_id)

@@ -6,6 +6,7 @@ Catch :class:`ScheduleError` for "anything from the scheduler", a builtin for a 
     ScheduleError
     ├── ScheduleValidationError (ValueError)      a refused call writes nothing
     │   ├── NaiveDatetime               SCHEDULE_NAIVE_DATETIME
+    │   ├── InvalidDatetime             SCHEDULE_INVALID_DATETIME
     │   ├── RunAtInPast                 SCHEDULE_RUN_AT_IN_PAST
     │   ├── InvalidTimezone             SCHEDULE_INVALID_TIMEZONE
     │   ├── InvalidCron                 SCHEDULE_INVALID_CRON
@@ -30,6 +31,7 @@ Catch :class:`ScheduleError` for "anything from the scheduler", a builtin for a 
     ├── JobFinished                     SCHEDULE_JOB_FINISHED
     ├── NotTriggerable                  SCHEDULE_NOT_TRIGGERABLE
     ├── InvalidTransition               SCHEDULE_INVALID_TRANSITION
+    ├── JobOwnedByTimer                 SCHEDULE_JOB_OWNED_BY_TIMER
     ├── ListenerFailed                  SCHEDULE_LISTENER_FAILED
     ├── UnheardFire                     SCHEDULE_UNHEARD_FIRE
     ├── NotRequeueable                  SCHEDULE_NOT_REQUEUEABLE
@@ -81,6 +83,13 @@ class NaiveDatetime(ScheduleValidationError):
     """Datetimes must carry a timezone (an aware datetime); naive values are never guessed as UTC."""
 
     code = "SCHEDULE_NAIVE_DATETIME"
+
+
+class InvalidDatetime(ScheduleValidationError):
+    """The datetime is out of the supported range (1970-01-01 to 9999-12-31, UTC) or overflows
+    when converted to UTC or to a time zone."""
+
+    code = "SCHEDULE_INVALID_DATETIME"
 
 
 class RunAtInPast(ScheduleValidationError):
@@ -212,14 +221,17 @@ class InvalidTimerCommand(ScheduleValidationError):
 
 
 class ClientRequestIdInUse(ScheduleError):
-    """The clientRequestId is already used by another job (in any status)."""
+    """The clientRequestId is already used by another job of the same tenant (in any status)."""
 
     code = "SCHEDULE_CLIENT_REQUEST_ID_IN_USE"
     http_status = 409
 
-    def __init__(self, client_request_id: str) -> None:
-        super().__init__(f"clientRequestId {client_request_id!r} is already in use")
+    def __init__(self, client_request_id: str, tenant_id: str | None = None) -> None:
+        whose = "" if tenant_id is None else f" by tenant {tenant_id!r}"
+        super().__init__(f"clientRequestId {client_request_id!r} is already in use{whose}")
         self.client_request_id = client_request_id
+        #: The tenant whose id it is (None: the jobs without a tenant, or not known).
+        self.tenant_id = tenant_id
 
 
 class JobNotFound(ScheduleError, LookupError):
@@ -274,6 +286,22 @@ class InvalidTransition(ScheduleError):
 
     code = "SCHEDULE_INVALID_TRANSITION"
     http_status = 409
+
+
+class JobOwnedByTimer(ScheduleError):
+    """The job fires a timer (topic ``timer.due``): it is steered by the timer only, so that a
+    timer never claims a job it does not have. Send the timer a new ScheduleTimer command."""
+
+    code = "SCHEDULE_JOB_OWNED_BY_TIMER"
+    http_status = 409
+
+    def __init__(self, job_id: str, action: str) -> None:
+        super().__init__(
+            f"job {job_id!r} fires a timer and cannot be {action} directly: "
+            "move the timer with a ScheduleTimer command instead"
+        )
+        self.job_id = job_id
+        self.action = action
 
 
 class ListenerFailed(ScheduleError):

@@ -27,6 +27,7 @@ from schedule_sdk.domain.errors import (
     RunAtInPast,
 )
 from schedule_sdk.domain.status import FINISHED_STATUSES, JobStatus, check_transition
+from schedule_sdk.domain.text import json_holds_nul, json_too_deep, storable, unstorable_character
 
 JsonObject = Mapping[str, Any]
 
@@ -34,6 +35,9 @@ _TOPIC = re.compile(r"[A-Za-z0-9]+(?:[._-][A-Za-z0-9]+)*")
 MAX_TOPIC_LENGTH = 200
 MAX_METADATA_LENGTH = 255
 MAX_ATTEMPTS = 100
+#: Deepest nesting of arrays and objects in a payload (the payload object itself is level 1).
+#: The payload's size in bytes is bounded by the ``max_payload_bytes`` setting (64 KiB).
+MAX_PAYLOAD_DEPTH = 32
 
 
 def _is_int(value: object) -> bool:
@@ -52,19 +56,40 @@ _ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan
 
 
 def encode_json(value: object, what: str = "payload") -> str:
-    """Compact JSON text for ``value``; :class:`InvalidPayload` if it is not plain JSON."""
+    """Compact JSON text for ``value``; :class:`InvalidPayload` if it is not plain JSON (nested
+    too deep to encode included)."""
     try:
         return _ENCODER.encode(value)
     except (TypeError, ValueError) as exc:
-        raise InvalidPayload(f"{what} is not JSON-serializable: {exc}") from exc
+        raise InvalidPayload(f"{what} is not JSON-serializable: {exc}"[:300]) from exc
+    except RecursionError as exc:
+        raise InvalidPayload(f"{what} is nested too deep to encode") from exc
 
 
-def _check_payload(payload: object) -> None:
+def check_payload(payload: object) -> str | None:
+    """The JSON text of a payload, or None for none; :class:`InvalidPayload` unless it is a
+    mapping of plain JSON, nested at most :data:`MAX_PAYLOAD_DEPTH` deep, whose strings and keys
+    hold no NUL and no lone surrogate (:mod:`schedule_sdk.domain.text`)."""
     if payload is None:
-        return
+        return None
     if not isinstance(payload, Mapping):
         raise InvalidPayload(f"payload must be a JSON object (a mapping), not {type(payload).__name__}")
-    encode_json(payload)
+    text = encode_json(payload)
+    problem = unstorable_character(text) or ("a NUL character" if json_holds_nul(text) else None)
+    if problem is not None:
+        raise InvalidPayload(f"payload contains {problem.split(' at ')[0]}, which no store can hold")
+    if json_too_deep(text, MAX_PAYLOAD_DEPTH):
+        raise InvalidPayload(f"payload is nested deeper than {MAX_PAYLOAD_DEPTH} levels")
+    return text
+
+
+def check_metadata_text(value: object, name: str) -> str:
+    """``value`` if it may be stored as metadata field ``name`` (or filter on it): a non-empty
+    string of at most :data:`MAX_METADATA_LENGTH` characters with no NUL and no lone surrogate;
+    else :class:`InvalidMetadata`."""
+    if not isinstance(value, str) or not value or len(value) > MAX_METADATA_LENGTH:
+        raise InvalidMetadata(f"metadata.{name} must be a non-empty string of at most 255 chars")
+    return storable(value, f"metadata.{name}", InvalidMetadata)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -74,7 +99,8 @@ class JobMetadata:
     owner_id: str | None = None
     tenant_id: str | None = None
     correlation_id: str | None = None
-    #: Unique across all jobs in all statuses; a duplicate raises ``ClientRequestIdInUse``.
+    #: Unique per tenant, in all statuses: among the jobs of the same ``tenant_id``, or among the
+    #: jobs without a tenant when ``tenant_id`` is None; a duplicate raises ``ClientRequestIdInUse``.
     client_request_id: str | None = None
 
     def __post_init__(self) -> None:
@@ -82,8 +108,7 @@ class JobMetadata:
             value = getattr(self, f.name)
             if value is None:
                 continue
-            if not isinstance(value, str) or not value or len(value) > MAX_METADATA_LENGTH:
-                raise InvalidMetadata(f"metadata.{f.name} must be a non-empty string of at most 255 chars")
+            check_metadata_text(value, f.name)
 
     def to_dict(self) -> dict[str, str | None]:
         return dataclasses.asdict(self)
@@ -284,7 +309,7 @@ def _common_checks(spec: OneShotSpec | RepeatSpec) -> None:
             "is evaluated) in, e.g. timezone='UTC' or timezone='Europe/Berlin'"
         )
     timing.zone(spec.timezone)
-    _check_payload(spec.payload)
+    check_payload(spec.payload)
     if not isinstance(spec.metadata, JobMetadata):
         raise InvalidMetadata("metadata must be a JobMetadata")
     if not isinstance(spec.retry, RetryPolicy):
@@ -311,7 +336,7 @@ class OneShotSpec:
         object.__setattr__(self, "metadata", self.metadata if self.metadata is not None else JobMetadata())
         object.__setattr__(self, "retry", self.retry if self.retry is not None else NO_RETRY)
         object.__setattr__(self, "misfire", self.misfire if self.misfire is not None else FIRE_ONCE)
-        object.__setattr__(self, "run_at", timing.ensure_aware(self.run_at, "run_at"))
+        object.__setattr__(self, "run_at", timing.stored_instant(self.run_at, "run_at"))
         _common_checks(self)
 
 
@@ -343,7 +368,7 @@ class RepeatSpec:
         if self.limit is not None and (not _is_int(self.limit) or self.limit < 1):
             raise InvalidRepeat(f"limit must be a positive int, not {self.limit!r}")
         if self.ends_at is not None:
-            object.__setattr__(self, "ends_at", timing.ensure_aware(self.ends_at, "ends_at"))
+            object.__setattr__(self, "ends_at", timing.stored_instant(self.ends_at, "ends_at"))
         _common_checks(self)
 
     def first_occurrence(self, now: datetime) -> datetime:
@@ -513,14 +538,22 @@ MUTABLE_FIELDS: tuple[str, ...] = (
 )
 
 
-def repeated_request_id(jobs: Sequence[ScheduledJob]) -> tuple[str, int] | None:
-    """The first ``client_request_id`` used twice among ``jobs``, with the position of its second
-    use, or None (one bulk insert must refuse it as a clash with another job)."""
-    first_use: dict[str, int] = {}
+def request_key(metadata: JobMetadata) -> tuple[str | None, str] | None:
+    """What a ``client_request_id`` is unique by: ``(tenant_id, client_request_id)`` (the tenant
+    None for the jobs without one); None when the job has no client request id."""
+    if metadata.client_request_id is None:
+        return None
+    return metadata.tenant_id, metadata.client_request_id
+
+
+def repeated_request_id(jobs: Sequence[ScheduledJob]) -> tuple[tuple[str | None, str], int] | None:
+    """The first ``(tenant_id, client_request_id)`` used twice among ``jobs``, with the position
+    of its second use, or None (one bulk insert must refuse it as a clash with another job)."""
+    first_use: dict[tuple[str | None, str], int] = {}
     for index, job in enumerate(jobs):
-        request_id = job.metadata.client_request_id
-        if request_id is not None and first_use.setdefault(request_id, index) != index:
-            return request_id, index
+        key = request_key(job.metadata)
+        if key is not None and first_use.setdefault(key, index) != index:
+            return key, index
     return None
 
 

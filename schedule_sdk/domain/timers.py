@@ -12,7 +12,6 @@ the intake of the others, so every way a body can be wrong is refused here, with
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -21,7 +20,7 @@ from typing import Any
 
 from schedule_sdk.domain.errors import InvalidTimerCommand, ScheduleValidationError
 from schedule_sdk.domain.ids import new_id
-from schedule_sdk.domain.text import unstorable_character
+from schedule_sdk.domain.text import json_too_deep, storable
 from schedule_sdk.domain.timing import bounded_utc
 
 #: The ``schedule_jobs`` topic of the one-shot job that fires a timer.
@@ -37,9 +36,6 @@ MAX_COMMAND_BYTES = 64 * 1024
 #: envelope around a payload). Checked before decoding: the decoder recurses once per level, so
 #: a body nested thousands deep would exhaust the stack (``RecursionError``), not fail as JSON.
 MAX_JSON_DEPTH = 32
-#: A JSON string (to its closing quote, or to the end of a truncated body) or a bracket. Strings
-#: are matched whole, possessively, so brackets inside them are skipped and the scan is linear.
-_JSON_STRUCTURE = re.compile(rb'"(?:[^"\\]++|\\.?)*+(?:"|\Z)|[\[\]{}]', re.DOTALL)
 
 
 class TimerState(StrEnum):
@@ -94,9 +90,7 @@ def _check_id(value: object, name: str, *, optional: bool = False) -> None:
         raise InvalidTimerCommand(
             f"{name} must be a non-empty string of at most {MAX_ID_LENGTH} characters, not {_describe(value)}"
         )
-    problem = unstorable_character(value)
-    if problem is not None:
-        raise InvalidTimerCommand(f"{name} contains {problem}, which no store can hold")
+    storable(value, name, InvalidTimerCommand)
 
 
 def as_refusal(error: Exception, stage: str) -> ScheduleValidationError:
@@ -112,19 +106,9 @@ def as_refusal(error: Exception, stage: str) -> ScheduleValidationError:
 
 
 def _check_nesting(raw: bytes) -> None:
-    """Refuse ``raw`` if its arrays and objects nest deeper than :data:`MAX_JSON_DEPTH`. Fast
-    path: a body with no more brackets than that cannot nest deeper (a command has 1 or 2)."""
-    if raw.count(b"[") + raw.count(b"{") <= MAX_JSON_DEPTH:
-        return
-    depth = 0
-    for token in _JSON_STRUCTURE.finditer(raw):
-        char = token.group()
-        if char in (b"[", b"{"):
-            depth += 1
-            if depth > MAX_JSON_DEPTH:
-                raise InvalidTimerCommand(f"JSON nested deeper than {MAX_JSON_DEPTH} levels")
-        elif char in (b"]", b"}"):
-            depth -= 1
+    """Refuse ``raw`` if its arrays and objects nest deeper than :data:`MAX_JSON_DEPTH`."""
+    if json_too_deep(raw, MAX_JSON_DEPTH):
+        raise InvalidTimerCommand(f"JSON nested deeper than {MAX_JSON_DEPTH} levels")
 
 
 def _load_object(data: str | bytes | Mapping[str, Any]) -> Mapping[str, Any]:

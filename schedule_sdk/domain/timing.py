@@ -36,6 +36,7 @@ from croniter import CroniterError, croniter
 
 from schedule_sdk.domain.errors import (
     InvalidCron,
+    InvalidDatetime,
     InvalidInterval,
     InvalidTimezone,
     NaiveDatetime,
@@ -58,6 +59,9 @@ _SEARCH_YEARS = 50
 _MAX_CANDIDATES = 10_000
 #: The most fire times one preview lists.
 MAX_FIRE_TIMES = 1000
+#: The longest cron expression accepted, in characters. A cron line that lists every value of
+#: every field is under 400; a longer one is refused before it is parsed.
+MAX_CRON_LENGTH = 1024
 _MAX_INTERVAL_MS = 3653 * 86_400_000  # 10 years, leap days included
 _MACROS = {
     "@yearly": "0 0 1 1 *",
@@ -109,7 +113,8 @@ def _load_zone(name: str) -> ZoneInfo:
 
 def ensure_aware(value: datetime, field: str = "run_at") -> datetime:
     """Return ``value`` as an aware UTC datetime; raise :class:`NaiveDatetime` if it is naive
-    or not a datetime at all."""
+    or not a datetime at all, :class:`InvalidDatetime` if converting it to UTC overflows (year 1
+    at +14:00, 9999-12-31 at -05:00)."""
     if not isinstance(value, datetime):
         raise NaiveDatetime(f"{field} must be a timezone-aware datetime, got a {type(value).__name__}")
     if value.utcoffset() is None:
@@ -117,7 +122,26 @@ def ensure_aware(value: datetime, field: str = "run_at") -> datetime:
             f"{field} must be a timezone-aware datetime, got the naive {value.isoformat()}: give it a zone, "
             "e.g. datetime(..., tzinfo=ZoneInfo('Europe/Berlin')) or datetime.now(UTC)"
         )
-    return value.astimezone(UTC)
+    try:
+        return value.astimezone(UTC)
+    except (OverflowError, ValueError) as exc:
+        raise InvalidDatetime(f"{field} is out of range when converted to UTC: {value.isoformat()}") from exc
+
+
+def stored_instant(value: datetime, field: str) -> datetime:
+    """Return the aware ``value`` in UTC if a job may store it (from :data:`MIN_INSTANT` to
+    :data:`MAX_INSTANT`): :class:`NaiveDatetime` if naive, :class:`InvalidDatetime` if out of
+    that range or overflowing when converted. What ``run_at`` and ``ends_at`` go through."""
+    return bounded_utc(ensure_aware(value, field), field, InvalidDatetime)
+
+
+def local_time(instant: datetime, tz: tzinfo) -> datetime:
+    """``instant`` in ``tz``; :class:`InvalidDatetime` if that overflows (a year-9999 instant
+    east of UTC)."""
+    try:
+        return instant.astimezone(tz)
+    except (OverflowError, ValueError) as exc:
+        raise InvalidDatetime(f"{instant.isoformat()} is out of range in {tz}") from exc
 
 
 #: The earliest instant a stored timestamp may hold: the Unix epoch. Earlier years are not needed
@@ -126,6 +150,9 @@ MIN_INSTANT = datetime(1970, 1, 1, tzinfo=UTC)
 #: The latest: a day before ``datetime.max``, so that converting an offset to UTC, rounding up to
 #: the millisecond or adding a short delay to a stored instant never overflows.
 MAX_INSTANT = datetime(9999, 12, 31, tzinfo=UTC)
+#: Wall times after this one are neither searched nor converted: with any zone's offset (a
+#: date-line crossing included) they could name an instant past MAX_INSTANT.
+_LAST_WALL = datetime(9999, 12, 29)
 
 
 def bounded_utc(
@@ -197,6 +224,10 @@ def parse_cron(expression: str) -> CronFields:
     """
     if not isinstance(expression, str):
         raise InvalidCron(f"cron expression must be a string, got {expression!r}")
+    if len(expression) > MAX_CRON_LENGTH:
+        raise InvalidCron(
+            f"cron expression is {len(expression)} characters long; at most {MAX_CRON_LENGTH} are accepted"
+        )
     return _parse_cron_text(expression)
 
 
@@ -225,6 +256,8 @@ def _parse_cron_text(expression: str) -> CronFields:
 
 
 def _parse_field(text: str, spec: tuple[str, int, int, tuple[str, ...]], expression: str) -> frozenset[int]:
+    """The values of one field. Linear in the field's length: the text of an error is only made
+    when one is raised (formatting the expression for every item made parsing quadratic)."""
     name, low, high, names = spec
     values: set[int] = set()
     for item in text.split(","):
@@ -232,7 +265,7 @@ def _parse_field(text: str, spec: tuple[str, int, int, tuple[str, ...]], express
         if match is None:
             raise InvalidCron(f"invalid {name} field {text!r} in cron expression {expression!r}")
         star, first, last, step = match.groups()
-        where = f"in the {name} field of cron expression {expression!r}"
+        where = _Where(name, expression)
         if star:
             start, stop = low, high
         else:
@@ -247,17 +280,30 @@ def _parse_field(text: str, spec: tuple[str, int, int, tuple[str, ...]], express
     return frozenset(values)
 
 
-def _field_value(token: str, low: int, high: int, names: tuple[str, ...], where: str) -> int:
+@dataclass(frozen=True, slots=True)
+class _Where:
+    """Where in an expression an item is, formatted only for an error message."""
+
+    field: str
+    expression: str
+
+    def __str__(self) -> str:
+        return f"in the {self.field} field of cron expression {self.expression!r}"
+
+
+def _field_value(token: str, low: int, high: int, names: tuple[str, ...], where: _Where) -> int:
     if token.lower() in names:
         return low + names.index(token.lower())
-    if not token.isdigit() or not low <= int(token) <= high:
-        raise InvalidCron(f"{token!r} is not a value from {low} to {high} {where}")
+    # at most 3 digits: no value or step of any field is longer (and int() of thousands of
+    # digits is slow, past 4300 refused with a ValueError)
+    if not token.isdigit() or len(token) > 3 or not low <= int(token) <= high:
+        raise InvalidCron(f"{token[:20]!r} is not a value from {low} to {high} {where}")
     return int(token)
 
 
-def _step(token: str, where: str) -> int:
-    if not token.isdigit() or int(token) == 0:
-        raise InvalidCron(f"step {token!r} is not a positive whole number {where}")
+def _step(token: str, where: _Where) -> int:
+    if not token.isdigit() or len(token) > 3 or int(token) == 0:
+        raise InvalidCron(f"step {token[:20]!r} is not a positive whole number of at most 3 digits {where}")
     return int(token)
 
 
@@ -368,7 +414,7 @@ def cron_fire_times(expression: str, tz: str | ZoneInfo, after: datetime, n: int
     for instant, walls in _cron_fires(expression, tz_info, after):
         if len(found) == n:
             break
-        found.append(FireTime(at=instant, local=instant.astimezone(tz_info), scheduled=walls))
+        found.append(FireTime(at=instant, local=local_time(instant, tz_info), scheduled=walls))
     return found
 
 
@@ -383,6 +429,8 @@ def _cron_fires(
     after_utc = ensure_aware(after, "after")
     pending: dict[datetime, tuple[datetime, list[datetime]]] = {}  # instant -> (last wall, walls)
     for wall in _wall_candidates(cron, _first_wall(tz_info, after_utc)):
+        if wall > _LAST_WALL:  # its instant would be past MAX_INSTANT (or overflow)
+            break
         while pending:
             first = min(pending)
             if wall <= pending[first][0]:
@@ -401,6 +449,7 @@ def _first_wall(tz: ZoneInfo, after: datetime) -> datetime:
     Normally that is wall(after); when the clock is about to go back, the repeated wall times
     (earlier than wall(after)) still lie ahead in real time, so start that much earlier.
     """
+    after = min(after, MAX_INSTANT)  # no wall time past MAX_INSTANT is looked at
     hour = (after - _EPOCH) // _HOUR
     low = min(_offset_at_hour(tz, hour + k) for k in range(_SHIFT_WINDOW_HOURS + 2))
     return (after + low).replace(tzinfo=None, second=0, microsecond=0)
@@ -426,7 +475,7 @@ def _wall_candidates(cron: CronFields, start: datetime) -> Iterator[datetime]:
     for _ in range(_MAX_CANDIDATES):
         try:
             yield matches.get_next(datetime)
-        except CroniterError:
+        except (CroniterError, OverflowError, ValueError):  # none left, or past year 9999
             return
 
 
@@ -456,6 +505,8 @@ def wall_instant(wall: datetime, tz: str | ZoneInfo) -> datetime:
     """
     zone_info = tz if isinstance(tz, ZoneInfo) else zone(tz)
     naive = wall.replace(tzinfo=None, fold=0)
+    if not MIN_INSTANT.replace(tzinfo=None) < naive < _LAST_WALL:
+        raise InvalidDatetime(f"the wall time {naive.isoformat()} is out of range")
     instants = _instants(naive, zone_info, wildcard=False)
     if instants:
         return instants[0]
@@ -505,7 +556,10 @@ def next_interval_time(anchor: datetime, every_ms: int, after: datetime) -> date
     anchor_utc = ensure_aware(anchor, "anchor")
     elapsed_us = (ensure_aware(after, "after") - anchor_utc) // timedelta(microseconds=1)
     steps = max(0, elapsed_us // step_us + 1)
-    return anchor_utc + timedelta(microseconds=steps * step_us)
+    try:
+        return anchor_utc + timedelta(microseconds=steps * step_us)
+    except OverflowError as exc:
+        raise InvalidDatetime(f"the next fire after {after.isoformat()} is past year 9999") from exc
 
 
 def interval_fire_times(
@@ -516,8 +570,8 @@ def interval_fire_times(
     check_count(n)
     tz_info = tz if isinstance(tz, ZoneInfo) else zone(tz)
     at, step = next_interval_time(anchor, every_ms, after), timedelta(milliseconds=every_ms)
-    fires = [FireTime(at=at, local=at.astimezone(tz_info))]
-    while len(fires) < n and at < datetime.max.replace(tzinfo=UTC) - step:
+    fires = [FireTime(at=at, local=local_time(at, tz_info))]
+    while len(fires) < n and at <= MAX_INSTANT - step:
         at += step
-        fires.append(FireTime(at=at, local=at.astimezone(tz_info)))
+        fires.append(FireTime(at=at, local=local_time(at, tz_info)))
     return fires

@@ -40,6 +40,7 @@ from schedule_sdk.domain.errors import (
 )
 from schedule_sdk.domain.history import FireRecord
 from schedule_sdk.domain.jobs import CronRepeat, ScheduledJob
+from schedule_sdk.domain.text import masked_url, without_secret
 from schedule_sdk.domain.timing import FireTime
 from schedule_sdk.entrypoints import cli_schedules
 
@@ -102,20 +103,20 @@ def _one_line(error: BaseException) -> str:
 
 def _check_urls(settings: Settings) -> None:
     """Refuse URLs no adapter can use before anything tries to connect."""
+    shown = masked_url(settings.database_url)  # never print a password
     try:
         url = sa.make_url(settings.database_url)
         url.get_dialect()
     except (sa.exc.ArgumentError, sa.exc.NoSuchModuleError, ImportError, ValueError) as error:
-        raise UsageError(f"bad database URL {settings.database_url!r}: {_one_line(error)}") from error
+        detail = without_secret(_one_line(error), settings.database_url)
+        raise UsageError(f"bad database URL {shown!r}: {detail}") from None
     if url.get_backend_name() not in ("sqlite", "postgresql"):
-        raise UsageError(f"bad database URL {settings.database_url!r}: use sqlite:/// or postgresql://")
+        raise UsageError(f"bad database URL {shown!r}: use sqlite:/// or postgresql://")
     if url.get_backend_name() == "sqlite" and url.database in (None, "", ":memory:"):
-        raise UsageError(
-            f"bad database URL {settings.database_url!r}: SQLite needs a file (sqlite:///jobs.db)"
-        )
+        raise UsageError(f"bad database URL {shown!r}: SQLite needs a file (sqlite:///jobs.db)")
     redis_url = settings.redis_url
     if redis_url and not redis_url.startswith(("redis://", "rediss://", "unix://")):
-        raise UsageError(f"bad Redis URL {redis_url!r}: use redis://host:port/db")
+        raise UsageError(f"bad Redis URL {masked_url(redis_url)!r}: use redis://host:port/db")
 
 
 def job_to_dict(job: ScheduledJob) -> dict[str, Any]:
@@ -514,7 +515,7 @@ def cmd_db_upgrade(ctx: Context) -> int:
         if current == head:
             ctx.out.write(f"already at {head}\n")
             return OK
-        ctx.progress(f"upgrading {engine.url.render_as_string()}: {current or 'empty'} -> {head}")
+        ctx.progress(f"upgrading {masked_url(engine.url.render_as_string())}: {current or 'empty'} -> {head}")
         with _alembic_progress(ctx):
             schema.upgrade(engine)
         ctx.out.write(f"upgraded {current or 'empty'} -> {schema.current_revision(engine)}\n")

@@ -20,6 +20,7 @@ from schedule_sdk.adapters.metrics import InMemoryMetrics, PrometheusMetrics
 from schedule_sdk.bootstrap.timer import Timer
 from schedule_sdk.bootstrap.timer_settings import TimerSettings
 from schedule_sdk.domain.errors import ScheduleError
+from schedule_sdk.domain.text import masked_url
 from schedule_sdk.ports import Metrics
 
 logger = logging.getLogger(__name__)
@@ -73,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
     # full passes, whose pauses (tens of ms over SQLAlchemy's object graph) showed in lateness p99.
     gc.freeze()
     try:
-        logger.info("timer service ready (db %s)", settings.database_url)
+        logger.info("timer service ready (db %s)", masked_url(settings.database_url))
         stop.wait()
         logger.info("stopping the timer service")
     finally:

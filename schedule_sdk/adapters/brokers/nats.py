@@ -38,6 +38,7 @@ from schedule_sdk.domain.errors import (
     ScheduleUnavailable,
     ScheduleValidationError,
 )
+from schedule_sdk.domain.text import masked_url, without_secret
 from schedule_sdk.domain.timers import Envelope, ScheduleTimer, as_refusal
 from schedule_sdk.ports import CommandSink, CommandSource, MessageBus
 
@@ -74,17 +75,18 @@ class NatsLoop:
         try:
             self.nc = self.run(self._connect(), self._connect_timeout * 3)
         except Exception as error:
-            raise BrokerUnavailable(f"cannot connect to NATS at {self.url}: {error!r}") from error
+            detail = without_secret(repr(error), self.url)
+            raise BrokerUnavailable(f"cannot connect to NATS at {masked_url(self.url)}: {detail}") from error
         self.js = self.nc.jetstream()
         return self
 
     async def _connect(self) -> Any:
         async def disconnected() -> None:
             if not self._closing:
-                logger.warning("disconnected from NATS %s; reconnecting", self.url)
+                logger.warning("disconnected from NATS %s; reconnecting", masked_url(self.url))
 
         async def reconnected() -> None:
-            logger.warning("reconnected to NATS %s", self.url)
+            logger.warning("reconnected to NATS %s", masked_url(self.url))
 
         async def error(e: Exception) -> None:
             logger.debug("NATS client error: %r", e)
@@ -148,7 +150,7 @@ class JetStreamBus(MessageBus):
 
     def publish(self, envelope: Envelope) -> None:
         if not self._nats.connected:
-            raise BrokerUnavailable(f"not connected to NATS at {self._nats.url}")
+            raise BrokerUnavailable(f"not connected to NATS at {masked_url(self._nats.url)}")
         publish = self._nats.js.publish(
             self.subject,
             envelope.to_json(),

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import functools
 import operator
-import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -26,7 +25,6 @@ from schedule_sdk.adapters.stores.tables import schedule_jobs as t
 from schedule_sdk.domain.errors import ClientRequestIdInUse
 
 _NAMES = [c.name for c in t.c]
-_USED = re.compile(r"\(client_request_id\)=\((.*)\) already exists")
 _Bind = Callable[[Any], Any]
 _Getter = Callable[[dict[str, Any]], tuple[Any, ...]]
 
@@ -69,7 +67,7 @@ def insert_rows(conn: Connection, rows: Sequence[dict[str, Any]]) -> None:
             finally:
                 cursor.close()
     except ClientRequestIdInUse as error:  # a list of rows does not say which one clashed
-        raise ClientRequestIdInUse(_used_request_id(conn, rows, error)) from error.__cause__
+        raise ClientRequestIdInUse(*_used_request_id(conn, rows, error)) from error.__cause__
 
 
 def _is_psycopg(dbapi: Any) -> bool:
@@ -104,22 +102,29 @@ def _binds(
     return operator.itemgetter(*_NAMES), [(i, bind) for i, bind in binds if bind is not None]
 
 
-def _used_request_id(conn: Connection, rows: Sequence[dict[str, Any]], error: ClientRequestIdInUse) -> str:
+def _used_request_id(
+    conn: Connection, rows: Sequence[dict[str, Any]], error: ClientRequestIdInUse
+) -> tuple[str, str | None]:
+    """The ``(client_request_id, tenant_id)`` of ours that clashed."""
     if len(rows) == 1:
-        return str(rows[0]["client_request_id"])
+        return str(rows[0]["client_request_id"]), rows[0]["tenant_id"]
+    ours = {(row["tenant_id"], row["client_request_id"]) for row in rows if row["client_request_id"]}
     diag = getattr(getattr(error.__cause__, "orig", None), "diag", None)
-    used = _USED.search(getattr(diag, "message_detail", None) or "")
-    if used is not None:  # PostgreSQL names it (and its transaction is aborted: no query possible)
-        return used.group(1)
-    # SQLite undid the failed row only: look up which other row holds one of ours.
-    ours = {row["id"] for row in rows}
-    wanted = [row["client_request_id"] for row in rows if row["client_request_id"] is not None]
+    detail = getattr(diag, "message_detail", None) or ""
+    if "already exists" in detail:  # PostgreSQL names it (and its transaction is aborted: no query)
+        for tenant, request_id in ours:
+            shown = f"=({request_id})" if tenant is None else f"=({tenant}, {request_id})"
+            if shown + " already exists" in detail:
+                return str(request_id), tenant
+    # SQLite undid the failed row only: look up which other row holds one of ours (per tenant).
+    ids = {row["id"] for row in rows}
+    wanted = sorted({request_id for _, request_id in ours})
     for start in range(0, len(wanted), 500):
-        query = sa.select(t.c.id, t.c.client_request_id).where(
+        query = sa.select(t.c.id, t.c.tenant_id, t.c.client_request_id).where(
             t.c.client_request_id.in_(wanted[start : start + 500])
         )
         with translate_errors():
-            for row_id, request_id in conn.execute(query):
-                if row_id not in ours:
-                    return str(request_id)
-    return error.client_request_id
+            for row_id, tenant, request_id in conn.execute(query):
+                if row_id not in ids and (tenant, request_id) in ours:
+                    return str(request_id), tenant
+    return error.client_request_id, error.tenant_id

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncEngine
 
 from schedule_sdk.domain.errors import ClientRequestIdInUse, InvalidSetting, StoreUnavailable
+from schedule_sdk.domain.text import masked_url, without_secret
 
 WRITE = "schedule_sdk_write"
 
@@ -43,7 +44,8 @@ def make_engine(
     try:
         parsed = sa.make_url(url)
     except exc.ArgumentError as error:
-        raise InvalidSetting(f"invalid database URL {url!r}: {error}") from error
+        shown, detail = masked_url(url), without_secret(str(error), url)
+        raise InvalidSetting(f"invalid database URL {shown!r}: {detail}") from None
     if parsed.get_backend_name() == "sqlite":
         return _sqlite_engine(parsed, busy_timeout_ms, echo, wal_autocheckpoint)
     if parsed.get_backend_name() == "postgresql" and parsed.drivername == "postgresql":
@@ -53,7 +55,8 @@ def make_engine(
             parsed, pool_size=pool_size, max_overflow=pool_size, pool_pre_ping=pre_ping, echo=echo
         )
     except (exc.ArgumentError, exc.NoSuchModuleError, ImportError) as error:
-        raise InvalidSetting(f"cannot use database URL {parsed!r}: {error}") from error
+        detail = without_secret(str(error), url)
+        raise InvalidSetting(f"cannot use database URL {masked_url(url)!r}: {detail}") from None
 
 
 def _sqlite_engine(url: sa.URL, busy_timeout_ms: int, echo: bool, wal_autocheckpoint: int | None) -> Engine:
@@ -122,18 +125,20 @@ def translate_errors() -> Iterator[None]:
         yield
     except exc.IntegrityError as error:
         if "client_request_id" in str(error.orig):
-            raise ClientRequestIdInUse(_client_request_id(error)) from error
+            raise ClientRequestIdInUse(*_client_request_id(error)) from error
         raise StoreUnavailable(f"the job store rejected a write: {error.orig}") from error
     except exc.SQLAlchemyError as error:
         detail = getattr(error, "orig", None) or error
         raise StoreUnavailable(f"the job store failed: {type(detail).__name__}: {detail}") from error
 
 
-def _client_request_id(error: exc.IntegrityError) -> str:
+def _client_request_id(error: exc.IntegrityError) -> tuple[str, str | None]:
+    """The clashing ``(client_request_id, tenant_id)`` of a one-row insert ("?" when unknown)."""
     params = error.params
     if isinstance(params, dict):
-        return str(params.get("client_request_id", "?"))
-    return "?"
+        tenant = params.get("tenant_id")
+        return str(params.get("client_request_id", "?")), None if tenant is None else str(tenant)
+    return "?", None
 
 
 def is_sqlite_busy(error: BaseException) -> bool:

@@ -23,7 +23,14 @@ from typing import Any
 from schedule_sdk.domain.declared import StoredDeclaration
 from schedule_sdk.domain.errors import ClientRequestIdInUse, StoreUnavailable, TransactionNotJoinable
 from schedule_sdk.domain.history import FireRecord
-from schedule_sdk.domain.jobs import MUTABLE_FIELDS, JobQuery, ScheduledJob, encode_json, repeated_request_id
+from schedule_sdk.domain.jobs import (
+    MUTABLE_FIELDS,
+    JobQuery,
+    ScheduledJob,
+    encode_json,
+    repeated_request_id,
+    request_key,
+)
 from schedule_sdk.domain.status import FINISHED_STATUSES, JobStatus
 from schedule_sdk.ports import (
     DeclaredRows,
@@ -94,11 +101,11 @@ class MemoryTransaction(JobTransaction):
         row = _copy(job)
         if self._current(row.id) is not None:
             raise StoreUnavailable(f"the job store rejected a write: duplicate id {row.id!r}")
-        request_id = row.metadata.client_request_id
-        if request_id is not None:
+        key = request_key(row.metadata)
+        if key is not None:
             rows = {**self._store._snapshot(), **self.changes}
-            if any(r.metadata.client_request_id == request_id for r in rows.values()):
-                raise ClientRequestIdInUse(request_id)
+            if any(request_key(r.metadata) == key for r in rows.values()):
+                raise ClientRequestIdInUse(key[1], key[0])
         self.changes[row.id] = row
 
     def insert_many(self, jobs: Sequence[ScheduledJob]) -> None:
@@ -108,12 +115,12 @@ class MemoryTransaction(JobTransaction):
             raise StoreUnavailable("the job store rejected a write: duplicate id")
         repeated = repeated_request_id(jobs)
         if repeated is not None:
-            raise ClientRequestIdInUse(repeated[0])
-        wanted = {job.metadata.client_request_id for job in jobs} - {None}
+            raise ClientRequestIdInUse(repeated[0][1], repeated[0][0])
+        wanted = {request_key(job.metadata) for job in jobs} - {None}
         if wanted:
             for row in {**self._store._snapshot(), **self.changes}.values():
-                if row.metadata.client_request_id in wanted:
-                    raise ClientRequestIdInUse(str(row.metadata.client_request_id))
+                if request_key(row.metadata) in wanted:
+                    raise ClientRequestIdInUse(str(row.metadata.client_request_id), row.metadata.tenant_id)
         self.changes.update(rows)
 
     def get(self, job_id: str, *, for_update: bool = False) -> ScheduledJob | None:

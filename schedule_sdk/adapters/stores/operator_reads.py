@@ -40,6 +40,7 @@ from schedule_sdk.domain.overview import (
     percentile_bound,
 )
 from schedule_sdk.domain.status import FINISHED_STATUSES, JobStatus
+from schedule_sdk.domain.text import holds_storable_text
 from schedule_sdk.domain.timers import TimerEntry, TimerState
 from schedule_sdk.ports import OperatorReads
 
@@ -60,6 +61,8 @@ class SQLOperatorReads(OperatorReads):
 
     def count_jobs(self, status: JobStatus | None = None, **equal: str | None) -> int:
         """Jobs matching the filters, counted up to :data:`COUNT_CAP` (+1 to tell "more")."""
+        if not all(holds_storable_text(value) for value in equal.values()):
+            return 0  # text no row can hold matches none (never sent to the store)
         inner = sa.select(sa.literal(1)).select_from(jobs)
         if status is not None:
             inner = inner.where(jobs.c.status == status.value)
@@ -181,6 +184,8 @@ class SQLOperatorReads(OperatorReads):
 
     def timer_tenants(self, limit: int = 50, after: str | None = None) -> list[str]:
         """Up to ``limit`` tenants with timers, in order: one index seek each (a loose scan)."""
+        if not holds_storable_text(after):
+            return []
         found: list[str] = []
         last = after
         while len(found) < limit:
@@ -202,6 +207,8 @@ class SQLOperatorReads(OperatorReads):
         after: tuple[datetime, str] | None = None,
     ) -> list[TimerEntry]:
         """One tenant's timers in one state by due time, keyset-paged on (due_at, service_call_id)."""
+        if not holds_storable_text(tenant_id) or (after is not None and not holds_storable_text(after[1])):
+            return []  # text no row can hold matches none (never sent to the store)
         statement = (
             sa.select(timers)
             .where(timers.c.tenant_id == tenant_id, timers.c.state == state.value)
@@ -241,6 +248,8 @@ class SQLOperatorReads(OperatorReads):
         return int(self._rows(sa.select(sa.func.count()).select_from(capped))[0][0])
 
     def count_timers(self, tenant_id: str, state: TimerState) -> int:
+        if not holds_storable_text(tenant_id):
+            return 0
         inner = (
             sa.select(sa.literal(1))
             .select_from(timers)

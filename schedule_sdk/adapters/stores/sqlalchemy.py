@@ -235,7 +235,7 @@ class _Transaction(JobTransaction):
     def insert_many(self, jobs: Sequence[ScheduledJob]) -> None:
         repeated = repeated_request_id(jobs)
         if repeated is not None:
-            raise ClientRequestIdInUse(repeated[0])
+            raise ClientRequestIdInUse(repeated[0][1], repeated[0][0])
         bulk.insert_rows(self._conn, [to_row(job) for job in jobs])
 
     def get(self, job_id: str, *, for_update: bool = False) -> ScheduledJob | None:

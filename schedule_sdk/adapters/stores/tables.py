@@ -110,13 +110,28 @@ _pending = schedule_jobs.c.status == "pending"
 # Lookups by owner, tenant and client request id leave NULLs out (migration 0011): nothing looks a
 # job up by a NULL, an equality filter implies IS NOT NULL, and an insert without these metadata
 # then writes three B-trees fewer.
-_crid_set = schedule_jobs.c.client_request_id.is_not(None)
+# A client request id is unique per tenant (migration 0015): among the jobs of one tenant_id, and
+# among the jobs without a tenant (two partial indexes: a unique index counts NULLs as distinct).
+_crid_untenanted = sa.and_(
+    schedule_jobs.c.client_request_id.is_not(None), schedule_jobs.c.tenant_id.is_(None)
+)
+_crid_tenanted = sa.and_(
+    schedule_jobs.c.client_request_id.is_not(None), schedule_jobs.c.tenant_id.is_not(None)
+)
 sa.Index(
     "uq_schedule_jobs_client_request_id",
     schedule_jobs.c.client_request_id,
     unique=True,
-    postgresql_where=_crid_set,
-    sqlite_where=_crid_set,
+    postgresql_where=_crid_untenanted,
+    sqlite_where=_crid_untenanted,
+)
+sa.Index(
+    "uq_schedule_jobs_tenant_client_request_id",
+    schedule_jobs.c.tenant_id,
+    schedule_jobs.c.client_request_id,
+    unique=True,
+    postgresql_where=_crid_tenanted,
+    sqlite_where=_crid_tenanted,
 )
 # The delay index: only pending rows, by due time (claims and the poller's next wake-up).
 sa.Index(

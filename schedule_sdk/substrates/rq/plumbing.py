@@ -58,6 +58,16 @@ class Keys:
     def pump(self) -> str:
         return self._key("pump")
 
+    @property
+    def refused(self) -> str:
+        """The RQ jobs set aside unexecuted (undecodable, or not a fire of this queue): newest
+        first, at most :data:`MAX_REFUSED` kept, for an operator to look at."""
+        return self._key("refused")
+
+
+#: The most refused RQ jobs kept under :attr:`Keys.refused`.
+MAX_REFUSED = 1000
+
 
 def connect(url: str, *, timeout: float = 5.0) -> redis.Redis:
     """A client with bounded connect/socket timeouts (a dead server fails fast, never hangs)."""

@@ -17,16 +17,21 @@ instant of its entries (``due_ms``): the pump releases a few ms ahead, and consu
 until then. ``pop_released`` is the consumer's pop: ``BLPOP`` with a timeout, then one ``MULTI``
 that pops up to ``limit`` more, reads and deletes the first job's hash and clears the released
 marks of the entries already fired (two round trips per pop at steady rates); jobs are parsed
-with RQ's own ``Job`` class and the JSON serializer (nothing is unpickled), and any job whose
-function is not the SDK's fire function of this queue is refused. The releaser lease is a
+with RQ's own ``Job`` class and the JSON serializer (nothing is unpickled), and any job that does
+not decode, or whose function is not the SDK's fire function of this queue, is refused alone:
+set aside under the ``refused`` key (its id, the reason and its fields, newest first, at most
+``MAX_REFUSED``) and counted (``schedule.rq.entries.refused``), while the rest of its pop fires
+as usual. The releaser lease is a
 ``SET NX PX`` lock renewed by compare-and-set; the wake-ups are a pub/sub channel.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import threading
+import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -35,7 +40,7 @@ from rq.exceptions import NoSuchJobError
 from rq.job import Job
 from rq.serializers import JSONSerializer
 
-from schedule_sdk.ports import DelayIndex, OccurrenceRef, ReleasedBatch, WakeUps, key_of
+from schedule_sdk.ports import DelayIndex, Metrics, OccurrenceRef, ReleasedBatch, WakeUps, key_of
 from schedule_sdk.substrates.rq import plumbing
 from schedule_sdk.substrates.rq.entries import DUE_META, FIRE_FUNCTION, due_of, parse_key
 from schedule_sdk.substrates.rq.handoff import SCRIPT_CHUNK, RedisHandOff, now_ms
@@ -66,8 +71,10 @@ class RQExecutionQueue(RedisHandOff, DelayIndex):
         batch_size: int = 100,
         stale_after: float = 60.0,
         job_timeout: int = 180,
+        metrics: Metrics | None = None,
     ) -> None:
         self.redis_url = redis_url
+        self._metrics = metrics
         self.connection: redis.Redis = plumbing.connect(redis_url)
         super().__init__(client=self.connection, queue_name=queue_name, stale_after=stale_after)
         self.batch_size = batch_size
@@ -249,17 +256,48 @@ class RQExecutionQueue(RedisHandOff, DelayIndex):
             job = None
             if raw:
                 job = Job(job_id, connection=self.connection, serializer=JSONSerializer)
-                job.restore(raw)
+                try:
+                    job.restore(raw)
+                except Exception as error:  # undecodable: set aside, never delays the others
+                    self._set_aside(job_id, f"undecodable: {type(error).__name__}: {error}", raw)
+                    job = None
             jobs.append(job)
         return results[:earlier], jobs
 
+    def _set_aside(self, job_id: str, reason: str, raw: Any) -> None:
+        """Keep a refused RQ job under the ``refused`` key (capped) and count it; never raises
+        (the rest of the pop must go on)."""
+        logger.error("refusing RQ job %s: %s", job_id, reason)
+        if self._metrics is not None:
+            self._metrics.increment("schedule.rq.entries.refused")
+        try:
+            fields = {_shown(k): _shown(v)[:2000] for k, v in raw.items()} if isinstance(raw, dict) else {}
+            at_ms = int(time.time() * 1000)
+            record = {"id": job_id, "reason": reason[:500], "at_ms": at_ms, "fields": fields}
+            pipe = self.connection.pipeline(transaction=True)
+            pipe.lpush(self.keys.refused, json.dumps(record))
+            pipe.ltrim(self.keys.refused, 0, plumbing.MAX_REFUSED - 1)
+            pipe.execute()
+        except Exception as error:
+            logger.warning("could not set aside RQ job %s: %s", job_id, error)
+
+    def refused(self, limit: int = 100) -> list[dict[str, Any]]:
+        """The RQ jobs set aside, newest first (``id``, ``reason``, ``at_ms``, ``fields``)."""
+        with unavailable_as("could not read the refused RQ jobs"):
+            return [json.loads(item) for item in self.connection.lrange(self.keys.refused, 0, limit - 1)]
+
     def _batch(self, job_id: str, job: Job) -> ReleasedBatch | None:
         """The released batch of a fire job of this queue; None (logged) for anything else."""
-        members = _members(job, self.queue_name)
-        if members is None:
-            logger.error("refusing RQ job %s: it is not a schedule_sdk fire", job_id)
+        try:
+            members = _members(job, self.queue_name)
+            due = None if members is None else due_of(job.meta)
+        except Exception as error:  # what RQ decodes lazily: the rest of the pop goes on
+            self._set_aside(job_id, f"undecodable: {type(error).__name__}: {error}", None)
             return None
-        return ReleasedBatch(job_id, members, due_of(job.meta))
+        if members is None:
+            self._set_aside(job_id, "not a schedule_sdk fire of this queue", None)
+            return None
+        return ReleasedBatch(job_id, members, due)
 
     # -- the releaser lease and its wake-ups -------------------------------------------------------
 
@@ -318,6 +356,11 @@ class _RedisWakeUps(WakeUps):
             self._pubsub.close()
         except Exception:
             pass
+
+
+def _shown(value: Any) -> str:
+    """A Redis reply as text, whatever its bytes (undecodable ones replaced)."""
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
 
 
 def _members(job: Job, queue_name: str) -> list[str] | None:

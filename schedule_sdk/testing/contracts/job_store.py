@@ -309,6 +309,27 @@ class JobStoreContract(StoreContract):
         assert caught.value.client_request_id == "a"
         assert all(self.job_store.get(j.id) is None for j in batch)
 
+    def test_a_client_request_id_is_unique_per_tenant(self) -> None:
+        def with_id(tenant: str | None) -> ScheduledJob:
+            return job(metadata=JobMetadata(tenant_id=tenant, client_request_id="order-7"))
+
+        # one id, used once by each of two tenants and once without a tenant: no clash
+        first = insert(self.job_store, with_id("t1"), with_id("t2"), with_id(None))
+        with self.job_store.transaction() as tx:  # the bulk path keys it per tenant too
+            tx.insert_many([with_id("t3"), with_id("t4")])
+        for tenant in ("t1", None):  # the same tenant again (or no tenant again): refused
+            again = with_id(tenant)
+            with pytest.raises(ClientRequestIdInUse) as caught, self.job_store.transaction() as tx:
+                tx.insert(again)
+            assert caught.value.client_request_id == "order-7"
+            assert self.job_store.get(again.id) is None
+        batch = [job(metadata=JobMetadata(tenant_id="t9", client_request_id="x")), with_id("t2")]
+        with pytest.raises(ClientRequestIdInUse) as caught, self.job_store.transaction() as tx:
+            tx.insert_many(batch)
+        assert caught.value.client_request_id == "order-7"
+        assert all(self.job_store.get(j.id) is None for j in batch)
+        assert all(self.job_store.get(j.id) == j for j in first)
+
     def test_jobs_without_client_request_id_never_clash(self) -> None:
         jobs = insert(self.job_store, *(job() for _ in range(3)))
         assert all(self.job_store.get(j.id) == j for j in jobs)

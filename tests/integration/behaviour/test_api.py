@@ -4,7 +4,7 @@ idempotency, cancel, reschedule, list."""
 from __future__ import annotations
 
 import threading
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, timezone
 from zoneinfo import ZoneInfo
 
 import pytest
@@ -267,3 +267,67 @@ def test_repeat_first_occurrence_follows_the_cron_in_its_zone(backend):
     expected = timing.next_cron_time("0 9 * * 1-5", "America/Mexico_City", before)
     assert job.run_at == expected == job.scheduled_for
     assert h.job(job.id).repeat == spec.repeat
+
+
+def test_client_request_id_is_unique_per_tenant(backend):
+    h = backend.harness()
+
+    def spec(tenant: str | None) -> OneShotSpec:
+        return one_shot(metadata=JobMetadata(tenant_id=tenant, client_request_id="order-1"))
+
+    jobs = [h.service.schedule_at(spec(tenant)) for tenant in ("t1", "t2", None)]
+    assert len({job.id for job in jobs}) == 3  # one id, three owners: no clash
+    for tenant in ("t1", None):
+        with pytest.raises(ClientRequestIdInUse):
+            h.service.schedule_at(spec(tenant))
+    with pytest.raises(ClientRequestIdInUse) as caught:
+        h.service.schedule_many([spec("t3"), spec("t2")])
+    assert caught.value.index == 1
+    assert count_jobs(h) == 3
+
+
+#: The reviewer's triggers: each once escaped as OverflowError, RecursionError,
+#: UnicodeEncodeError or ValueError, or was stored on SQLite and StoreUnavailable on PostgreSQL.
+HOSTILE_CALLS = {
+    "year-1-at-plus-14": lambda s: s.schedule_at(
+        one_shot(run_at=datetime(1, 1, 1, tzinfo=timezone(timedelta(hours=14))))
+    ),
+    "9999-at-minus-5": lambda s: s.schedule_at(
+        one_shot(run_at=datetime(9999, 12, 31, 23, 59, tzinfo=timezone(timedelta(hours=-5))))
+    ),
+    "payload-10000-deep": lambda s: s.schedule_at(one_shot(payload=_nested(10_000))),
+    "payload-surrogate": lambda s: s.schedule_at(one_shot(payload={"a": "\ud800"})),
+    "payload-nul": lambda s: s.schedule_at(one_shot(payload={"a": "\x00"})),
+    "owner-surrogate": lambda s: s.schedule_at(one_shot(metadata=JobMetadata(owner_id="\udc00"))),
+    "owner-nul": lambda s: s.schedule_at(one_shot(metadata=JobMetadata(owner_id="a\x00"))),
+    "filter-surrogate": lambda s: s.list(owner_id="\ud800"),
+    "filter-nul": lambda s: s.list(tenant_id="\x00"),
+    "cron-5000-digits": lambda s: s.schedule_repeat(
+        RepeatSpec(topic="t", timezone="UTC", repeat=CronRepeat(expression="1" * 5000 + " * * * *"))
+    ),
+}
+
+
+def _nested(depth: int) -> dict[str, object]:
+    payload: dict[str, object] = {}
+    for _ in range(depth - 1):
+        payload = {"a": payload}
+    return payload
+
+
+@pytest.mark.parametrize("name", HOSTILE_CALLS)
+def test_hostile_input_is_a_typed_validation_error_on_every_backend(backend, name):
+    h = backend.harness()
+    with pytest.raises(ScheduleValidationError) as refused:
+        HOSTILE_CALLS[name](h.service)
+    assert refused.value.code.startswith("SCHEDULE_INVALID")
+    assert count_jobs(h) == 0
+
+
+@pytest.mark.parametrize("job_id", ["\x00", "\ud800", "x" * 256])
+def test_an_id_no_job_can_have_is_not_found_without_asking_the_store(backend, job_id):
+    h = backend.harness()
+    assert h.service.get_by_id(job_id) is None
+    for method in ("cancel", "pause", "resume", "trigger", "preview"):
+        with pytest.raises(JobNotFound):
+            getattr(h.service, method)(job_id)

@@ -493,6 +493,28 @@ def test_a_bad_database_url_is_a_one_line_error_exit_2() -> None:
     assert_one_line_error(run("--database-url", "sqlite://", "db", "upgrade"), 2)
 
 
+@pytest.mark.parametrize(
+    "url",
+    [
+        "postgres://app:Hunter2Secret@db:5432/jobs",  # no such dialect
+        "postgresql+nodriver://app:Hunter2Secret@db/jobs",  # no such driver
+        "mysql://app:Hunter2Secret@db/jobs",  # not a supported database
+        "postgresql+psycopg://app:Hunter2Secret@127.0.0.1:1/jobs",  # unreachable
+    ],
+)
+def test_a_bad_database_url_never_prints_its_password(url: str, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = cli(url, "jobs", "list", capsys=capsys)
+    assert code in (2, 4)
+    assert "Hunter2Secret" not in out + err
+    assert "app:***@" in err or code == 4
+
+
+def test_a_bad_redis_url_never_prints_its_password(db_url: str, capsys: pytest.CaptureFixture[str]) -> None:
+    bad = "redis-ish://:Hunter2Secret@x:1/0"
+    code, out, err = cli(db_url, "--redis-url", bad, "jobs", "list", capsys=capsys)
+    assert code == 2 and "Hunter2Secret" not in out + err and ":***@" in err
+
+
 def test_an_unreachable_database_is_a_one_line_error_exit_4() -> None:
     result = run("--database-url", "postgresql+psycopg://postgres@127.0.0.1:1/nothing", "jobs", "list")
     assert_one_line_error(result, 4)
