@@ -157,3 +157,28 @@ def test_the_jobs_list_walks_an_index_in_its_order(name: str, tmp_path: Path) ->
     # ties of the sort column are ordered by id ("RIGHT PART"): never the whole result
     assert not [step for step in plan if "B-TREE FOR ORDER BY" in step or step == "SCAN schedule_jobs"], plan
     assert any(index in step for step in plan), plan
+
+
+def test_requeue_a_finished_job_from_its_page_and_in_bulk(site: Site):
+    failed, cancelled, pending = site.one_shot(), site.one_shot(), site.one_shot()
+    with site.store.engine.begin() as conn:  # as the fire path leaves a job whose attempts ran out
+        conn.execute(
+            sa.update(schedule_jobs)
+            .where(schedule_jobs.c.id == failed)
+            .values(status="failed", last_error="boom")
+        )
+    site.service.cancel(cancelled)
+    client = site.client(auth=lambda request: True)
+    page = client.get(f"/jobs/{failed}/requeue")
+    assert page.status_code == 200
+    done = client.post(f"/jobs/{failed}/requeue", data={"csrf": csrf_of(page.text)}, follow_redirects=False)
+    assert done.status_code in (200, 303), done.text
+    assert site.service.get_by_id(failed).status is JobStatus.PENDING  # runs again, as a new occurrence
+    confirm = client.get("/bulk", params={"action": "requeue", "job": [cancelled, pending]})
+    assert confirm.status_code == 200
+    bulk = client.post("/bulk/requeue", data={"csrf": csrf_of(confirm.text), "job": [cancelled, pending]})
+    assert bulk.status_code == 409  # an open job cannot be requeued: refused alone, nothing written for it
+    outcome = dict(re.findall(r'class="result" data-job-id="([^"]+)" data-ok="(\w+)"', bulk.text))
+    assert outcome == {cancelled: "yes", pending: "no"}
+    assert site.service.get_by_id(cancelled).status is JobStatus.PENDING
+    assert site.service.get_by_id(pending).occurrence_count == 0
