@@ -8,8 +8,10 @@ from datetime import timedelta
 
 import httpx
 import pytest
+import sqlalchemy as sa
 
 from schedule_sdk import JobMetadata, JobStatus, ScheduleValidationError
+from schedule_sdk.adapters.stores.tables import schedule_jobs
 from schedule_sdk.dashboard import TenantScope, create_dashboard
 from schedule_sdk.domain.timers import TIMER_TOPIC
 from schedule_sdk.entrypoints.dashboard.security import LOGIN_FAILURES, LOGIN_WINDOW, MAX_FORM_BYTES
@@ -252,10 +254,11 @@ def test_a_tenant_scope_limits_what_an_operator_sees_and_steers(site: Site):
 
 def test_a_timers_job_is_not_steered_behind_the_timers_back(site: Site):
     job_id = site.one_shot(
-        topic=TIMER_TOPIC,
         payload={"tenantId": "acme", "serviceCallId": "call-1"},
         metadata=JobMetadata(tenant_id="acme", owner_id="call-1"),
     )
+    with site.store.engine.begin() as conn:  # the timer's own job: apps cannot schedule on its topic
+        conn.execute(sa.update(schedule_jobs).where(schedule_jobs.c.id == job_id).values(topic=TIMER_TOPIC))
     client = site.client(auth=lambda request: True)
     page = client.get(f"/jobs/{job_id}").text
     assert 'data-action="' not in page and "through the timer" in page
