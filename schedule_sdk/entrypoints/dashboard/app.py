@@ -112,7 +112,7 @@ BULK_ACTIONS = tuple(a for a in ("cancel", "pause", "resume", "requeue") if a in
 _UUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
 _TIMER_JOB = (
     "This job belongs to a timer (tenant {tenant}, service call {call}): steer it through the timer "
-    "(a ScheduleTimer or CancelTimer command), so that the timer never claims a job it does not have."
+    "(send it a ScheduleTimer command), so that the timer never claims a job it does not have."
 )
 _SCRIPT = Path(__file__).with_name("static") / "dashboard.js"
 
