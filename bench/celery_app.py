@@ -1,7 +1,8 @@
 """The Celery app of bench/celery_peer.py's worker process (``celery -A celery_app worker``).
 
 Configured from the environment: ``CELERY_PEER_BROKER`` (a Redis URL), ``CELERY_PEER_EVENTS``
-(the file each task appends ``due started`` to, epoch seconds, one ``write`` per task, O_APPEND)
+(the file each task appends ``index due started pid`` to, epoch seconds, one ``write`` per task,
+O_APPEND)
 and ``CELERY_PEER_READY`` (a file created when the worker is ready to consume).
 """
 
@@ -36,7 +37,7 @@ _fd = os.open(_events, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644) if _events
 def fire(index: int, due: float) -> None:
     """Record when this task started against its ETA (``due``, epoch seconds)."""
     started = time.time()
-    os.write(_fd, f"{index} {due} {started}\n".encode())
+    os.write(_fd, f"{index} {due} {started} {os.getpid()}\n".encode())
 
 
 @worker_ready.connect

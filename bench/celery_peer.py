@@ -100,7 +100,7 @@ def celery_run(env: Env, pool: str, concurrency: int) -> tuple[list[float], floa
     busy_cpu = tree_cpu_seconds(worker.process.pid) - idle_cpu
     worker.stop()
     first: dict[str, float] = {}
-    for index, due, started in rows:
+    for index, due, started, _pid in rows:
         first.setdefault(index, (float(started) - float(due)) * 1000)
     doubles = sum(1 for count in Counter(r[0] for r in rows).values() if count > 1)
     return list(first.values()), busy_cpu / max(1, len(rows)) * 1000, doubles

@@ -1,12 +1,20 @@
 """Benchmarks of the core on the embedded ``sql`` substrate. Prints figures.
 
-Run:  .venv/bin/python bench/core.py [--store sqlite|postgres|all] [--only W1,W2,W3,W4] [--runs N]
+Run:  .venv/bin/python bench/core.py [--store sqlite|postgres|pgbouncer|all|a,b] [--only W1,W2,W3,W4]
+      [--runs N]
+
+``--store postgres,pgbouncer --runs 5`` alternates the two stores run by run and ends with the
+median of each figure of W2 and W3 per store.
 
 W1  schedule_at: 20,000 one-shots due in an hour, one caller  -> jobs/s
 W1A W1 through AsyncScheduleService (awaited one after another on one loop)
 W1M schedule_many: the same 20,000 in one call, and in calls of 1,000 -> jobs/s
 W2  10,000 jobs due at the same instant, worker running        -> drain fires/s, lateness p50/p99
 W3  6,000 jobs due at 200/s                                    -> lateness p50/p99/max, early count
+W2T, W3T  W2 and W3 with a time limit on every fire (default_time_limit 60 s, never reached):
+    what running each fire's listeners on a helper thread of its own costs
+W3K W3 with every job under one concurrency key of limit 8, alternating in one run with plain W3
+    (three pairs)                                               -> both lateness figures, p99 medians
 W4  resident memory of a worker with 100,000 pending jobs      -> RSS MB at 0 / 10k / 100k pending
 M1  1,000,000 pending jobs (due in a day; 1,000 owners) loaded with schedule_many, then a worker
     running: its RSS over 20 s, a filtered ``list`` page (owner + status), and W3 on top.
@@ -18,7 +26,9 @@ R1  W3 while 1,000,000 finished rows are purged (the worker's retention tick and
     ``jobs purge``-style run to the end)                         -> W3 lateness, purge rows/s
 
 Lateness = listener start (fired_at) - due instant (scheduled_for). PostgreSQL uses a fresh
-database ``schedule_sdk_bench`` on 127.0.0.1:5432 (dropped and re-created per workload).
+database ``schedule_sdk_bench`` on 127.0.0.1:5432 (dropped and re-created per workload);
+``pgbouncer`` is the same database through PgBouncer in transaction pooling on 127.0.0.1:6432
+(``database_pooler=transaction``, LISTEN on the direct URL: the production how-to's setting).
 """
 
 from __future__ import annotations
@@ -26,11 +36,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
 import threading
 import time
+from collections import defaultdict
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -40,6 +52,7 @@ from _stats import PG_ADMIN, percentile  # bench/ is on sys.path when run as a s
 
 from schedule_sdk import (
     SCHEDULE_ARRIVED_EVENT,
+    ConcurrencyLimit,
     JobMetadata,
     ListenerRegistry,
     OneShotSpec,
@@ -50,6 +63,14 @@ from schedule_sdk import (
 #: Another worktree's bench may use the default name at the same time: set SCHEDULE_BENCH_DB.
 BENCH_DB = os.environ.get("SCHEDULE_BENCH_DB", "schedule_sdk_bench")
 PG_BENCH = f"postgresql+psycopg://postgres@127.0.0.1:5432/{BENCH_DB}"
+PGBOUNCER_BENCH = f"postgresql+psycopg://postgres@127.0.0.1:6432/{BENCH_DB}"
+STORES = ["sqlite", "postgres", "pgbouncer"]
+#: The settings of a store beyond its URL.
+STORE_SETTINGS: dict[str, dict[str, object]] = {
+    "pgbouncer": {"database_pooler": "transaction", "database_listen_url": PG_BENCH},
+}
+#: The figures of W2 and W3 per (workload, store), for the medians printed at the end.
+FIGURES: dict[tuple[str, str], list[dict[str, float]]] = defaultdict(list)
 
 
 def fresh_url(store: str) -> str:
@@ -58,7 +79,7 @@ def fresh_url(store: str) -> str:
     with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
         conn.execute(f"DROP DATABASE IF EXISTS {BENCH_DB} WITH (FORCE)")
         conn.execute(f"CREATE DATABASE {BENCH_DB}")
-    return PG_BENCH
+    return PGBOUNCER_BENCH if store == "pgbouncer" else PG_BENCH
 
 
 class Bench:
@@ -66,7 +87,9 @@ class Bench:
 
     def __init__(self, store: str, **settings: object) -> None:
         self.container = ScheduleContainer()
-        self.container.config.from_dict({"database_url": fresh_url(store), **settings})
+        self.container.config.from_dict(
+            {"database_url": fresh_url(store), **STORE_SETTINGS.get(store, {}), **settings}
+        )
         self.registry: ListenerRegistry = self.container.listeners()
         self.lateness: list[float] = []
         self.done = threading.Event()
@@ -87,14 +110,17 @@ class Bench:
         self.container.shutdown_resources()
 
 
-def spec(run_at: datetime) -> OneShotSpec:
-    return OneShotSpec(topic="bench.job", run_at=run_at, timezone="UTC", payload={"n": 1})
+def spec(run_at: datetime, concurrency: ConcurrencyLimit | None = None) -> OneShotSpec:
+    return OneShotSpec(
+        topic="bench.job", run_at=run_at, timezone="UTC", payload={"n": 1}, concurrency=concurrency
+    )
 
 
-def load(bench: Bench, run_ats: list[datetime]) -> None:
+def load(bench: Bench, run_ats: list[datetime], concurrency: ConcurrencyLimit | None = None) -> None:
     """The jobs of W2 and W3, written before the worker starts (schedule_many, 1,000 a call)."""
     for start in range(0, len(run_ats), 1_000):
-        bench.service.schedule_many([spec(run_at) for run_at in run_ats[start : start + 1_000]])
+        chunk = run_ats[start : start + 1_000]
+        bench.service.schedule_many([spec(run_at, concurrency) for run_at in chunk])
 
 
 def w1(store: str) -> str:
@@ -146,8 +172,8 @@ def w1m(store: str) -> str:
     return f"W1M {store:8} schedule_many x{n}: " + "; ".join(figures)
 
 
-def w2(store: str) -> str:
-    bench = Bench(store, worker_concurrency=8)
+def w2(store: str, label: str = "W2", **settings: object) -> str:
+    bench = Bench(store, worker_concurrency=8, **settings)
     n = 10_000
     bench.expected = n
     due = datetime.now(UTC) + timedelta(seconds=10)
@@ -159,23 +185,50 @@ def w2(store: str) -> str:
     drain = max(bench.lateness) / 1000
     late = bench.lateness
     bench.close()
+    FIGURES["W2", store].append(
+        {"fires/s": n / drain, "p50 ms": percentile(late, 50), "p99 ms": percentile(late, 99)}
+    )
     return (
-        f"W2 {store:8} burst of {n}: drained in {drain:.2f} s = {n / drain:,.0f} fires/s; "
+        f"{label} {store:8} burst of {n}: drained in {drain:.2f} s = {n / drain:,.0f} fires/s; "
         f"lateness p50 {percentile(late, 50):.0f} ms, p99 {percentile(late, 99):.0f} ms"
     )
 
 
-def w3(store: str) -> str:
-    bench = Bench(store)
+def w3(store: str, label: str = "W3", **settings: object) -> str:
+    bench = Bench(store, **settings)
     late = _run_w3(bench, store)
-    return f"W3 {store:8} " + _w3_figures(late)
+    FIGURES["W3", store].append(
+        {"p50 ms": percentile(late, 50), "p99 ms": percentile(late, 99), "max ms": max(late)}
+    )
+    return f"{label} {store:8} " + _w3_figures(late)
 
 
-def _run_w3(bench: Bench, store: str, *, when_due: Callable[[], None] | None = None) -> list[float]:
+def w3k(store: str) -> str:
+    """W3 and W3 under one key of limit 8, alternating (plain first), three pairs."""
+    lines, p99 = [], {"plain": [], "keyed": []}
+    for _ in range(3):
+        for kind in ("plain", "keyed"):
+            limit = ConcurrencyLimit(key="bench", limit=8) if kind == "keyed" else None
+            late = _run_w3(Bench(store), store, concurrency=limit)
+            p99[kind].append(percentile(late, 99))
+            lines.append(f"W3K {store:8} {kind:5} " + _w3_figures(late))
+    plain, keyed = (percentile(p99[kind], 50) for kind in ("plain", "keyed"))
+    ratio = keyed / plain
+    lines.append(f"W3K {store:8} median p99: plain {plain:.2f} ms, keyed {keyed:.2f} ms ({ratio:.2f}x)")
+    return "\n".join(lines)
+
+
+def _run_w3(
+    bench: Bench,
+    store: str,
+    *,
+    when_due: Callable[[], None] | None = None,
+    concurrency: ConcurrencyLimit | None = None,
+) -> list[float]:
     n, rate = 6_000, 200
     bench.expected = n
     start = datetime.now(UTC) + timedelta(seconds=10)
-    load(bench, [start + timedelta(seconds=i / rate) for i in range(n)])
+    load(bench, [start + timedelta(seconds=i / rate) for i in range(n)], concurrency)
     bench.container.worker().start()
     if when_due is not None:
         time.sleep(max(0.0, (start - datetime.now(UTC)).total_seconds() - 1.0))
@@ -364,6 +417,9 @@ WORKLOADS: dict[str, Callable[[str], str]] = {
     "W1M": w1m,
     "W2": w2,
     "W3": w3,
+    "W2T": lambda store: w2(store, "W2T", default_time_limit="60"),
+    "W3T": lambda store: w3(store, "W3T", default_time_limit="60"),
+    "W3K": w3k,
     "W4": w4,
     "M1": m1,
     "R1": r1,
@@ -374,7 +430,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--store", choices=["sqlite", "postgres", "all"], default="all")
+    parser.add_argument("--store", default="all", help=f"all, or one or more of {', '.join(STORES)}")
     parser.add_argument("--only", default="W1,W2,W3,W4")
     parser.add_argument(
         "--runs", type=int, default=1, help="repeat each workload; medians are the reader's job"
@@ -382,11 +438,17 @@ def main() -> None:
     parser.add_argument("--pending", type=int, default=PENDING_ROWS, help="M1: pending rows")
     args = parser.parse_args()
     globals()["PENDING_ROWS"] = args.pending
-    stores = ["sqlite", "postgres"] if args.store == "all" else [args.store]
+    stores = STORES if args.store == "all" else args.store.split(",")
+    unknown = set(stores) - set(STORES)
+    if unknown:
+        parser.error(f"unknown store(s): {', '.join(sorted(unknown))}")
     for name in args.only.split(","):
-        for store in stores:
-            for _ in range(args.runs):
+        for _ in range(args.runs):
+            for store in stores:  # alternate the stores run by run
                 print(WORKLOADS[name.strip()](store), flush=True)
+    for (name, store), runs in FIGURES.items():
+        medians = ", ".join(f"{key} {statistics.median(r[key] for r in runs):,.2f}" for key in runs[0])
+        print(f"{name} {store:9} median of {len(runs)} run(s): {medians}", flush=True)
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""Issue 15's trial: an app that schedules, cancels and fires jobs is killed (SIGKILL) at a random
+"""The crash trial: an app that schedules, cancels and fires jobs is killed (SIGKILL) at a random
 moment, then restarted; every job whose ``schedule_at`` returned must fire, none early, no
 cancelled one after ``cancel`` returned, and each within ``lease + 2`` s of the restart (or of its
 due instant, if later). Prints figures.

@@ -18,11 +18,13 @@ from schedule_sdk.core.listeners import ListenerRegistry, on_event
 from schedule_sdk.core.reconciler import ReconcileReport
 from schedule_sdk.core.service import ScheduleService
 from schedule_sdk.core.worker import ScheduleWorker
+from schedule_sdk.domain.calendars import Calendar, HolidaySpec
 from schedule_sdk.domain.declared import Declaration, Plan, PlanItem
 from schedule_sdk.domain.errors import ScheduleError
 from schedule_sdk.domain.events import (
     SCHEDULE_ARRIVED_EVENT,
     SCHEDULE_MISSED_EVENT,
+    MissedReason,
     ScheduleArrivedEvent,
     ScheduleMissedEvent,
     schedule_arrived_event_name,
@@ -31,6 +33,7 @@ from schedule_sdk.domain.events import (
 from schedule_sdk.domain.history import FireOutcome, FireRecord
 from schedule_sdk.domain.jobs import (
     Backoff,
+    ConcurrencyLimit,
     CronRepeat,
     IntervalRepeat,
     JobMetadata,
@@ -60,6 +63,8 @@ __all__ = [
     "SCHEDULE_MISSED_EVENT",
     "AsyncScheduleService",
     "Backoff",
+    "Calendar",
+    "ConcurrencyLimit",
     "CronRepeat",
     "Declaration",
     "DeclaredSchedules",
@@ -67,12 +72,14 @@ __all__ = [
     "FireOutcome",
     "FireRecord",
     "FireTime",
+    "HolidaySpec",
     "IntervalRepeat",
     "JobMetadata",
     "JobPage",
     "JobStatus",
     "ListenerRegistry",
     "MisfirePolicy",
+    "MissedReason",
     "OneShotSpec",
     "Plan",
     "PlanItem",

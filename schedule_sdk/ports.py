@@ -32,6 +32,25 @@ class Clock(ABC):
         """The current instant, aware UTC."""
 
 
+class ClaimClock(Clock):
+    """The clock claims are made by: the store's clock as this process knows it (see
+    :class:`~schedule_sdk.core.store_time.StoreTime`). A row is due when its ``run_at`` has
+    passed on the store's clock, whatever this process's own clock says."""
+
+    @abstractmethod
+    def claim_now(self) -> datetime | None:
+        """An instant known to have passed on the store's clock (its best estimate less the
+        estimate's error), or None while this process may not claim: its offset from the store's
+        clock is unknown or beyond the bound it is allowed."""
+
+
+def claim_time(clock: Clock) -> datetime | None:
+    """What a claimer compares ``run_at`` with: ``clock.claim_now()`` for a :class:`ClaimClock`,
+    else ``clock.now()`` (a plain clock, e.g. a test's fake one, is taken as the store's). None:
+    claim nothing now."""
+    return clock.claim_now() if isinstance(clock, ClaimClock) else clock.now()
+
+
 #: ``(job_id, occurrence, attempt)``: which fire of which job.
 OccurrenceRef = tuple[str, int, int]
 
@@ -96,6 +115,13 @@ class WorkerInfo:
     last_beat: datetime
     in_flight: int = 0
     node: str | None = None
+    #: How many of its listener threads still ran a fire that had timed out, at that beat (a
+    #: worker with stuck threads is degraded: ``schedule-sdk health`` says so).
+    stuck: int = 0
+    #: Seconds to add to this worker's own clock to read the store's clock, as measured at its
+    #: last beat, and that measurement's error bound (half its round trip); None: not measured.
+    clock_offset: float | None = None
+    clock_error: float | None = None
 
 
 class Metrics(ABC):
@@ -124,6 +150,19 @@ class TopicBacklog:
     pending: int
     due: int
     oldest_due: datetime | None
+
+
+@dataclass(frozen=True, slots=True)
+class KeyLoad:
+    """One concurrency key at one instant: the highest ``limit`` its open jobs name, its
+    ``running`` fires (active rows), and its ``waiting`` ones (pending and due, not yet claimed),
+    the oldest of those due at ``oldest_waiting`` (None: none waits)."""
+
+    key: str
+    limit: int
+    running: int
+    waiting: int
+    oldest_waiting: datetime | None
 
 
 class FireSpan(ABC):
@@ -180,6 +219,13 @@ class JobTransaction(ABC):
     def update_many(self, changes: Sequence[tuple[ScheduledJob, Guard]]) -> None:
         """``update`` for many rows at once (rows failing their guard are left alone)."""
 
+    @abstractmethod
+    def waiting(self, keys: Sequence[str], now: datetime, per_key: int) -> list[Occurrence]:
+        """The occurrences waiting for a slot of these concurrency keys: pending jobs with one of
+        ``keys`` due at or before ``now``, the earliest ``per_key`` of each key (due order), as
+        this transaction sees them. A fire path that has just freed slots of ``keys`` hands them
+        to the queue again (:meth:`ExecutionQueue.enqueue` is idempotent per occurrence)."""
+
 
 class JoinedTransaction(JobTransaction):
     """Writes inside the *caller's* transaction (see :meth:`JoinableStore.join`): the store neither
@@ -229,7 +275,12 @@ class JobStore(ABC):
     ) -> list[ScheduledJob]:
         """Atomically move up to ``limit`` pending jobs with ``run_at <= now`` (earliest first) to
         ``active``, claimed by ``worker_id`` until ``lease_until``; return them as claimed. Rows
-        another transaction is claiming are skipped, never claimed twice."""
+        another transaction is claiming are skipped, never claimed twice.
+
+        A job with a :class:`~schedule_sdk.domain.jobs.ConcurrencyLimit` is claimed only while
+        fewer than its ``limit`` jobs with its key are ``active`` (counting those this call
+        claims), even when claims race (in every process); the jobs of a key are claimed in due
+        order, and those left are *waiting*: pending and due."""
 
     @abstractmethod
     def claim_many(
@@ -241,7 +292,9 @@ class JobStore(ABC):
     ) -> list[ScheduledJob]:
         """Claim, like ``claim_due``, each ``(job_id, occurrence, attempt)`` whose job is pending,
         due, and at exactly that occurrence and attempt; return those claimed (any order). The others
-        (cancelled, already fired, not yet due, or being claimed by someone else) are left alone."""
+        (cancelled, already fired, not yet due, or being claimed by someone else) are left alone.
+        Concurrency limits hold as in ``claim_due`` (the given jobs of a key in due order): a job
+        whose key is full is left pending (waiting)."""
 
     def claim(
         self, job_id: str, occurrence: int, attempt: int, now: datetime, worker_id: str, lease_until: datetime
@@ -265,8 +318,10 @@ class JobStore(ABC):
         (same occurrence and attempt, so they fire again); return them as released."""
 
     @abstractmethod
-    def next_due_at(self) -> datetime | None:
-        """The earliest ``run_at`` of any pending job, or None."""
+    def next_due_at(self, now: datetime | None = None) -> datetime | None:
+        """The earliest ``run_at`` of any pending job, or None. With ``now``, jobs with a
+        concurrency key due at or before ``now`` are left out: a claim at ``now`` left them
+        waiting for a slot, and whoever frees one wakes the runners (so a poller does not spin)."""
 
     @abstractmethod
     def scan_open(self, after_id: str | None, limit: int) -> list[ScheduledJob]:
@@ -281,6 +336,25 @@ class JobStore(ABC):
             OpenOccurrence(Occurrence.of(job), job.status is JobStatus.PENDING)
             for job in self.scan_open(after_id, limit)
         ]
+
+    def concurrency_load(self, now: datetime) -> list[KeyLoad]:
+        """The open jobs of each concurrency key (keys with none are left out), in key order: for
+        the concurrency gauges and the dashboard. Not on the fire path. The default pages through
+        :meth:`scan_open`; a store may answer it in one query (the SQL store does)."""
+        found: dict[str, list[Any]] = {}
+        after: str | None = None
+        while page := self.scan_open(after, 1000):
+            after = page[-1].id
+            for job in page:
+                if job.concurrency is not None:
+                    entry = found.setdefault(job.concurrency.key, [0, 0, 0, None])
+                    entry[0] = max(entry[0], job.concurrency.limit)
+                    if job.status is JobStatus.ACTIVE:
+                        entry[1] += 1
+                    elif job.run_at <= now:
+                        entry[2] += 1
+                        entry[3] = job.run_at if entry[3] is None else min(entry[3], job.run_at)
+        return [KeyLoad(key, *found[key]) for key in sorted(found)]
 
     def backlog(self, now: datetime) -> list[TopicBacklog]:
         """Pending jobs per topic (topics with none are left out), in topic order: for the pending
@@ -334,7 +408,14 @@ class WorkerRegistry(ABC):
     @abstractmethod
     def beat(self, worker: WorkerInfo) -> None:
         """Insert or update ``worker``'s registry row, keyed by ``worker.id``: a new row takes
-        every field; an existing row takes ``last_beat`` and ``in_flight`` only."""
+        every field; an existing row takes ``last_beat``, ``in_flight``, ``stuck``,
+        ``clock_offset`` and ``clock_error`` only."""
+
+    @abstractmethod
+    def store_clock(self) -> datetime | None:
+        """The store's own clock, read now (one round trip: PostgreSQL's ``clock_timestamp()``),
+        or None when the store has no clock of its own and its time is this machine's (SQLite, an
+        in-memory store): the offset is then 0 by definition."""
 
     @abstractmethod
     def workers(self) -> list[WorkerInfo]:
@@ -471,6 +552,26 @@ class ExecutionQueue(ABC):
         """Drop the stranded entries of these occurrences whose rows moved on, keeping any that
         was handed over again in the last ``older_than`` seconds (best effort, never raises)."""
         return None
+
+    def incarnation(self) -> str | None:
+        """Which server state holds the entries now: a value that changes when entries may have
+        been lost wholesale (the substrate failed over to a replica that had not received the
+        latest writes, or restarted without them). A worker's heartbeat compares it with the one
+        it saw last and, when it changed, reconciles at once. Default: None (nothing can be lost
+        that way, e.g. the store is the queue).
+
+        :raises QueueUnavailable: the substrate did not answer.
+        """
+        return None
+
+    def risks(self) -> list[str]:
+        """How the substrate's configuration could lose entries (one line each, e.g. an eviction
+        policy that may evict them), for the health check and the log of a starting worker.
+        Default: none.
+
+        :raises QueueUnavailable: the substrate did not answer.
+        """
+        return []
 
 
 class CommitSignal(ABC):
@@ -689,7 +790,8 @@ class EventPublisher(ABC):
 
     def publish_missed(self, event: ScheduleMissedEvent) -> None:
         """Emit ``schedule.missed`` and ``schedule.<topic>.missed`` with ``event`` (occurrences
-        the job's misfire policy skipped or coalesced). Optional: the default drops the event
+        the job's misfire policy skipped or coalesced, or its overlap policy did not fire; see
+        ``event.reason``). Optional: the default drops the event
         (the fire path logs it anyway). Listener failures may raise ``ListenerFailed``; the fire
         path logs them and does not retry."""
         return None
@@ -729,6 +831,14 @@ class FireResult:
     claimed: ScheduledJob
     outcome: ScheduledJob
     fire: FireRecord | None = None
+    #: The history entry of the occurrences that came due while this fire ran and that the
+    #: job's overlap policy did not fire (``skipped``), written with it; None: there were none.
+    overlapped: FireRecord | None = None
+    #: The run that fires this occurrence (a job with the overlap policy ``allow`` hands each
+    #: occurrence to a one-shot row of its own, ``ScheduledJob.run_of``): inserted and handed
+    #: to the queue with the outcome, only if the outcome is written (the row was still claimed
+    #: by the firing worker for this occurrence); None: the listeners ran here.
+    run: ScheduledJob | None = None
 
 
 class FirePath(ABC):
@@ -742,9 +852,9 @@ class FirePath(ABC):
 
     @abstractmethod
     def record(self, results: Sequence[FireResult]) -> None:
-        """Record these fires' outcomes in one transaction, in the write order (next occurrences
-        and retries are handed to the queue); rows no longer claimed by the firing worker are
-        left alone.
+        """Record these fires' outcomes in one transaction, in the write order (next occurrences,
+        retries and runs are handed to the queue); rows no longer claimed by the firing worker
+        are left alone (and their runs are not inserted).
 
         :raises StoreUnavailable, QueueUnavailable: nothing was recorded; the fires repeat once
             their claims expire.

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# Make sure PostgreSQL (127.0.0.1:5432), Redis (127.0.0.1:6379) and NATS JetStream (127.0.0.1:4222)
-# accept connections. A service that is down is started; its Debian package is installed first if it
+# Make sure PostgreSQL (127.0.0.1:5432), PgBouncer in transaction pooling in front of it
+# (127.0.0.1:6432), Redis (127.0.0.1:6379) and NATS JetStream (127.0.0.1:4222) accept connections. A service that is down is started; its Debian package is installed first if it
 # is missing. Also installs Debian's chromium when missing (the dashboard's browser tests drive it
-# with Playwright; no browser is downloaded). Idempotent. Prints one line per service (already up / started / FAILED) and exits
+# with Playwright; no browser is downloaded), Debian's redis-sentinel (failover tests start
+# Sentinels of their own; no Sentinel service is started) and Debian's libfaketime (the clock tests
+# run worker processes whose clock is shifted with LD_PRELOAD). Idempotent. Prints one line per service (already up / started / FAILED) and exits
 # non-zero if any service is unavailable: a missing service fails the run, it is never skipped.
 #
 # SERVICES_WAIT_SECONDS (default 30) bounds the wait for each service after starting it.
@@ -14,6 +16,11 @@ FAILURES=0
 PG_INSTALLED_NOW=0
 PG_NAME="PostgreSQL 127.0.0.1:5432"
 NATS_NAME="NATS 127.0.0.1:4222"
+PGBOUNCER_NAME="PgBouncer 127.0.0.1:6432 (transaction pooling)"
+# PgBouncer's configuration is this script's own (never Debian's /etc/pgbouncer/pgbouncer.ini).
+PGBOUNCER_CONF=/etc/pgbouncer/schedule-sdk-ci.ini
+PGBOUNCER_LOG=/var/log/postgresql/pgbouncer-schedule-sdk-ci.log
+PGBOUNCER_PID=/var/run/postgresql/pgbouncer-schedule-sdk-ci.pid
 DETAIL_LOG="$(mktemp "${TMPDIR:-/tmp}/ensure-services.XXXXXX")"
 trap 'rm -f "$DETAIL_LOG"' EXIT
 export DEBIAN_FRONTEND=noninteractive
@@ -29,6 +36,12 @@ as_root() {
 # --- readiness checks (no nc: pg_isready, redis-cli, bash /dev/tcp) ---------------------------
 
 pg_ready() { pg_isready -q -h 127.0.0.1 -p 5432 >/dev/null 2>&1; }
+
+# A query through the pooler reaches PostgreSQL; SHOW POOLS on its admin console is PgBouncer's own.
+pgbouncer_ready() {
+    psql -h 127.0.0.1 -p 6432 -U postgres -w -X -Atq -d test -c 'SELECT 1' >/dev/null 2>&1 &&
+        psql -h 127.0.0.1 -p 6432 -U postgres -w -X -Atq -d pgbouncer -c 'SHOW POOLS' >/dev/null 2>&1
+}
 
 redis_ready() { [ "$(timeout 3 redis-cli -h 127.0.0.1 -p 6379 ping 2>/dev/null)" = "PONG" ]; }
 
@@ -52,10 +65,36 @@ apt_install() {
 
 pg_missing() { ! command -v pg_ctlcluster >/dev/null || [ -z "$(ls -A /etc/postgresql 2>/dev/null)" ]; }
 redis_missing() { ! command -v redis-server >/dev/null || ! command -v redis-cli >/dev/null; }
+pgbouncer_missing() { ! command -v pgbouncer >/dev/null; }
 nats_missing() { [ ! -x /usr/sbin/nats-server ]; }
 
 # shellcheck disable=SC2046 # the project's start command, verbatim
 pg_start() { as_root pg_ctlcluster --skip-systemctl-redirect $(ls /etc/postgresql) main start; }
+
+# Every database name ("*") goes to the shared PostgreSQL as user postgres (the per-run test
+# databases included); clients are not authenticated (auth_type any: loopback only).
+pgbouncer_start() {
+    as_root mkdir -p /etc/pgbouncer /var/run/postgresql /var/log/postgresql
+    as_root tee "$PGBOUNCER_CONF" >/dev/null <<INI
+[databases]
+* = host=127.0.0.1 port=5432 user=postgres
+
+[pgbouncer]
+listen_addr = 127.0.0.1
+listen_port = 6432
+unix_socket_dir =
+auth_type = any
+admin_users = postgres
+pool_mode = transaction
+max_client_conn = 2000
+default_pool_size = 20
+server_idle_timeout = 10
+logfile = $PGBOUNCER_LOG
+pidfile = $PGBOUNCER_PID
+INI
+    as_root chown postgres:postgres /var/run/postgresql /var/log/postgresql
+    as_root runuser -u postgres -- pgbouncer -d -q "$PGBOUNCER_CONF"
+}
 
 redis_start() {
     as_root mkdir -p /var/lib/redis /var/log/redis
@@ -82,6 +121,7 @@ wait_until() {
 # The service's own log, for the last lines of a failed start (start-stop-daemon hides its output).
 # shellcheck disable=SC2012 # Debian's fixed log names
 pg_log() { ls -t /var/log/postgresql/postgresql-*-main.log 2>/dev/null | head -n 1 || true; }
+pgbouncer_log() { echo "$PGBOUNCER_LOG"; }
 redis_log() { echo /var/log/redis/ci.log; }
 nats_log() { echo /var/log/nats-server.log; }
 
@@ -171,14 +211,50 @@ chromium_ensure() {
     fi
 }
 
+FAKETIME_NAME="libfaketime (clock tests)"
+faketime_present() { compgen -G "/usr/lib/*/faketime/libfaketimeMT.so.1" >/dev/null; }
+
+faketime_ensure() {
+    : >"$DETAIL_LOG"
+    if faketime_present; then
+        echo "$FAKETIME_NAME: already installed"
+    elif apt_install libfaketime >>"$DETAIL_LOG" 2>&1 && faketime_present; then
+        echo "$FAKETIME_NAME: installed libfaketime"
+    else
+        fail "$FAKETIME_NAME" "Debian package libfaketime is missing and could not be installed"
+    fi
+}
+
+# --- Redis Sentinel: failover tests start their own primary, replica and Sentinels (no service) ---
+
+SENTINEL_NAME="Redis Sentinel (failover tests)"
+
+sentinel_ensure() {
+    : >"$DETAIL_LOG"
+    if command -v redis-sentinel >/dev/null; then
+        echo "$SENTINEL_NAME: already installed"
+    elif apt_install redis-sentinel >>"$DETAIL_LOG" 2>&1 && command -v redis-sentinel >/dev/null; then
+        echo "$SENTINEL_NAME: installed redis-sentinel"
+    else
+        fail "$SENTINEL_NAME" "Debian package redis-sentinel is missing and could not be installed"
+    fi
+}
+
 main() {
     chromium_ensure
+    faketime_ensure
     ensure "$PG_NAME" pg postgresql
     if pg_ready; then
         : >"$DETAIL_LOG"
         pg_ensure_test_database
     fi
+    if pg_ready; then # PgBouncer fronts PostgreSQL: without it, it could not pass its readiness check
+        ensure "$PGBOUNCER_NAME" pgbouncer pgbouncer
+    else
+        fail "$PGBOUNCER_NAME" "not started: PostgreSQL is down"
+    fi
     ensure "Redis 127.0.0.1:6379" redis redis-server
+    sentinel_ensure
     ensure "$NATS_NAME" nats nats-server
     if nats_ready && [[ "$(nats_info)" != *'"jetstream":true'* ]]; then
         fail "$NATS_NAME" "the server runs without JetStream (start it with -js)"

@@ -1,4 +1,5 @@
-"""Shared fixtures: one ``backend`` per store × substrate combination, on the real services.
+"""Shared fixtures: one ``backend`` per store × substrate combination, on the real services
+(and PostgreSQL with the rq substrate reaching Redis through Sentinel).
 
 Every behaviour test takes ``backend`` and runs once per combination. A combination that needs a
 service fails loudly when the service is down; nothing is skipped.
@@ -19,6 +20,7 @@ from schedule_sdk.adapters.stores import schema
 from schedule_sdk.adapters.stores.engine import make_engine
 from tests.harness import Harness
 from tests.support import services
+from tests.support.sentinel import SentinelCluster
 
 #: Fixtures shared by the integration and the process tests of the rq substrate and the timer.
 pytest_plugins = ["tests.support.rq_fixtures", "tests.support.timer_fixtures"]
@@ -29,10 +31,12 @@ class Backend:
     """A store × substrate combination with fresh, isolated state for one test."""
 
     id: str
-    store: str  # "sqlite" | "postgres"
+    store: str  # "sqlite" | "postgres" | "pgbouncer" (PostgreSQL through PgBouncer, transaction pooling)
     substrate: str  # "sql" | "rq"
     database_url: str
     redis_url: str | None = None
+    #: "pgbouncer": the same database without the pooler (the workers' LISTEN connection).
+    direct_url: str | None = None
     harnesses: list[Harness] = field(default_factory=list)
     service_kind: str = "sync"  # which service Harness.service is: "sync" or "async"
 
@@ -47,6 +51,9 @@ class Backend:
         }
         if self.substrate == "rq":
             values["rq_queue"] = f"sdk_test_{services.RUN_ID}"  # shared: harnesses of one test are one app
+        if self.store == "pgbouncer":
+            values["database_pooler"] = "transaction"
+            values["database_listen_url"] = self.direct_url
         values.update(overrides)
         return values
 
@@ -65,15 +72,29 @@ class Backend:
 
 
 SUBSTRATES: list[str] = ["sql", "rq"]
-STORES: list[str] = ["sqlite", "postgres"]
+STORES: list[str] = ["sqlite", "postgres", "pgbouncer"]
+#: The markers of each store (PgBouncer fronts the PostgreSQL server).
+STORE_MARKS = {
+    "sqlite": [pytest.mark.sqlite],
+    "postgres": [pytest.mark.postgres],
+    "pgbouncer": [pytest.mark.postgres, pytest.mark.pgbouncer],
+}
 COMBINATIONS = [
     pytest.param(
         (store, substrate),
         id=f"{store}-{substrate}",
-        marks=[getattr(pytest.mark, store), *([pytest.mark.redis] if substrate == "rq" else [])],
+        marks=[*STORE_MARKS[store], *([pytest.mark.redis] if substrate == "rq" else [])],
     )
     for substrate in SUBSTRATES
     for store in STORES
+] + [
+    # The rq substrate reaching Redis through Sentinel (``redis+sentinel://``), on a primary, a
+    # replica and three Sentinels of the run's own (tests/support/sentinel.py).
+    pytest.param(
+        ("postgres", "rq-sentinel"),
+        id="postgres-rq-sentinel",
+        marks=[pytest.mark.postgres, pytest.mark.redis],
+    )
 ]
 
 
@@ -104,9 +125,27 @@ def redis_base_url() -> Iterator[str]:
     dbs.release()
 
 
+@pytest.fixture(scope="session")
+def pgbouncer() -> None:
+    """PgBouncer in transaction pooling on 127.0.0.1:6432; a run that needs it fails without it."""
+    services.require_pgbouncer()
+
+
+@pytest.fixture(scope="session")
+def sentinel_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SentinelCluster]:
+    """A Redis primary, its replica and three Sentinels of this run's own, never failed over (the
+    failover tests start clusters of their own)."""
+    cluster = SentinelCluster(tmp_path_factory.mktemp("sentinel"))
+    try:
+        yield cluster.start()
+    finally:
+        cluster.close()
+
+
 @pytest.fixture
 def database_url_factory(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Callable[[str], str]]:
-    """Fresh database URLs for one test; PostgreSQL ones are dropped when the test ends."""
+    """Fresh database URLs for one test; PostgreSQL ones are dropped when the test ends. A
+    "pgbouncer" URL reaches a fresh PostgreSQL database through PgBouncer."""
     created: list[str] = []
 
     def make(store: str) -> str:
@@ -115,13 +154,16 @@ def database_url_factory(request: pytest.FixtureRequest, tmp_path: Path) -> Iter
         databases: services.PostgresDatabases = request.getfixturevalue("postgres_databases")
         url = databases.create("t")
         created.append(url)
+        if store == "pgbouncer":
+            request.getfixturevalue("pgbouncer")
+            return services.through_pgbouncer(url)
         return url
 
     yield make
     if created:
         databases: services.PostgresDatabases = request.getfixturevalue("postgres_databases")
         for url in created:
-            databases.drop(url)
+            databases.drop(url)  # also ends PgBouncer's server sessions on it
 
 
 def _backend(
@@ -131,7 +173,15 @@ def _backend(
     if substrate == "rq":
         redis_url = request.getfixturevalue("redis_base_url")
         services.RedisDbs.flush(redis_url)
-    return Backend(f"{store}-{substrate}", store, substrate, factory(store), redis_url)
+    elif substrate == "rq-sentinel":
+        cluster: SentinelCluster = request.getfixturevalue("sentinel_cluster")
+        cluster.client(cluster.primary()).flushdb()
+        redis_url = cluster.url
+    backend_id, substrate = f"{store}-{substrate}", substrate.removesuffix("-sentinel")
+    url = factory(store)
+    pooled = store == "pgbouncer"
+    direct = url.replace(f":{services.PGBOUNCER_PORT}/", f":{services.PG_PORT}/") if pooled else None
+    return Backend(backend_id, store, substrate, url, redis_url, direct_url=direct)
 
 
 @pytest.fixture(params=COMBINATIONS)

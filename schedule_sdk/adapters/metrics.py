@@ -4,7 +4,8 @@ no-op (the container's default), in-memory counters (what tests read) and Promet
 
 Names are dotted (``schedule.jobs.fired``); Prometheus gets them with dots as underscores,
 counters with ``_total`` (``schedule_jobs_fired_total``) and timings as histograms in seconds
-(``schedule_fire_lateness_seconds``). Labels are bounded: ``topic`` and ``outcome`` only.
+(``schedule_fire_lateness_seconds``). Labels are bounded: ``topic`` and ``outcome``, and ``key``
+on the concurrency gauges (the concurrency keys an app names).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from collections.abc import Callable, Iterator
 from datetime import datetime
 from typing import Any
 
-from schedule_sdk.ports import Metrics, TopicBacklog
+from schedule_sdk.ports import KeyLoad, Metrics, TopicBacklog
 
 #: Every counter: its label names and its help text (Prometheus ``# HELP``).
 COUNTERS: dict[str, tuple[tuple[str, ...], str]] = {
@@ -25,11 +26,20 @@ COUNTERS: dict[str, tuple[tuple[str, ...], str]] = {
     ),
     "schedule.jobs.failed": (("topic",), "Fires whose listeners raised, retried or not."),
     "schedule.jobs.retried": (("topic",), "Failed fires that will be retried by the job's retry policy."),
-    "schedule.jobs.missed": (("topic",), "Occurrences skipped or coalesced by a misfire policy."),
+    "schedule.jobs.missed": (
+        ("topic",),
+        "Occurrences skipped or coalesced by a misfire policy, or not fired by an overlap policy.",
+    ),
     "schedule.jobs.unheard": (
         ("topic",),
         "Fires no listener heard (no @on_event listener of the topic ran): check the listener modules.",
     ),
+    "schedule.jobs.timed_out": (
+        ("topic",),
+        "Fires whose listeners ran past their time limit (outcome timeout).",
+    ),
+    "schedule.listeners.stuck": ((), "Listener threads left running past a fire's time limit."),
+    "schedule.listeners.unstuck": ((), "Stuck listener threads that returned later (their result dropped)."),
     "schedule.jobs.cancelled": (("topic",), "cancel() calls that cancelled an open job."),
     "schedule.jobs.requeued": (("topic",), "Finished jobs run again by requeue()."),
     "schedule.rq.entries.refused": (
@@ -61,9 +71,25 @@ GAUGES: dict[str, tuple[tuple[str, ...], str]] = {
         "Seconds since the oldest due-but-not-fired job of the topic was due.",
     ),
 }
+#: The concurrency gauges (label ``key``: the keys an app names, a bounded set).
+KEY_GAUGES: dict[str, tuple[tuple[str, ...], str]] = {
+    "schedule.concurrency.running": (("key",), "Fires of the concurrency key running now (claimed)."),
+    "schedule.concurrency.waiting": (("key",), "Fires of the concurrency key due and waiting for a slot."),
+    "schedule.concurrency.limit": (("key",), "The highest limit the open jobs of the key name."),
+}
+#: Gauges of this process's clock (with :meth:`PrometheusMetrics.watch_clock`), read at a scrape.
+CLOCK_GAUGES: dict[str, str] = {
+    "schedule.worker.clock.offset": (
+        "Seconds to add to this process's clock to read the store's, as last measured "
+        "(the worker claims by the store's clock)."
+    ),
+    "schedule.worker.clock.error": "The error bound of that measurement (half its round trip), seconds.",
+}
 _BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300)
 
 BacklogSource = Callable[[], tuple[datetime, list[TopicBacklog]]]
+#: ``(offset, error)`` in seconds of this process's clock from the store's; None: not measured.
+ClockSource = Callable[[], tuple[float, float] | None]
 
 
 def backlog_gauges(now: datetime, backlog: list[TopicBacklog]) -> Iterator[tuple[str, dict[str, str], float]]:
@@ -74,6 +100,18 @@ def backlog_gauges(now: datetime, backlog: list[TopicBacklog]) -> Iterator[tuple
         yield "schedule.jobs.backlog", labels, float(entry.due)
         oldest = 0.0 if entry.oldest_due is None else max(0.0, (now - entry.oldest_due).total_seconds())
         yield "schedule.jobs.backlog.oldest", labels, oldest
+
+
+KeySource = Callable[[], list[KeyLoad]]
+
+
+def key_gauges(loads: list[KeyLoad]) -> Iterator[tuple[str, dict[str, str], float]]:
+    """The gauge readings ``(name, labels, value)`` of one concurrency reading."""
+    for load in loads:
+        labels = {"key": load.key}
+        yield "schedule.concurrency.running", labels, float(load.running)
+        yield "schedule.concurrency.waiting", labels, float(load.waiting)
+        yield "schedule.concurrency.limit", labels, float(load.limit)
 
 
 class InMemoryMetrics(Metrics):
@@ -159,6 +197,16 @@ class PrometheusMetrics(Metrics):
         query per scrape); a failing read yields no gauge samples rather than a failed scrape."""
         self.registry.register(_BacklogCollector(self._prom, source))
 
+    def watch_clock(self, source: ClockSource) -> None:
+        """Register the clock gauges (:data:`CLOCK_GAUGES`), read from ``source()`` at each
+        scrape (no I/O: the last measurement); none while nothing was measured."""
+        self.registry.register(_ClockCollector(source))
+
+    def watch_concurrency(self, source: KeySource) -> None:
+        """Register the concurrency gauges (running, waiting and limit per key), read from
+        ``source()`` at each scrape; a failing read yields no samples."""
+        self.registry.register(_KeyCollector(source))
+
     def exposition(self) -> bytes:
         """The text exposition format (what ``/metrics`` serves)."""
         data: bytes = self._prom.generate_latest(self.registry)
@@ -202,6 +250,48 @@ class _BacklogCollector:
         for name, labels, value in backlog_gauges(now, backlog):
             families[name].add_metric([labels["topic"]], value)
         yield from families.values()
+
+
+class _KeyCollector:
+    def __init__(self, source: KeySource) -> None:
+        self._source = source
+
+    def describe(self) -> list[Any]:
+        return []
+
+    def collect(self) -> Iterator[Any]:
+        from prometheus_client.core import GaugeMetricFamily
+
+        try:
+            loads = self._source()
+        except Exception:  # the store is down: no samples (health reports it)
+            return
+        families = {
+            name: GaugeMetricFamily(_prom_name(name), text, labels=list(labels))
+            for name, (labels, text) in KEY_GAUGES.items()
+        }
+        for name, labels, value in key_gauges(loads):
+            families[name].add_metric([labels["key"]], value)
+        yield from families.values()
+
+
+class _ClockCollector:
+    def __init__(self, source: ClockSource) -> None:
+        self._source = source
+
+    def describe(self) -> list[Any]:
+        return []
+
+    def collect(self) -> Iterator[Any]:
+        from prometheus_client.core import GaugeMetricFamily
+
+        reading = self._source()
+        if reading is None:
+            return
+        for (name, text), value in zip(CLOCK_GAUGES.items(), reading, strict=True):
+            family = GaugeMetricFamily(_prom_name(name) + "_seconds", text)
+            family.add_metric([], value)
+            yield family
 
 
 def _prom_name(name: str) -> str:

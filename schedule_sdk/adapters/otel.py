@@ -45,6 +45,19 @@ class _Span(FireSpan):
         self._span.set_status(Status(StatusCode.ERROR, str(error)))
 
 
+class _NoSpan(FireSpan):
+    def finish(self, outcome: str, error: BaseException | None) -> None:
+        return None
+
+
+_NO_SPAN = _NoSpan()
+
+
+def _unconfigured() -> bool:
+    """Whether the application has set no global tracer provider yet (spans would be no-ops)."""
+    return isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider)
+
+
 def restore(stored: str | None) -> Context:
     """The context stored with a job (an empty one, a new trace, for None or unreadable text)."""
     if not stored:
@@ -64,6 +77,7 @@ class OtelTracing(Tracing):
 
     def __init__(self, tracer_provider: TracerProvider | None = None) -> None:
         self._tracer = trace.get_tracer(SCOPE, tracer_provider=tracer_provider)
+        self._global = tracer_provider is None
 
     def capture(self) -> str | None:
         carrier: dict[str, str] = {}
@@ -72,6 +86,11 @@ class OtelTracing(Tracing):
 
     @contextlib.contextmanager
     def fire(self, job: ScheduledJob, lateness: float) -> Iterator[FireSpan]:
+        if not job.trace_context and self._global and _unconfigured():
+            # Nothing would be recorded and no stored context (baggage) to make current: the
+            # span's set-up is skipped (a few microseconds a fire, a few percent of a burst).
+            yield _NO_SPAN
+            return
         attributes: dict[str, str | int | float] = {
             "schedule.job.id": job.id,
             "schedule.topic": job.topic,

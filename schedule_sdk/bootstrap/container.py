@@ -49,6 +49,7 @@ from schedule_sdk.core.loop import ListenerLoop
 from schedule_sdk.core.reconciler import Reconciler
 from schedule_sdk.core.retention import Purger
 from schedule_sdk.core.service import ScheduleService
+from schedule_sdk.core.store_time import StoreTime
 from schedule_sdk.core.unobserved import NoMetrics
 from schedule_sdk.core.worker import ScheduleWorker
 from schedule_sdk.ports import DeclaredRows, JobStore
@@ -73,19 +74,32 @@ def _lazy(module: str, attribute: str) -> Callable[..., Any]:
 
 
 def _engine(settings: Settings) -> Iterator[Engine]:
-    engine = make_engine(settings.database_url, pool_size=settings.pool_size, pre_ping=settings.pool_pre_ping)
+    engine = make_engine(
+        settings.database_url,
+        pool_size=settings.pool_size,
+        pre_ping=settings.pool_pre_ping,
+        pooler=settings.database_pooler,
+    )
     if settings.auto_migrate:
         schema.upgrade(engine)
     yield engine
     engine.dispose()
 
 
-def _prometheus(store: Any, clock: Any) -> Any:
-    """Prometheus metrics whose pending/backlog gauges are read from the store at each scrape."""
+def _prometheus(store: Any, clock: Any, store_time: StoreTime) -> Any:
+    """Prometheus metrics whose pending/backlog gauges are read from the store at each scrape, and
+    whose clock gauges show this process's last measured offset from the store's clock."""
     from schedule_sdk.adapters.metrics import PrometheusMetrics
 
     metrics = PrometheusMetrics()
     metrics.watch_backlog(lambda: (now := clock.now(), store.backlog(now)))
+    metrics.watch_concurrency(lambda: store.concurrency_load(clock.now()))
+
+    def clock_reading() -> tuple[float, float] | None:
+        reading = store_time.reading
+        return None if reading is None else (reading.offset, reading.error)
+
+    metrics.watch_clock(clock_reading)
     return metrics
 
 
@@ -94,7 +108,10 @@ def _async_engine(settings: Settings, migrated: Engine) -> Iterator[AsyncEngine]
     ``shutdown_resources`` drops its pool; close it cleanly with ``await engine.dispose()`` while
     its loop still runs (e.g. at the end of a FastAPI lifespan)."""
     engine = make_async_engine(
-        settings.database_url, pool_size=settings.pool_size, pre_ping=settings.pool_pre_ping
+        settings.database_url,
+        pool_size=settings.pool_size,
+        pre_ping=settings.pool_pre_ping,
+        pooler=settings.database_pooler,
     )
     yield engine
     engine.sync_engine.dispose(close=False)
@@ -147,14 +164,23 @@ class ScheduleContainer(containers.DeclarativeContainer):
     clock = providers.ThreadSafeSingleton(SystemClock)
 
     engine = providers.Resource(_engine, settings=settings)
-    store = providers.ThreadSafeSingleton(SQLAlchemyJobStore, engine=engine)
+    store = providers.ThreadSafeSingleton(
+        SQLAlchemyJobStore, engine=engine, listen_url=settings.provided.database_listen_url
+    )
+    #: The store's clock as this process knows it (``clock`` corrected by its measured offset):
+    #: what the worker's claims, leases, beats and lateness figures read.
+    store_time = providers.ThreadSafeSingleton(
+        StoreTime, clock=clock, store=store, max_offset=settings.provided.max_clock_offset
+    )
 
     # One metrics port for jobs and the timer (override it to bring your own).
     metrics = providers.Selector(
         settings.provided.metrics,
         none=providers.ThreadSafeSingleton(NoMetrics),
         memory=providers.ThreadSafeSingleton(InMemoryMetrics),
-        prometheus=providers.ThreadSafeSingleton(_prometheus, store=store, clock=clock),
+        prometheus=providers.ThreadSafeSingleton(
+            _prometheus, store=store, clock=clock, store_time=store_time
+        ),
     )
 
     #: Spans for fires in the trace that scheduled the job (override it to pass your
@@ -188,6 +214,11 @@ class ScheduleContainer(containers.DeclarativeContainer):
             settings=settings,
             metrics=metrics,
         ),
+    )
+
+    #: The health check's look at Redis: ping, and the eviction policy (when ``redis_url`` is set).
+    redis_probe = providers.Factory(
+        _lazy("schedule_sdk.bootstrap.substrates", "redis_probe"), settings=settings
     )
 
     schedule_service = providers.ThreadSafeSingleton(
@@ -248,10 +279,11 @@ class ScheduleContainer(containers.DeclarativeContainer):
         store=store,
         queue=queue,
         publisher=publisher,
-        clock=clock,
+        clock=store_time,
         metrics=metrics,
         tracing=tracing,
         unheard_fails=settings.provided.unheard_fails,
+        time_limits=settings.provided.time_limit_defaults,
     )
     dispatcher = providers.ThreadSafeSingleton(
         FireDispatcher,
@@ -260,6 +292,7 @@ class ScheduleContainer(containers.DeclarativeContainer):
         worker_id=settings.provided.worker_id,
         concurrency=settings.provided.worker_concurrency,
         max_in_flight=settings.provided.max_in_flight,
+        max_stuck=settings.provided.max_stuck_listeners,
     )
     runner = providers.Selector(
         settings.provided.execution_substrate,
@@ -268,7 +301,7 @@ class ScheduleContainer(containers.DeclarativeContainer):
             store=store,
             queue=sql_queue,
             dispatcher=dispatcher,
-            clock=clock,
+            clock=store_time,
             lease_seconds=settings.provided.lease_seconds,
             batch_size=settings.provided.claim_batch_size,
             poll_interval=settings.provided.poll_interval,
@@ -279,7 +312,7 @@ class ScheduleContainer(containers.DeclarativeContainer):
             queue=queue,
             store=store,
             dispatcher=dispatcher,
-            clock=clock,
+            clock=store_time,
         ),
     )
     #: What the RQ job function runs in a stock ``rq worker`` process (see ``entrypoints/rq_job.py``).
@@ -289,18 +322,18 @@ class ScheduleContainer(containers.DeclarativeContainer):
         queue=queue,
         firing=firing,
         store=store,
-        clock=clock,
+        clock=store_time,
     )
     reconciler = providers.ThreadSafeSingleton(
-        Reconciler, store=store, queue=queue, clock=clock, lease_seconds=settings.provided.lease_seconds
+        Reconciler, store=store, queue=queue, clock=store_time, lease_seconds=settings.provided.lease_seconds
     )
     purger = providers.ThreadSafeSingleton(
-        Purger, store=store, clock=clock, retention=settings.provided.retention_period
+        Purger, store=store, clock=store_time, retention=settings.provided.retention_period
     )
     worker = providers.ThreadSafeSingleton(
         ScheduleWorker,
         store=store,
-        clock=clock,
+        clock=store_time,
         reconciler=reconciler,
         dispatcher=dispatcher,
         runner=runner,

@@ -15,8 +15,10 @@ from datetime import timedelta
 from typing import Any, Literal, TypeVar
 
 from schedule_sdk.core.retention import parse_duration
-from schedule_sdk.domain.errors import InvalidSetting
+from schedule_sdk.domain.errors import InvalidSetting, ScheduleValidationError
 from schedule_sdk.domain.ids import new_id
+from schedule_sdk.domain.redis_url import sentinel_target
+from schedule_sdk.domain.time_limits import TimeLimits
 
 
 def env_var(name: str) -> dict[str, str]:
@@ -59,6 +61,7 @@ _CHOICES: dict[str, tuple[str, ...]] = {
     "metrics": ("none", "memory", "prometheus"),
     "tracing": ("auto", "otel", "none"),
     "events": ("local", "redis"),
+    "database_pooler": ("none", "transaction"),
 }
 
 
@@ -71,7 +74,21 @@ def _one_of(names: tuple[str, ...]) -> str:
 class Settings:
     #: SQLAlchemy URL of the job store: ``sqlite:///path.db`` or ``postgresql+psycopg://user@host/db``.
     database_url: str = field(default="sqlite:///schedule_sdk.db", metadata=env_var("SCHEDULE_DATABASE_URL"))
-    #: Redis URL; when set, the execution substrate defaults to ``rq``.
+    #: What sits between the SDK and PostgreSQL: ``none`` (a direct connection, or a pooler in
+    #: session mode) or ``transaction`` (a pooler in transaction mode, e.g. PgBouncer with
+    #: ``pool_mode=transaction``): no server-side prepared statements, claims committed durably,
+    #: and wake-ups by LISTEN only on ``database_listen_url`` (unset: by polling).
+    database_pooler: Literal["none", "transaction"] = field(
+        default="none", metadata=env_var("SCHEDULE_DATABASE_POOLER")
+    )
+    #: A direct PostgreSQL URL (not through a transaction pooler) used only for the worker's LISTEN
+    #: wake-ups (one connection per worker). Unset: LISTEN on ``database_url``, or, with
+    #: ``database_pooler=transaction``, no LISTEN (the poller re-reads every ``poll_interval``).
+    database_listen_url: str | None = field(default=None, metadata=env_var("SCHEDULE_DATABASE_LISTEN_URL"))
+    #: Redis URL; when set, the execution substrate defaults to ``rq``. One server
+    #: (``redis://host:port/db``) or a service failed over by Redis Sentinel
+    #: (``redis+sentinel://host:port,host:port/service/db``: the Sentinels, the monitored service's
+    #: name, the db); the SDK then follows the primary through failovers.
     redis_url: str | None = field(default=None, metadata=env_var("SCHEDULE_REDIS_URL"))
     #: ``sql`` (the store is the delay index; no server needed) or ``rq`` (Redis + RQ). Default:
     #: ``rq`` when ``redis_url`` is set, else ``sql``.
@@ -85,9 +102,14 @@ class Settings:
     lease_seconds: float = field(default=30.0, metadata=env_var("SCHEDULE_LEASE_SECONDS"))
     #: A worker whose heartbeat stops for this long (seconds) is declared dead by any live worker,
     #: which releases its claims at once (the lease stays as the fallback). Workers beat every
-    #: ``min(lease_seconds / 3, dead_after / 4, 1)`` seconds. Keep it above the clock skew between
-    #: hosts and the longest pause a live worker may take (GC, a stalled VM).
+    #: ``min(lease_seconds / 3, dead_after / 4, 1)`` seconds. Keep it above the longest pause a
+    #: live worker may take (GC, a stalled VM); beats are stamped by the store's clock, so the
+    #: hosts' own clocks need not agree.
     dead_after: float = field(default=10.0, metadata=env_var("SCHEDULE_DEAD_AFTER"))
+    #: A worker claims by the store's clock: it measures its own clock's offset from it at start
+    #: and at each beat. While the offset (plus the measurement's error) is beyond this many
+    #: seconds, or unknown, the worker claims nothing (and its ``rq`` pump does not lead).
+    max_clock_offset: float = field(default=5.0, metadata=env_var("SCHEDULE_MAX_CLOCK_OFFSET"))
     #: Most due jobs claimed per query.
     claim_batch_size: int = field(default=500, metadata=env_var("SCHEDULE_CLAIM_BATCH_SIZE"))
     #: Most fires a worker holds claimed at once (claimed and not yet recorded).
@@ -143,9 +165,26 @@ class Settings:
     #: Workers purge in small batches from their heartbeat, one process at a time.
     retention: str | None = field(default=None, metadata=env_var("SCHEDULE_RETENTION"))
 
+    #: Per-topic time limits of the jobs without a ``time_limit`` of their own: how long the
+    #: listeners of one fire may run. ``topic=duration`` pairs separated by commas
+    #: (``reports.build=10m,mail.send=30s``; durations as ``retention``: ``45s``, ``10m``, ``2h`` or
+    #: seconds), or a mapping topic → ``timedelta`` / duration. See the time limits how-to.
+    time_limits: str | Mapping[str, Any] | None = field(
+        default=None, metadata=env_var("SCHEDULE_TIME_LIMITS")
+    )
+    #: The time limit of every other job without one of its own (a duration); unset: none.
+    default_time_limit: str | float | timedelta | None = field(
+        default=None, metadata=env_var("SCHEDULE_DEFAULT_TIME_LIMIT")
+    )
+
+    #: Listener threads of one worker that may be stuck past a fire's time limit (a sync listener
+    #: that never returned) before the worker stops taking new fires; unset: twice
+    #: ``worker_concurrency``. The worker's other threads keep serving until then.
+    max_stuck_listeners: int | None = field(default=None, metadata=env_var("SCHEDULE_MAX_STUCK_LISTENERS"))
+
     def __post_init__(self) -> None:
-        if self.retention is not None:
-            parse_duration(self.retention)
+        self._check_texts()
+        self._check_time_limits()
         if self.substrate is None:
             object.__setattr__(self, "substrate", "rq" if self.redis_url else "sql")
         if self.reconcile_interval is None:
@@ -157,6 +196,7 @@ class Settings:
         for name, allowed in _CHOICES.items():
             if getattr(self, name) not in allowed:
                 raise InvalidSetting(f"{name} must be {_one_of(allowed)}, not {getattr(self, name)!r}")
+        self._check_pooling()
         for name in (
             "worker_concurrency",
             "claim_batch_size",
@@ -166,14 +206,45 @@ class Settings:
         ):
             if getattr(self, name) < 1:
                 raise InvalidSetting(f"{name} must be at least 1")
-        for name in ("lease_seconds", "poll_interval", "dead_after"):
+        for name in ("lease_seconds", "poll_interval", "dead_after", "max_clock_offset"):
             if getattr(self, name) <= 0:
                 raise InvalidSetting(f"{name} must be positive")
+
+    def _check_pooling(self) -> None:
+        if self.database_pooler == "transaction" and not self.database_url.startswith("postgresql"):
+            raise InvalidSetting("database_pooler=transaction needs a PostgreSQL database_url")
+        if self.database_listen_url is not None and not self.database_listen_url.startswith("postgresql"):
+            raise InvalidSetting("database_listen_url must be a PostgreSQL URL (postgresql+psycopg://...)")
+
+    def _check_texts(self) -> None:
+        """Refuse a retention period or a Redis URL of no known form (``InvalidSetting``)."""
+        if self.retention is not None:
+            parse_duration(self.retention)
+        if self.redis_url:
+            sentinel_target(self.redis_url)
 
     @property
     def retention_period(self) -> timedelta | None:
         """``retention`` as a timedelta (None: keep finished jobs)."""
         return None if self.retention is None else parse_duration(self.retention)
+
+    def _check_time_limits(self) -> None:
+        """:raises InvalidSetting: a time limit setting, or ``max_stuck_listeners``, is invalid."""
+        self.time_limit_defaults.resolve(None, "")
+        if self.max_stuck_listeners is not None and self.max_stuck_listeners < 1:
+            raise InvalidSetting("max_stuck_listeners must be at least 1")
+
+    @property
+    def time_limit_defaults(self) -> TimeLimits:
+        """``time_limits`` and ``default_time_limit`` as the worker applies them.
+
+        :raises InvalidSetting: a topic or a duration is invalid (1 ms to 7 days).
+        """
+        try:
+            by_topic = _topic_limits(self.time_limits)
+            return TimeLimits(by_topic=by_topic, default=_limit(self.default_time_limit))
+        except ScheduleValidationError as error:
+            raise InvalidSetting(f"time limits: {error}") from error
 
     @property
     def execution_substrate(self) -> Literal["sql", "rq"]:
@@ -185,6 +256,38 @@ class Settings:
     ) -> Settings:
         """Settings from ``overrides``, then ``environ`` (default ``os.environ``), then defaults."""
         return load_settings(cls, overrides, environ)
+
+
+def _limit(value: object) -> timedelta | None:
+    """A time limit setting's value (a timedelta, a duration or seconds) as a timedelta."""
+    if value is None or isinstance(value, timedelta):
+        return value
+    if not isinstance(value, str | int | float) or isinstance(value, bool):
+        raise InvalidSetting(f"not a duration: {value!r}")
+    return parse_duration(value)
+
+
+def _topic_limits(value: str | Mapping[str, Any] | None) -> dict[str, timedelta]:
+    """``time_limits`` (``topic=duration`` pairs, or a mapping) as topic → limit."""
+    if value is None:
+        return {}
+    if isinstance(value, Mapping):
+        items = [(str(topic), limit) for topic, limit in value.items()]
+    else:
+        items = []
+        for item in str(value).split(","):
+            topic, equals, limit = item.partition("=")
+            if not equals and item.strip():
+                raise InvalidSetting(f"time_limits: {item.strip()!r} is not topic=duration")
+            if equals:
+                items.append((topic.strip(), limit.strip()))
+    pairs: dict[str, timedelta] = {}
+    for topic, limit in items:
+        checked = _limit(limit)
+        if checked is None:
+            raise InvalidSetting(f"time_limits: topic {topic!r} has no limit")
+        pairs[topic] = checked
+    return pairs
 
 
 def _coerce(f: dataclasses.Field[Any], value: Any) -> Any:

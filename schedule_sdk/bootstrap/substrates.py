@@ -6,6 +6,7 @@ The container calls these lazily, so Redis and RQ are imported only when the set
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from schedule_sdk.bootstrap.settings import Settings
@@ -72,3 +73,24 @@ def rq_job_runtime(
         worker_id=settings.worker_id,
         lease_seconds=settings.lease_seconds,
     )
+
+
+def redis_probe(settings: Settings) -> Callable[[], list[str]]:
+    """The health check's look at Redis (``settings.redis_url``, a server or a Sentinel service):
+    a function that pings it and returns the ways its configuration could lose the SDK's keys
+    (:func:`~schedule_sdk.substrates.rq.plumbing.eviction_risks`); it raises when Redis does not
+    answer."""
+    from schedule_sdk.substrates.rq import plumbing
+
+    assert settings.redis_url is not None
+    url = settings.redis_url
+
+    def probe() -> list[str]:
+        client = plumbing.connect(url, timeout=2.0)
+        try:
+            client.ping()
+            return plumbing.eviction_risks(client)
+        finally:
+            client.close()
+
+    return probe

@@ -94,6 +94,7 @@ def _source(settings: TimerSettings, nats: Any) -> CommandSource:
         durable=s.consumer,
         batch=s.intake_batch,
         dead_letter_subject=s.dead_letter_subject,
+        ack_wait=s.ack_wait,
         max_deliver=s.max_deliver,
     )
 

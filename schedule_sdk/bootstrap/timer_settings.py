@@ -41,6 +41,8 @@ class TimerSettings:
     #: Deliveries of one command before it is given up on (dead-lettered and terminated) while the
     #: store keeps failing; a malformed command is refused at its first delivery regardless.
     max_deliver: int = field(default=20, metadata=env_var("TIMER_MAX_DELIVER"))
+    #: Seconds JetStream waits for a fetched command to be acked before delivering it again.
+    ack_wait: float = field(default=30.0, metadata=env_var("TIMER_ACK_WAIT"))
     #: Create streams that do not exist yet (off: they must be provisioned beforehand).
     create_streams: bool = field(default=True, metadata=env_var("TIMER_CREATE_STREAMS"))
     #: Commands fetched and persisted per transaction.
@@ -72,7 +74,7 @@ class TimerSettings:
         ):
             if getattr(self, name) < 1:
                 raise InvalidSetting(f"{name} must be at least 1")
-        for name in ("publish_timeout", "lease_seconds"):
+        for name in ("publish_timeout", "lease_seconds", "ack_wait"):
             if getattr(self, name) <= 0:
                 raise InvalidSetting(f"{name} must be positive")
 

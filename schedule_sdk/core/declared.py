@@ -21,13 +21,14 @@ import json
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from types import ModuleType
 from typing import Any, TypeVar
 
 from schedule_sdk.core.listeners import ListenerRegistry
 from schedule_sdk.core.service import cancel_row
 from schedule_sdk.core.write_order import write_order
+from schedule_sdk.domain.calendars import Calendar
 from schedule_sdk.domain.declared import (
     Declaration,
     DeclarationKind,
@@ -42,9 +43,11 @@ from schedule_sdk.domain.errors import DuplicateDeclaration, InvalidDeclaration,
 from schedule_sdk.domain.events import schedule_arrived_event_name
 from schedule_sdk.domain.ids import new_id
 from schedule_sdk.domain.jobs import (
+    ConcurrencyLimit,
     IntervalRepeat,
     JsonObject,
     MisfirePolicy,
+    OverlapPolicy,
     RetryPolicy,
     ScheduledJob,
 )
@@ -69,17 +72,45 @@ def cron(
     payload: JsonObject | None = None,
     retry: RetryPolicy | None = None,
     misfire: MisfirePolicy | None = None,
+    overlap: OverlapPolicy | None = None,
+    concurrency: ConcurrencyLimit | None = None,
+    time_limit: timedelta | None = None,
+    spread: timedelta | None = None,
+    jitter: timedelta | None = None,
+    calendar: Calendar | None = None,
 ) -> Callable[[F], F]:
     """Declare that the decorated function runs on a 5-field cron ``expression`` in zone ``tz``.
 
     ``name`` is the schedule's stable identity in the store (default: the function's module and
     qualified name); ``topic`` its topic (default: derived from the name). The function receives
-    each fire's :class:`~schedule_sdk.ScheduleArrivedEvent`.
+    each fire's :class:`~schedule_sdk.ScheduleArrivedEvent`. ``overlap`` is the job's overlap
+    policy (``"skip"``, ``"buffer_one"``, ``"allow"``; None: the misfire policy decides).
+    ``spread`` delays every fire by the same amount in ``[0, spread)`` derived from the name,
+    ``jitter`` by a random amount per fire, and ``calendar`` excludes dates (see
+    :class:`~schedule_sdk.RepeatSpec`);
+    each is part of the declaration's digest only when given. ``time_limit`` bounds how long the
+    listeners of one fire may run (as a spec's ``time_limit``; part of the declared spec, so
+    changing it is a change that a sync applies).
+    ``concurrency`` limits how many of its fires (and those of other jobs naming the same key)
+    run at once.
 
-    :raises InvalidDeclaration: the cron, zone, payload or a policy is invalid, or the function
-        cannot be found again by name (a lambda, a nested function).
+    :raises InvalidDeclaration: the cron, zone, payload, time limit or a policy is invalid, or
+        the function cannot be found again by name (a lambda, a nested function).
     """
-    return _declare("cron", name, topic, tz, payload, retry, misfire, cron=expression)
+    return _declare(
+        "cron",
+        name,
+        topic,
+        tz,
+        payload,
+        retry,
+        misfire,
+        overlap,
+        time_limit,
+        concurrency,
+        cron=expression,
+        **_options(spread, jitter, calendar),
+    )
 
 
 def every(
@@ -92,15 +123,36 @@ def every(
     payload: JsonObject | None = None,
     retry: RetryPolicy | None = None,
     misfire: MisfirePolicy | None = None,
+    overlap: OverlapPolicy | None = None,
+    concurrency: ConcurrencyLimit | None = None,
+    time_limit: timedelta | None = None,
+    spread: timedelta | None = None,
+    jitter: timedelta | None = None,
+    calendar: Calendar | None = None,
 ) -> Callable[[F], F]:
     """Declare that the decorated function runs every ``interval`` (fixed rate), on the grid
-    through ``anchor`` (an aware datetime; default: the instant of the first sync).
+    through ``anchor`` (an aware datetime; default: the instant of the first sync), with the
+    overlap policy ``overlap``, ``spread``, ``jitter`` and ``calendar`` as for :func:`cron`.
 
     :raises InvalidDeclaration: ``interval`` is not a positive timedelta of whole milliseconds,
         or anything :func:`cron` refuses.
     """
     every_ms = _milliseconds(interval)
-    return _declare("every", name, topic, tz, payload, retry, misfire, every_ms=every_ms, anchor=anchor)
+    return _declare(
+        "every",
+        name,
+        topic,
+        tz,
+        payload,
+        retry,
+        misfire,
+        overlap,
+        time_limit,
+        concurrency,
+        every_ms=every_ms,
+        anchor=anchor,
+        **_options(spread, jitter, calendar),
+    )
 
 
 def after(
@@ -112,15 +164,40 @@ def after(
     payload: JsonObject | None = None,
     retry: RetryPolicy | None = None,
     misfire: MisfirePolicy | None = None,
+    concurrency: ConcurrencyLimit | None = None,
+    time_limit: timedelta | None = None,
+    spread: timedelta | None = None,
+    jitter: timedelta | None = None,
 ) -> Callable[[F], F]:
     """Declare that the decorated function runs once, ``delay`` after the first sync that
     declares it (the first start of the app). It never runs again, whatever later deploys do.
+    ``spread`` and ``jitter`` as for :func:`cron`.
 
     :raises InvalidDeclaration: ``delay`` is not a timedelta of zero or more whole milliseconds,
         or anything :func:`cron` refuses.
     """
     after_ms = _milliseconds(delay)
-    return _declare("after", name, topic, tz, payload, retry, misfire, after_ms=after_ms)
+    return _declare(
+        "after",
+        name,
+        topic,
+        tz,
+        payload,
+        retry,
+        misfire,
+        None,
+        time_limit,
+        concurrency,
+        after_ms=after_ms,
+        **_options(spread, jitter, None),
+    )
+
+
+def _options(spread: timedelta | None, jitter: timedelta | None, calendar: Calendar | None) -> dict[str, Any]:
+    """The optional spread, jitter and calendar keywords that were given (a declaration without
+    them keeps its digest)."""
+    given = {"spread": spread, "jitter": jitter, "calendar": calendar}
+    return {key: value for key, value in given.items() if value is not None}
 
 
 def _milliseconds(value: object) -> object:
@@ -139,6 +216,9 @@ def _declare(
     payload: JsonObject | None,
     retry: RetryPolicy | None,
     misfire: MisfirePolicy | None,
+    overlap: OverlapPolicy | None,
+    time_limit: timedelta | None,
+    concurrency: ConcurrencyLimit | None,
     **timing: Any,
 ) -> Callable[[F], F]:
     def decorate(fn: F) -> F:
@@ -168,8 +248,14 @@ def _declare(
                 payload=payload,
                 retry=retry if retry is not None else RetryPolicy(),
                 misfire=misfire if misfire is not None else MisfirePolicy(),
+                overlap=overlap,
+                concurrency=concurrency,
+                time_limit=time_limit,
                 **timing,
             )
+            if declaration.calendar is not None:  # one that excludes every occurrence is refused now
+                now = datetime.now(UTC)
+                ScheduledJob.first_of(declaration.spec(now), schedule_name, now, past_allowed=True)
         except ScheduleError as error:
             raise InvalidDeclaration(where, error.message, error.code) from error
         except (TypeError, ValueError) as error:
@@ -508,7 +594,7 @@ def _new_job(declared: Declaration, old: ScheduledJob | None, now: datetime) -> 
             declared = dataclasses.replace(declared, anchor=old.scheduled_for)
     first = declared.first_after(switch, created)
     job = ScheduledJob.first_of(declared.spec(now), new_id(), now, past_allowed=True)
-    job = job.evolve(run_at=first, scheduled_for=first)
+    job = job.evolve(run_at=job.due_of(first), scheduled_for=first)
     if old is None:
         return job
     job = job.evolve(rescheduled_from=old.id)

@@ -4,6 +4,13 @@ outcomes in batches (one transaction for many fires when many are due at once).
 It tracks every fire it holds (claimed, not yet recorded) so the worker can renew their leases,
 and on stop it lets running fires finish within a timeout and releases the rest for another
 worker, so nothing is lost.
+
+A fire that runs past its time limit gives its listener thread back at the limit (its outcome,
+``timeout``, is recorded and its claim no longer renewed); the sync listener still running is
+left on a helper thread, *stuck* (see :mod:`~schedule_sdk.core.overruns`), so the pool keeps its
+``concurrency`` threads for other jobs. While ``max_stuck`` helpers are stuck at once the
+dispatcher takes no new jobs (its capacity is 0): the stuck threads are bounded, and the worker's
+row and ``schedule-sdk health`` say why it no longer fires.
 """
 
 from __future__ import annotations
@@ -34,12 +41,17 @@ class FireDispatcher(Dispatcher):
         worker_id: str,
         concurrency: int = 8,
         max_in_flight: int = 2000,
+        max_stuck: int | None = None,
     ) -> None:
         self._firing = firing
         self._store = store
         self.worker_id = worker_id
         self._concurrency = concurrency
         self._max_in_flight = max_in_flight
+        #: Stuck listener threads (past their fire's time limit) at which no new job is taken
+        #: (default: twice ``concurrency``).
+        self.max_stuck = 2 * concurrency if max_stuck is None else max_stuck
+        firing.overruns.on_unstuck = lambda: self.on_capacity()
         self._jobs: queue.SimpleQueue[ScheduledJob | None] = queue.SimpleQueue()
         self._results: queue.SimpleQueue[FireResult | None] = queue.SimpleQueue()
         self._held: dict[str, ScheduledJob] = {}  # claimed and not yet recorded
@@ -71,9 +83,16 @@ class FireDispatcher(Dispatcher):
         return thread
 
     def capacity(self) -> int:
-        """How many more claimed jobs the dispatcher accepts now."""
+        """How many more claimed jobs the dispatcher accepts now (none while stopping, or while
+        :attr:`max_stuck` listener threads are stuck)."""
+        if self.stuck() >= self.max_stuck:
+            return 0
         with self._changed:
             return 0 if self._stopping else self._max_in_flight - len(self._held)
+
+    def stuck(self) -> int:
+        """How many listener threads still run a fire that timed out."""
+        return self._firing.overruns.count()
 
     def held_ids(self) -> list[str]:
         with self._changed:

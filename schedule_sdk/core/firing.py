@@ -7,6 +7,12 @@ claimed by this worker for the same occurrence, so a cancel or a pause that land
 The job's misfire policy (:mod:`schedule_sdk.domain.misfire`) decides whether a late occurrence fires;
 occurrences that do not fire are reported as a ``schedule.missed`` event.
 
+A repeating job with the overlap policy ``allow`` runs no listener when its occurrence is claimed:
+the occurrence is handed to a *run* (a one-shot row of its own, ``ScheduledJob.run_of``), inserted
+with the job's outcome in one transaction and handed to the queue like a next occurrence, so it
+fires through this same path on any worker while the job moves on to its next occurrence. The
+events and history entries of a run name the job it runs for.
+
 A fire that no listener heard (the publisher reports 0 listeners) is recorded with the outcome
 ``unheard``, counted as ``schedule.jobs.unheard`` and logged once per topic by each fire path; the
 job moves on as after a success, or, with ``unheard_fails``, the attempt fails and its retry
@@ -15,22 +21,29 @@ policy applies.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import threading
 import time
 import traceback
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import NamedTuple
 
+from schedule_sdk.core.loop import fire_deadline
+from schedule_sdk.core.overruns import Overruns
 from schedule_sdk.core.unobserved import NoMetrics, NoTracing
 from schedule_sdk.core.write_order import write_order
 from schedule_sdk.domain import misfire
-from schedule_sdk.domain.errors import ListenerFailed, UnheardFire
-from schedule_sdk.domain.events import ScheduleArrivedEvent, ScheduleMissedEvent
+from schedule_sdk.domain.errors import InvalidCalendar, ListenerFailed, ListenerTimedOut, UnheardFire
+from schedule_sdk.domain.events import MissedReason, ScheduleArrivedEvent, ScheduleMissedEvent
 from schedule_sdk.domain.history import FireOutcome, FireRecord, capped_traceback
+from schedule_sdk.domain.ids import new_id
 from schedule_sdk.domain.jobs import ScheduledJob
 from schedule_sdk.domain.misfire import Missed
 from schedule_sdk.domain.status import JobStatus, check_transition
+from schedule_sdk.domain.time_limits import NO_LIMITS, TimeLimits, limit_ms
 from schedule_sdk.ports import (
     Clock,
     EventPublisher,
@@ -52,8 +65,9 @@ MAX_ERROR_LENGTH = 2000
 
 
 def arrived_event(job: ScheduledJob, fired_at: datetime) -> ScheduleArrivedEvent:
+    """The arrived event of a fire of ``job`` (a run's names the job it runs for)."""
     return ScheduleArrivedEvent(
-        scheduled_job_id=job.id,
+        scheduled_job_id=job.run_of or job.id,
         topic=job.topic,
         user_payload=job.payload,
         metadata=job.metadata,
@@ -70,79 +84,125 @@ def outcome_of(
 ) -> ScheduledJob:
     """The state to record after attempt ``job.attempt`` of occurrence ``job.occurrence`` ran
     (:func:`settle` without the missed occurrences)."""
-    return settle(job, fired_at, error, now)[0]
+    return settle(job, fired_at, error, now).job
+
+
+class Settled(NamedTuple):
+    """What :func:`settle` decided."""
+
+    #: The state to record.
+    job: ScheduledJob
+    #: The occurrences the misfire policy does not fire.
+    missed: Missed
+    #: The occurrences that came due while the fire ran and that the overlap policy does not
+    #: fire (the first of them takes occurrence number ``job.occurrence + 1`` in the history).
+    overlapped: Missed = misfire.NONE
 
 
 def settle(
-    job: ScheduledJob, fired_at: datetime | None, error: BaseException | None, now: datetime
-) -> tuple[ScheduledJob, Missed]:
+    job: ScheduledJob,
+    fired_at: datetime | None,
+    error: BaseException | None,
+    now: datetime,
+    *,
+    excluded: bool = False,
+) -> Settled:
     """The state to record after attempt ``job.attempt`` of occurrence ``job.occurrence`` ran
     (``fired_at`` None: its misfire policy skipped it), and the occurrences that will not fire.
 
     Success completes a one-shot and moves a repeating job to its next occurrence as its misfire
     policy says (by default one catch-up fire after downtime, then the first occurrence after
     now); an extra fire from ``trigger`` hands over to the regular occurrence it was put before.
+    A job with an overlap policy judges by its misfire policy only what was due before the fire
+    started; what came due while it ran is its overlap policy's
+    (:func:`~schedule_sdk.domain.misfire.after_overlap`).
     A failure is retried with backoff while attempts remain; then a one-shot fails and a
-    repeating series continues.
+    repeating series continues. The next occurrence is due at its nominal instant plus the job's
+    spread offset and a fresh jitter (``scheduled_for`` stays nominal). An occurrence skipped
+    because its date is ``excluded`` is not among the returned missed ones (the caller reports
+    it with its own reason).
     """
-    outcome = _outcome(job, fired_at, error, now)
-    check_transition(job.status, outcome[0].status)
+    outcome = _outcome(job, fired_at, error, now, excluded)
+    check_transition(job.status, outcome.job.status)
     return outcome
 
 
 def _outcome(
-    job: ScheduledJob, fired_at: datetime | None, error: BaseException | None, now: datetime
-) -> tuple[ScheduledJob, Missed]:
+    job: ScheduledJob, fired_at: datetime | None, error: BaseException | None, now: datetime, excluded: bool
+) -> Settled:
     last_fired_at = job.last_fired_at if fired_at is None else fired_at
     released = {"claimed_by": None, "claimed_until": None, "updated_at": now, "last_fired_at": last_fired_at}
     if error is not None and job.attempt < job.retry.attempts:
         retry_at = now + timedelta(milliseconds=job.retry.backoff.delay_after(job.attempt))
-        return job.evolve(
-            status=JobStatus.PENDING,
-            attempt=job.attempt + 1,
-            run_at=retry_at,
-            last_error=_describe(error),
-            **released,
-        ), misfire.NONE
+        return Settled(
+            job.evolve(
+                status=JobStatus.PENDING,
+                attempt=job.attempt + 1,
+                run_at=retry_at,
+                last_error=_describe(error),
+                **released,
+            ),
+            misfire.NONE,
+        )
     last_error = None if error is None else _describe(error)
-    skipped = misfire.Missed((job.scheduled_for,), 1) if fired_at is None else misfire.NONE
+    skipped = misfire.Missed((job.scheduled_for,), 1) if fired_at is None and not excluded else misfire.NONE
     # limit counts scheduled occurrences that fired: not skipped ones, not extra fires.
     counted = fired_at is not None and job.regular_due is None
     finished = job.occurrence_count + counted
     if job.repeat is None:
         status = JobStatus.COMPLETED if error is None else JobStatus.FAILED
-        return job.evolve(
-            status=status, occurrence_count=finished, last_error=last_error, **released
-        ), skipped
+        return Settled(
+            job.evolve(status=status, occurrence_count=finished, last_error=last_error, **released), skipped
+        )
     if job.regular_due is not None:
-        following, missed = job.regular_due, misfire.NONE
+        candidate, missed = job.regular_due, misfire.NONE
     else:
-        following, missed = misfire.following(job, now)
-    ended = (job.limit is not None and finished >= job.limit) or (
-        job.ends_at is not None and following > job.ends_at
-    )
-    if ended:
-        return job.evolve(
-            status=JobStatus.COMPLETED,
+        # With an overlap policy, the misfire policy judges what was due when the fire started.
+        judged = now if job.overlap is None or fired_at is None else fired_at
+        candidate, missed = misfire.following(job, judged)
+    # A constant spread offset shifts the whole schedule: the fire's span is judged in nominal
+    # time, and the instants found are shifted back.
+    offset = job.spread_offset
+    if fired_at is None:
+        after = misfire.AfterOverlap(candidate, candidate)
+    else:
+        after = misfire.after_overlap(job, candidate, fired_at - offset, now - offset)
+    following, overlapped = after.due, after.overlapped
+    limited = job.limit is not None and finished >= job.limit
+    if limited or (job.ends_at is not None and following > job.ends_at):
+        return Settled(
+            job.evolve(
+                status=JobStatus.COMPLETED,
+                occurrence_count=finished,
+                last_error=last_error,
+                regular_due=None,
+                **released,
+            ),
+            skipped + missed,
+            misfire.NONE if limited else overlapped,  # past its limit, nothing more was owed
+        )
+    return Settled(
+        job.evolve(
+            status=JobStatus.PENDING,
+            occurrence=job.occurrence + 1 + (overlapped.count > 0),
+            attempt=1,
             occurrence_count=finished,
-            last_error=last_error,
+            # its nominal instant plus the spread and a fresh jitter; a buffered occurrence no
+            # earlier than the end of the fire it waited for
+            run_at=max(after.run_at + offset, job.due_of(following)),
+            scheduled_for=following,
             regular_due=None,
+            last_error=last_error if error is not None else job.last_error,
             **released,
-        ), skipped + missed
-    return job.evolve(
-        status=JobStatus.PENDING,
-        occurrence=job.occurrence + 1,
-        attempt=1,
-        occurrence_count=finished,
-        run_at=following,
-        scheduled_for=following,
-        regular_due=None,
-        last_error=last_error if error is not None else job.last_error,
-        **released,
-    ), skipped + missed
+        ),
+        skipped + missed,
+        overlapped,
+    )
 
 
-def missed_event(job: ScheduledJob, missed: Missed, detected_at: datetime) -> ScheduleMissedEvent:
+def missed_event(
+    job: ScheduledJob, missed: Missed, detected_at: datetime, reason: MissedReason = "misfire"
+) -> ScheduleMissedEvent:
     return ScheduleMissedEvent(
         scheduled_job_id=job.id,
         topic=job.topic,
@@ -153,6 +213,7 @@ def missed_event(job: ScheduledJob, missed: Missed, detected_at: datetime) -> Sc
         missed=missed.named,
         count=missed.count,
         detected_at=detected_at,
+        reason=reason,
     )
 
 
@@ -182,18 +243,24 @@ def fire_record(
     *,
     fired: bool,
     heard: bool = True,
+    timed_out: bool = False,
+    excluded: bool = False,
 ) -> FireRecord:
     """The history entry of attempt ``job.attempt`` of occurrence ``job.occurrence`` (as claimed):
-    it ran from ``fired_at`` to ``ended`` (``fired`` False: the misfire policy skipped it;
-    ``heard`` False: no listener heard it)."""
+    it ran from ``fired_at`` to ``ended`` (``fired`` False: the misfire policy skipped it, or
+    with ``excluded`` its calendar did: the entry's ``error`` says so; ``heard`` False: no
+    listener heard it; ``timed_out``: it ran past its time limit). A run's entry is written
+    under the job it runs for (``job.run_of``), with that job's occurrence number."""
     if not fired:
         outcome = FireOutcome.SKIPPED
+    elif timed_out:
+        outcome = FireOutcome.TIMEOUT
     elif not heard:
         outcome = FireOutcome.UNHEARD
     else:
         outcome = FireOutcome.SUCCEEDED if error is None else FireOutcome.FAILED
     return FireRecord(
-        job_id=job.id,
+        job_id=job.run_of or job.id,
         topic=job.topic,
         occurrence=job.occurrence,
         attempt=job.attempt,
@@ -202,15 +269,87 @@ def fire_record(
         lateness_ms=(fired_at - job.run_at) // _MS,
         duration_ms=(ended - fired_at) // _MS if fired else 0,
         outcome=outcome,
-        error=None if error is None else _describe(error),
+        error=EXCLUDED_NOTE if excluded else (None if error is None else _describe(error)),
         worker_id=job.claimed_by,
         traceback=None if error is None else traceback_of(error),
     )
 
 
+def overlap_record(job: ScheduledJob, overlapped: Missed, ended: datetime) -> FireRecord:
+    """The history entry of the occurrences that came due while occurrence ``job.occurrence``
+    (as claimed) ran until ``ended`` and that its overlap policy did not fire: one ``skipped``
+    entry under the next occurrence number, due at the first of them, its ``error`` saying why
+    (no listener ran; the job's next occurrence takes the number after it)."""
+    first = overlapped.named[0]
+    return FireRecord(
+        job_id=job.id,
+        topic=job.topic,
+        occurrence=job.occurrence + 1,
+        attempt=1,
+        due_at=first,
+        fired_at=ended,
+        lateness_ms=(ended - first) // _MS,
+        duration_ms=0,
+        outcome=FireOutcome.SKIPPED,
+        error=(
+            f"overlap: {overlapped.count} occurrence(s) from {first.isoformat()} came due while "
+            f"occurrence {job.occurrence} ran (overlap policy {job.overlap})"
+        ),
+        worker_id=job.claimed_by,
+    )
+
+
 _MS = timedelta(milliseconds=1)
+#: The ``error`` of the history entry of an occurrence skipped because its date is excluded.
+EXCLUDED_NOTE = "excluded: its date is excluded by the job's calendar"
+
+
+def freed_slots(results: Sequence[FireResult]) -> dict[str, int]:
+    """How many concurrency slots of each key recording ``results`` frees (one per claimed job
+    with a key): the fires waiting for them are handed to the queue again, so they start as soon
+    as the slot frees, in this process or another (the ``sql`` substrate's pollers are woken, the
+    ``rq`` substrate's entries released)."""
+    freed: dict[str, int] = {}
+    for result in results:
+        limit = result.claimed.concurrency
+        if limit is not None:
+            freed[limit.key] = freed.get(limit.key, 0) + 1
+    return freed
+
+
+def _claim_guard(result: FireResult) -> Guard:
+    """The row of ``result`` is still claimed by the worker that fired it, for that occurrence."""
+    claimed = result.claimed
+    return Guard(_ACTIVE, claimed_by=claimed.claimed_by, occurrence=claimed.occurrence)
+
 
 # ---------------------------------------------------------------------------------------------
+
+
+def timed_out_error(error: BaseException | None) -> bool:
+    """Whether ``error`` ended an attempt at its time limit (a :class:`ListenerTimedOut`, or a
+    :class:`ListenerFailed` holding one)."""
+    if isinstance(error, ListenerFailed):
+        return any(isinstance(e, ListenerTimedOut) for e in error.errors)
+    return isinstance(error, ListenerTimedOut)
+
+
+@dataclass(frozen=True, slots=True)
+class _Fired:
+    """One fire, settled but not yet reported (metrics, log lines, the missed event)."""
+
+    job: ScheduledJob
+    start: misfire.Start
+    fired_at: datetime
+    ended: datetime
+    error: BaseException | None
+    heard: bool
+    duration: float
+    outcome: ScheduledJob
+    missed: Missed
+    #: The occurrences that came due while the fire ran and that its overlap policy does not fire.
+    overlapped: Missed
+    kind: str
 
 
 def _describe(error: BaseException) -> str:
@@ -243,6 +382,7 @@ class Firing(FirePath):
         metrics: Metrics | None = None,
         tracing: Tracing | None = None,
         unheard_fails: bool = False,
+        time_limits: TimeLimits = NO_LIMITS,
     ) -> None:
         self._store = store
         #: Where fires are recorded: the store, when it keeps a fire history (else none is kept).
@@ -260,37 +400,146 @@ class Firing(FirePath):
         self.unheard_fails = unheard_fails
         self._warned_topics: set[str] = set()  # unheard topics already logged by this fire path
         self._warned_lock = threading.Lock()
+        #: The limits of jobs without a ``time_limit`` of their own (per topic, and a default).
+        self.time_limits = time_limits
+        #: The helper threads of limited fires, and which of them are stuck past their limit.
+        self.overruns = Overruns(self._metrics)
+        self._helpers = itertools.count(1)
 
     def run(self, job: ScheduledJob) -> FireResult:
-        """Emit the arrived event for a claimed job (unless its misfire policy skips it), then
-        report the occurrences that will not fire; never raises for a listener's error."""
+        """Emit the arrived event for a claimed job (unless its misfire policy or its calendar
+        skips it), then report the occurrences that will not fire; never raises for a
+        listener's error.
+
+        A fire with a time limit (the job's own, else :attr:`time_limits`'s for its topic) runs
+        on a helper thread (:class:`~schedule_sdk.core.overruns.Overruns`): at the limit its
+        ``async def`` listeners are cancelled, and a sync listener still running is left behind
+        (stuck); either way the attempt ends with the outcome ``timeout``.
+
+        An occurrence of a job with the overlap policy ``allow`` that fires is handed to a run
+        instead (:meth:`_hand_over`): no listener runs here."""
         fired_at = self._clock.now()
-        start = misfire.at_start(job, fired_at)
-        late = (fired_at - job.run_at).total_seconds()
-        error: BaseException | None = None
-        heard = True
-        with self._tracing.fire(start.job, late) as span:
-            started = time.perf_counter()
-            if start.fire:
-                error, heard = self._publish(start.job, fired_at)
-                if not heard and self.unheard_fails:
-                    error = UnheardFire(start.job.topic)
-            duration = time.perf_counter() - started
-            ended = self._clock.now()
-            outcome, missed = settle(start.job, fired_at if start.fire else None, error, ended)
-            kind = fire_outcome(start.job, outcome, error is not None) if start.fire else "skipped"
-            span.finish(kind, error)
-        if start.fire:
-            self._count(start.job, outcome, error is not None, late, duration)
-            if not heard:
-                self._report_unheard(start.job)
-            if logger.isEnabledFor(logging.DEBUG):
-                logger.debug("fired job %s in %.1f ms", job.id, duration * 1000, extra=job_fields(job))
+        unreadable: InvalidCalendar | None = None
+        try:
+            start = misfire.at_start(job, fired_at)
+        except InvalidCalendar as error:  # e.g. a holiday calendar without its package here
+            logger.error("job %s: its calendar cannot be read: %s", job.id, error, extra=job_fields(job))
+            start, unreadable = misfire.Start(job, True), error  # a failed attempt, not a silent fire
+        if start.fire and unreadable is None and job.overlap == "allow" and job.repeat is not None:
+            return self._hand_over(job, start, fired_at)
+        limit = self.time_limits.resolve(job.time_limit, job.topic) if start.fire else None
+        if limit is None or unreadable is not None:
+            return self._report(self._fire(job, start, fired_at, None, unreadable))
+        ms = limit_ms(limit)
+        started = time.perf_counter()
+        deadline = time.monotonic() + limit.total_seconds()
+        done = self.overruns.run(
+            lambda: self._fire(job, start, fired_at, (deadline, ms)),
+            limit.total_seconds(),
+            lambda: self._settled(
+                job, start, fired_at, ListenerTimedOut(ms), True, time.perf_counter() - started
+            ),
+            f"schedule-sdk-limited-{next(self._helpers)}",
+        )
+        return self._report(done)
+
+    def _hand_over(self, job: ScheduledJob, start: misfire.Start, fired_at: datetime) -> FireResult:
+        """Hand the claimed occurrence of an ``allow`` job to a run (a one-shot row fired like any
+        other, on any worker) and settle the job as after a fire that started and ended now: it
+        moves on to its next occurrence at once, and the run is inserted by :meth:`record` with
+        that outcome. No listener runs, no metric counts a fire and no history entry is written
+        here: the run's fire is the occurrence's (its entries are under this job's id)."""
+        run = start.job.run_for(new_id(), fired_at)
+        ended = self._clock.now()
+        outcome, missed, _ = settle(start.job, fired_at, None, ended)
         missed = start.missed + missed
         if missed.count:
             self._report_missed(start.job, missed)
-        record = fire_record(job, fired_at, ended, error, fired=start.fire, heard=heard)
-        return FireResult(job, outcome, record)
+        if logger.isEnabledFor(logging.DEBUG):
+            logger.debug("job %s handed occurrence to run %s", job.id, run.id, extra=job_fields(start.job))
+        return FireResult(job, outcome, None, None, run)
+
+    def _fire(
+        self,
+        job: ScheduledJob,
+        start: misfire.Start,
+        fired_at: datetime,
+        deadline: tuple[float, int] | None,
+        error: BaseException | None = None,
+    ) -> _Fired:
+        """Run the listeners (inside ``deadline``: a ``time.monotonic()`` instant and the limit
+        in ms; none when ``error`` already failed the attempt) and settle the outcome; no
+        metrics, no events (see :meth:`_report`)."""
+        late = (fired_at - job.run_at).total_seconds()
+        heard = True
+        with self._tracing.fire(start.job, late) as span:
+            started = time.perf_counter()
+            if start.fire and error is None:
+                if deadline is None:
+                    error, heard = self._publish(start.job, fired_at)
+                else:
+                    with fire_deadline(*deadline):
+                        error, heard = self._publish(start.job, fired_at)
+                    if error is None and time.monotonic() > deadline[0]:
+                        error = ListenerTimedOut(deadline[1])  # a sync listener returned late
+                if not heard and self.unheard_fails and error is None:
+                    error = UnheardFire(start.job.topic)
+            done = self._settled(job, start, fired_at, error, heard, time.perf_counter() - started)
+            span.finish(done.kind, error)
+        return done
+
+    def _settled(
+        self,
+        job: ScheduledJob,
+        start: misfire.Start,
+        fired_at: datetime,
+        error: BaseException | None,
+        heard: bool,
+        duration: float,
+    ) -> _Fired:
+        ended = self._clock.now()
+        outcome, missed, overlapped = settle(
+            start.job, fired_at if start.fire else None, error, ended, excluded=start.excluded
+        )
+        kind = fire_outcome(start.job, outcome, error is not None) if start.fire else "skipped"
+        return _Fired(job, start, fired_at, ended, error, heard, duration, outcome, missed, overlapped, kind)
+
+    def _report(self, done: _Fired) -> FireResult:
+        """Count, log and emit what one fire led to (on the caller's thread, once per fire)."""
+        job, start, error = done.job, done.start, done.error
+        timed_out = timed_out_error(error)
+        if start.fire:
+            late = (done.fired_at - job.run_at).total_seconds()
+            self._count(start.job, done.outcome, error is not None, late, done.duration)
+            if timed_out:
+                self._metrics.increment("schedule.jobs.timed_out", topic=job.topic)
+                logger.warning(
+                    "job %s ran past its time limit (%s)", job.id, error, extra=job_fields(start.job)
+                )
+            if not done.heard:
+                self._report_unheard(start.job)
+            if logger.isEnabledFor(logging.DEBUG):
+                logger.debug("fired job %s in %.1f ms", job.id, done.duration * 1000, extra=job_fields(job))
+        if start.excluded:
+            self._report_missed(start.job, Missed((start.job.scheduled_for,), 1), "excluded")
+        missed = start.missed + done.missed
+        if missed.count:
+            self._report_missed(start.job, missed)
+        overlap: FireRecord | None = None
+        if done.overlapped.count:
+            self._report_missed(start.job, done.overlapped, "overlap")
+            overlap = overlap_record(job, done.overlapped, done.ended)
+        record = fire_record(
+            job,
+            done.fired_at,
+            done.ended,
+            error,
+            fired=start.fire,
+            heard=done.heard,
+            timed_out=timed_out,
+            excluded=start.excluded,
+        )
+        return FireResult(job, done.outcome, record, overlap)
 
     def _publish(self, job: ScheduledJob, fired_at: datetime) -> tuple[BaseException | None, bool]:
         """Emit the arrived event; the error that fails the attempt, if any, and whether a
@@ -321,21 +570,29 @@ class Firing(FirePath):
                 extra=job_fields(job),
             )
 
-    def _report_missed(self, job: ScheduledJob, missed: Missed) -> None:
+    def _report_missed(self, job: ScheduledJob, missed: Missed, reason: MissedReason = "misfire") -> None:
         """Log, count (:attr:`on_missed`) and emit the ``schedule.missed`` event; a failing
         listener is logged, never retried, and does not fail the fire."""
-        event = missed_event(job, missed, self._clock.now())
-        logger.warning(
-            "job %s missed %d occurrence(s) from %s (misfire policy %s)",
+        event = missed_event(job, missed, self._clock.now(), reason)
+        logger.log(
+            logging.INFO if reason == "excluded" else logging.WARNING,
+            "job %s missed %d occurrence(s) from %s (%s)",
             job.id,
             missed.count,
             missed.named[0].isoformat(),
-            job.misfire.mode,
+            "excluded by its calendar"
+            if reason == "excluded"
+            else (
+                f"misfire policy {job.misfire.mode}"
+                if reason == "misfire"
+                else f"{reason} policy {job.overlap}"
+            ),
             extra={
                 "job_id": job.id,
                 "occurrence": job.occurrence,
                 "topic": job.topic,
                 "missed": missed.count,
+                "reason": reason,
             },
         )
         self._metrics.increment("schedule.jobs.missed", missed.count, topic=job.topic)
@@ -364,18 +621,33 @@ class Firing(FirePath):
         retries to the queue inside it (the write order); rows no longer claimed by the firing
         worker are left alone (their fires still go to the history: the listeners did run).
 
+        A result with a run (overlap ``allow``) inserts it and hands it to the queue in the same
+        transaction, only if its job's outcome was written: an occurrence whose claim was lost
+        (e.g. its worker was declared dead and another claimed it again) spawns no second run.
+
         :raises StoreUnavailable, QueueUnavailable: nothing was recorded; the fires will repeat
             once their claims expire (at-least-once).
         """
         if not results:
             return
         following = [Occurrence.of(r.outcome) for r in results if r.outcome.status is JobStatus.PENDING]
-        changes = [
-            (r.outcome, Guard(_ACTIVE, claimed_by=r.claimed.claimed_by, occurrence=r.claimed.occurrence))
-            for r in results
-        ]
+        changes = [(r.outcome, _claim_guard(r)) for r in results if r.run is None]
+        spawning = [r for r in results if r.run is not None]
+        freed = freed_slots(results)
         with write_order(self._store, self._queue) as (tx, hand_off):
             tx.update_many(changes)
+            for result in spawning:  # a run only with its job's outcome, never twice per occurrence
+                assert result.run is not None
+                if tx.update(result.outcome, _claim_guard(result)):
+                    tx.insert(result.run)
+                    following.append(Occurrence.of(result.run))
             if self._history is not None:
-                self._history.record_fires(tx, [r.fire for r in results if r.fire is not None])
+                fires = [f for r in results for f in (r.fire, r.overlapped) if f is not None]
+                self._history.record_fires(tx, fires)
+            if freed:  # the fires waiting for the freed slots go to the queue again (idempotent)
+                handed = {o.job_id for o in following}
+                # one more than freed: two fires of a key recorded at once by two workers each
+                # hand over the earliest waiting one, the extra fills the other slot
+                waiting = tx.waiting(sorted(freed), self._clock.now(), max(freed.values()) + 1)
+                following += [o for o in waiting if o.job_id not in handed]
             hand_off.enqueue(following)

@@ -1,11 +1,16 @@
 """``check_health``: is this deployment able to fire jobs on time? For probes and readiness endpoints.
 
-It checks, in order: the job store answers; Redis answers (when ``redis_url`` is set); at least
-``min_workers`` registered workers are live (their beat is younger than ``dead_after``); and the
+It checks, in order: the job store answers; Redis answers (when ``redis_url`` is set; a
+``maxmemory-policy`` that could evict the SDK's keys is a warning); at least
+``min_workers`` registered workers are live (their beat is younger than ``dead_after``) and may
+claim (the clock offset of their last beat, error included, is within ``max_clock_offset``); and the
 oldest due-but-not-fired job has waited at most ``max_backlog_age`` seconds; and, when the store
 keeps operator reads, whether fires of the last hour went unheard (a warning, never a failure: the
-jobs moved on). Each check is
-reported with a one-line detail; the report is healthy when every check passed. It never raises
+jobs moved on); and whether a live worker has listener threads stuck past a fire's time limit (a
+warning: the worker is *degraded*, it keeps firing other jobs on its other threads until
+``max_stuck`` are stuck). Each check is
+reported with a one-line detail; the report is healthy when every check passed, and degraded
+when a check passed with a warning. It never raises
 for a failing service: a failure is a failed check. ``schedule-sdk health`` prints the same report.
 """
 
@@ -17,17 +22,18 @@ from datetime import datetime
 from typing import Any
 
 from schedule_sdk.domain.errors import ScheduleError
-from schedule_sdk.ports import Clock, JobStore, OperatorReads, WorkerRegistry, require
+from schedule_sdk.ports import Clock, JobStore, OperatorReads, WorkerInfo, WorkerRegistry, require
 
 
 @dataclass(frozen=True, slots=True)
 class Check:
-    name: str  #: ``store``, ``redis``, ``workers``, ``backlog`` or ``unheard``
+    name: str  #: ``store``, ``redis``, ``workers``, ``stuck``, ``backlog`` or ``unheard``
     ok: bool
     detail: str
     #: True when the check failed because a backing service could not be reached.
     unavailable: bool = False
-    #: Passed, but an operator should look (``unheard``: fires nobody listened to).
+    #: Passed, but an operator should look (``unheard``: fires nobody listened to; ``stuck``:
+    #: listener threads stuck past a time limit).
     warning: bool = False
 
 
@@ -40,6 +46,11 @@ class HealthReport:
         return all(c.ok for c in self.checks)
 
     @property
+    def degraded(self) -> bool:
+        """Every check passed, but one with a warning (stuck listener threads, unheard fires)."""
+        return self.ok and any(c.warning for c in self.checks)
+
+    @property
     def unavailable(self) -> bool:
         """A backing service (the store, Redis) could not be reached."""
         return any(c.unavailable for c in self.checks)
@@ -47,6 +58,7 @@ class HealthReport:
     def as_dict(self) -> dict[str, Any]:
         return {
             "ok": self.ok,
+            "degraded": self.degraded,
             "checks": [
                 {"name": c.name, "ok": c.ok, "detail": c.detail, "warning": c.warning} for c in self.checks
             ],
@@ -62,9 +74,12 @@ def check_health(
     min_workers: int = 1,
     max_backlog_age: float = 60.0,
     registry: WorkerRegistry | None = None,
+    max_clock_offset: float = 5.0,
 ) -> HealthReport:
-    """Run every check (see the module docstring); ``ping_redis`` is called when given. The
-    workers are read from ``registry``, by default the store.
+    """Run every check (see the module docstring); ``ping_redis`` is called when given: it
+    raises when Redis does not answer, and may return a list of lines, each a way its
+    configuration could lose the SDK's entries (reported as a warning of the ``redis`` check).
+    The workers are read from ``registry``, by default the store.
 
     :raises StoreLacksCapability: no ``registry``, and the store is no WorkerRegistry.
     """
@@ -81,18 +96,27 @@ def check_health(
     checks.append(Check("store", True, "reachable"))
     if ping_redis is not None:
         try:
-            ping_redis()
-            checks.append(Check("redis", True, "reachable"))
+            answer = ping_redis()
         except Exception as error:
             checks.append(Check("redis", False, f"{type(error).__name__}: {error}", unavailable=True))
+        else:
+            risks = [str(r) for r in answer] if isinstance(answer, list) else []
+            detail = "; ".join(["reachable", *risks])
+            checks.append(Check("redis", True, detail, warning=bool(risks)))
     live = [w for w in workers if not is_dead(w, now, dead_after)]
-    checks.append(
-        Check(
-            "workers",
-            len(live) >= min_workers,
-            f"{len(live)} live of {len(workers)} registered (need {min_workers})",
+    refusing = [
+        w.id
+        for w in live
+        if w.clock_offset is not None and abs(w.clock_offset) + (w.clock_error or 0.0) > max_clock_offset
+    ]
+    detail = f"{len(live) - len(refusing)} live of {len(workers)} registered (need {min_workers})"
+    if refusing:
+        detail += (
+            f"; {len(refusing)} more claim nothing, their clock off the store's by more than "
+            f"{max_clock_offset:g}s: {', '.join(refusing[:5])}"
         )
-    )
+    checks.append(Check("workers", len(live) - len(refusing) >= min_workers, detail))
+    checks.append(_stuck(live))
     oldest = min((b.oldest_due for b in backlog if b.oldest_due is not None), default=None)
     age = 0.0 if oldest is None else max(0.0, (now - oldest).total_seconds())
     due = sum(b.due for b in backlog)
@@ -106,6 +130,21 @@ def check_health(
     if isinstance(store, OperatorReads):
         checks.append(_unheard(store, now))
     return HealthReport(checks)
+
+
+def _stuck(live: list[WorkerInfo]) -> Check:
+    """The ``stuck`` line: live workers with listener threads stuck past a fire's time limit."""
+    stuck = [w for w in live if w.stuck]
+    if not stuck:
+        return Check("stuck", True, "no listener thread is stuck past a time limit")
+    named = ", ".join(f"{w.id} ({w.stuck})" for w in stuck[:5]) + (", ..." if len(stuck) > 5 else "")
+    return Check(
+        "stuck",
+        True,
+        f"degraded: {sum(w.stuck for w in stuck)} listener thread(s) stuck past a time limit on "
+        f"{len(stuck)} worker(s): {named}",
+        warning=True,
+    )
 
 
 def _unheard(reads: OperatorReads, now: datetime) -> Check:
@@ -122,26 +161,21 @@ def _unheard(reads: OperatorReads, now: datetime) -> Check:
 
 
 def container_health(container: Any, *, min_workers: int = 1, max_backlog_age: float = 60.0) -> HealthReport:
-    """:func:`check_health` for a :class:`~schedule_sdk.ScheduleContainer` (Redis is pinged when
-    ``redis_url`` is set). A readiness endpoint returns 200 when ``report.ok``, else 503."""
+    """:func:`check_health` for a :class:`~schedule_sdk.ScheduleContainer` (Redis, or the primary
+    Sentinel names, is pinged and its eviction policy read when ``redis_url`` is set). A
+    readiness endpoint returns 200 when ``report.ok``, else 503."""
     settings = container.settings()
-    ping: Callable[[], object] | None = None
-    if settings.redis_url:
-        import redis
-
-        client = redis.Redis.from_url(settings.redis_url, socket_timeout=2, socket_connect_timeout=2)
-
-        def ping() -> object:
-            try:
-                return client.ping()
-            finally:
-                client.close()
-
+    store_time = container.store_time()
+    try:
+        store_time.measure()  # beats are stamped by the store's clock: judge them by it
+    except ScheduleError:
+        pass  # the store check reports it
     return check_health(
         store=container.store(),
-        clock=container.clock(),
+        clock=store_time,
         dead_after=settings.dead_after,
-        ping_redis=ping,
+        ping_redis=container.redis_probe() if settings.redis_url else None,
         min_workers=min_workers,
         max_backlog_age=max_backlog_age,
+        max_clock_offset=settings.max_clock_offset,
     )

@@ -23,8 +23,8 @@ from typing import Any, TypeVar
 
 import blinker
 
-from schedule_sdk.core.loop import ListenerLoop
-from schedule_sdk.domain.errors import ListenerFailed
+from schedule_sdk.core.loop import ListenerLoop, time_left
+from schedule_sdk.domain.errors import ListenerFailed, ListenerTimedOut
 from schedule_sdk.domain.events import ScheduleArrivedEvent, ScheduleEvent
 from schedule_sdk.ports import Listeners
 
@@ -59,7 +59,11 @@ class ListenerRegistry(Listeners):
 
     def __init__(self, loop: ListenerLoop | None = None) -> None:
         self._namespace = blinker.Namespace()
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # for changes; a fire reads the snapshot without it
+        #: Event name → its listeners, replaced whole (never changed in place) after each change:
+        #: every listener thread looks its listeners up on every fire, and a lock there made
+        #: them queue behind one another (a thread losing the GIL while holding it).
+        self._snapshot: dict[str, tuple[Callable[..., Any], ...]] = {}
         #: Where ``async def`` listeners run: the container's listener loop, or one of this
         #: registry's own (started on first use), never one shared by the process.
         self.loop = loop if loop is not None else ListenerLoop()
@@ -67,10 +71,18 @@ class ListenerRegistry(Listeners):
     def connect(self, name: str, listener: Callable[..., Any]) -> None:
         with self._lock:
             self._namespace.signal(name).connect(listener, weak=False)
+            self._publish_snapshot()
 
     def disconnect(self, name: str, listener: Callable[..., Any]) -> None:
         with self._lock:
             self._namespace.signal(name).disconnect(listener)
+            self._publish_snapshot()
+
+    def _publish_snapshot(self) -> None:
+        """Rebuild the lookup table fires read (under ``_lock``, after a change)."""
+        self._snapshot = {
+            name: tuple(signal.receivers_for(blinker.ANY)) for name, signal in self._namespace.items()
+        }
 
     @classmethod
     def of_modules(
@@ -98,11 +110,7 @@ class ListenerRegistry(Listeners):
             self.disconnect(name, fn)
 
     def listeners(self, name: str) -> list[Callable[..., Any]]:
-        with self._lock:
-            if name not in self._namespace:
-                return []
-            signal = self._namespace[name]
-            return list(signal.receivers_for(blinker.ANY))
+        return list(self._snapshot.get(name, ()))
 
     def count(self) -> int:
         """How many listeners are bound, over every event name."""
@@ -116,8 +124,9 @@ class ListenerRegistry(Listeners):
         """
         errors: list[BaseException] = []
         ran = 0
+        snapshot = self._snapshot
         for name in event.names:
-            for listener in self.listeners(name):
+            for listener in snapshot.get(name, ()):
                 ran += 1
                 try:
                     self.call(listener, event)
@@ -142,7 +151,14 @@ class ListenerRegistry(Listeners):
     def call(self, listener: Callable[..., Any], event: ScheduleEvent) -> None:
         """Call one listener; an ``async def`` listener runs to completion on :attr:`loop` (the
         app's loop or one long-lived loop, see :class:`~schedule_sdk.core.loop.ListenerLoop`)
-        while this thread waits."""
+        while this thread waits.
+
+        :raises ListenerTimedOut: the fire's time limit (:func:`~schedule_sdk.core.loop.fire_deadline`)
+            is over: the listener is not called, or (``async def``) it was cancelled at the limit.
+        """
+        left = time_left()
+        if left is not None and left[0] <= 0:
+            raise ListenerTimedOut(left[1])
         result = listener(event)
         if inspect.isawaitable(result):
             self.loop.run(_await(result))
@@ -151,6 +167,7 @@ class ListenerRegistry(Listeners):
         with self._lock:
             for signal in list(self._namespace.values()):
                 signal.receivers.clear()
+            self._publish_snapshot()
 
 
 async def _await(awaitable: Any) -> None:

@@ -79,8 +79,11 @@ class Liveness:
         )
         self._released: dict[str, datetime] = {}  # dead worker -> the last beat we released it at
 
-    def row(self, now: datetime, in_flight: int) -> WorkerInfo:
-        """This worker's row as of a beat at ``now``."""
+    def row(
+        self, now: datetime, in_flight: int, stuck: int = 0, clock: tuple[float, float] | None = None
+    ) -> WorkerInfo:
+        """This worker's row as of a beat at ``now`` (``stuck``: listener threads still running
+        a fire that timed out), with its ``(offset, error)`` from the store's clock when measured."""
         return WorkerInfo(
             id=self.me.id,
             host=self.me.host,
@@ -90,6 +93,9 @@ class Liveness:
             last_beat=now,
             in_flight=in_flight,
             node=self.me.node,
+            stuck=stuck,
+            clock_offset=None if clock is None else clock[0],
+            clock_error=None if clock is None else clock[1],
         )
 
     def judge(self, workers: list[WorkerInfo], now: datetime) -> tuple[list[WorkerInfo], list[str]]:

@@ -13,18 +13,48 @@ that thread to one long-lived event loop and the thread waits for it:
 
 At stop, :meth:`ListenerLoop.abandon` cancels the coroutines still running once the worker's
 ``stop_timeout`` is over: their threads are freed at once, even if the app's loop is blocked.
+
+A fire with a time limit runs its listeners inside :func:`fire_deadline`: a coroutine still
+running at the deadline is cancelled and :class:`~schedule_sdk.errors.ListenerTimedOut` raised
+in the waiting thread.
 """
 
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import logging
 import threading
-from collections.abc import Coroutine
+import time
+from collections.abc import Coroutine, Iterator
 from typing import Any
 
+from schedule_sdk.domain.errors import ListenerTimedOut
+
 logger = logging.getLogger(__name__)
+
+_deadline = threading.local()
+
+
+@contextlib.contextmanager
+def fire_deadline(deadline: float, limit_ms: int) -> Iterator[None]:
+    """Listeners called in this thread inside the block must be done by ``deadline`` (a
+    ``time.monotonic()`` instant; the fire's time limit is ``limit_ms``)."""
+    _deadline.value = (deadline, limit_ms)
+    try:
+        yield
+    finally:
+        _deadline.value = None
+
+
+def time_left() -> tuple[float, int] | None:
+    """Seconds left before this thread's :func:`fire_deadline` (negative once past) and the
+    limit in ms; None outside one."""
+    current: tuple[float, int] | None = getattr(_deadline, "value", None)
+    if current is None:
+        return None
+    return current[0] - time.monotonic(), current[1]
 
 
 class ListenerAbandoned(RuntimeError):
@@ -66,6 +96,7 @@ class ListenerLoop:
         """Run ``coroutine`` on :attr:`loop` and wait for its result (re-raising its error).
 
         :raises ListenerAbandoned: :meth:`abandon` cancelled it (the worker stopped).
+        :raises ListenerTimedOut: it ran past this thread's :func:`fire_deadline`; it was cancelled.
         """
         loop = self.loop
         if _running_loop() is loop:  # called on the loop's own thread: waiting would deadlock
@@ -74,8 +105,13 @@ class ListenerLoop:
         future = asyncio.run_coroutine_threadsafe(coroutine, loop)
         with self._lock:
             self._pending.add(future)
+        left = time_left()
         try:
-            return future.result()
+            return future.result(timeout=None if left is None else max(0.0, left[0]))
+        except concurrent.futures.TimeoutError as late:
+            future.cancel()
+            assert left is not None
+            raise ListenerTimedOut(left[1]) from late
         except concurrent.futures.CancelledError as cancelled:
             raise ListenerAbandoned("the worker stopped before this async listener finished") from cancelled
         finally:

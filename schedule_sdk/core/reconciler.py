@@ -8,7 +8,9 @@ two reconcilers running at once cannot double-fire an occurrence.
 
 Between those runs, the worker's heartbeat calls :meth:`Reconciler.release_expired` and
 :meth:`Reconciler.rescue`: the latter re-checks entries the substrate reports stranded for longer
-than the lease (a process died between two steps of a hand-off) against their rows.
+than the lease (a process died between two steps of a hand-off) against their rows. It also calls
+:meth:`Reconciler.heal_if_moved`, which runs the whole reconcile at once when the substrate's
+server changed (a Redis failover to a replica that lacked the latest writes, or a restart).
 """
 
 from __future__ import annotations
@@ -64,6 +66,7 @@ class Reconciler:
         self._clock = clock
         self._batch = batch_size
         self._lease = lease_seconds
+        self._incarnation: str | None = None  #: the queue's incarnation at the last look
 
     def release_expired(self) -> int:
         """Return expired claims to pending and hand them to the queue again; return how many."""
@@ -126,6 +129,37 @@ class Reconciler:
             hand_over_committed(self._queue, again)
             logger.warning("handed over %d stranded entries again (a process died mid-hand-off)", len(again))
         return len(again)
+
+    def heal_if_moved(self) -> bool:
+        """Reconcile at once (:meth:`run`) when the queue's
+        :meth:`~schedule_sdk.ports.ExecutionQueue.incarnation` changed since the last look: the
+        substrate failed over or restarted, and entries written just before may be lost (an
+        asynchronous replica had not received them). The first look only records it. True when
+        it reconciled. The new incarnation counts as seen only once the run succeeded, so a
+        failing run is tried again at the next look.
+
+        :raises ScheduleUnavailable: the queue or the store did not answer.
+        """
+        now = self._queue.incarnation()
+        seen = self._incarnation
+        if now is None or now == seen:
+            return False
+        if seen is None:
+            self._incarnation = now
+            return False
+        logger.warning(
+            "the %s substrate's server changed (a failover or a restart): reconciling now to hand "
+            "over again the entries it lost",
+            self._queue.name,
+        )
+        self.run()
+        self._incarnation = now
+        return True
+
+    def risks(self) -> list[str]:
+        """How the queue's configuration could lose entries
+        (:meth:`~schedule_sdk.ports.ExecutionQueue.risks`)."""
+        return self._queue.risks()
 
     def run_at_start(self) -> None:
         """What a starting worker heals: everything (:meth:`run`) when the queue holds entries of

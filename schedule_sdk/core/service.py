@@ -40,10 +40,12 @@ from schedule_sdk.domain.jobs import (
     Repeat,
     RepeatSpec,
     ScheduledJob,
+    bounded_fires,
     check_metadata_text,
     encode_json,
     repeated_request_id,
     request_key,
+    spec_fire,
 )
 from schedule_sdk.domain.status import FINISHED_STATUSES, OPEN_STATUSES, JobStatus
 from schedule_sdk.domain.text import holds_storable_text, storable
@@ -289,6 +291,12 @@ class ScheduleService:
         completed, failed or cancelled job. Each :class:`~schedule_sdk.FireTime` has the UTC
         instant, the local time in the cron's (else the job's) zone and a DST ``mark``.
 
+        A spread fire is shown at the instant it fires, with its ``nominal`` occurrence: a stored
+        job's offset is known; a spec's only when it names a ``spread_key`` (else the offset comes
+        from the id the job will get, and its fires are shown at their nominal instants). Jitter
+        is not previewable: only the current occurrence of a stored job shows the jitter drawn for
+        it. An occurrence on a date the calendar excludes is listed, marked ``excluded``.
+
         :raises JobNotFound: no job has this id.
         """
         timing.check_count(n)
@@ -298,12 +306,11 @@ class ScheduleService:
                 raise JobNotFound(spec_or_job_id[:80])
             return _job_fire_times(job, n)
         if isinstance(spec_or_job_id, OneShotSpec):
-            return [_fire_at(spec_or_job_id.run_at, spec_or_job_id.timezone)]
+            spec_at = spec_or_job_id
+            return [spec_fire(_fire_at(spec_at.run_at, spec_at.timezone), spec_at)]
         if not isinstance(spec_or_job_id, RepeatSpec):
             raise TypeError("preview takes a OneShotSpec, a RepeatSpec or a job id")
-        spec = spec_or_job_id
-        fires = _repeat_fire_times(spec.repeat, spec.timezone, self._clock.now(), n)
-        return _bounded(fires, spec.limit, spec.ends_at)
+        return spec_or_job_id.next_fire_times(self._clock.now(), n)
 
     def list(
         self,
@@ -505,6 +512,16 @@ class ScheduleService:
 # -- the one cancel path: ``cancel`` and the cancel half of ``reschedule`` ---------------------
 
 
+def shown_history(service: ScheduleService, job: ScheduledJob, limit: int) -> list[FireRecord]:
+    """The fires an operator sees with ``job`` (newest first, at most ``limit``): its history;
+    for a run (``run_of``), whose fires are written under the job it runs for, that job's entries
+    of the run's occurrence (looked for among its latest :data:`MAX_PAGE_SIZE`)."""
+    if job.run_of is None:
+        return service.history(job.id, limit=limit)
+    fires = service.history(job.run_of, limit=MAX_PAGE_SIZE)
+    return [f for f in fires if f.occurrence == job.occurrence][:limit]
+
+
 def cancel_row(
     tx: JobTransaction, job_id: str, now: datetime, *, replaced_by: str | None = None
 ) -> ScheduledJob | None:
@@ -586,7 +603,7 @@ def requeued(job: ScheduledJob, now: datetime) -> ScheduledJob:
     ended = job.ends_at is not None and following > job.ends_at
     if ended or (job.limit is not None and job.occurrence_count >= job.limit):
         raise NotRequeueable(job.id, "its schedule has ended (limit or ends_at)")
-    return job.requeued(following, now)
+    return job.requeued(following, now).evolve(run_at=job.due_of(following))
 
 
 def _refuse_finished(job: ScheduledJob) -> None:
@@ -629,26 +646,36 @@ def _repeat_fire_times(
 
 
 def _job_fire_times(job: ScheduledJob, n: int) -> list[FireTime]:
-    """A stored open job's next fires: ``run_at``, then the occurrences after it."""
+    """A stored open job's next fires: its current occurrence at ``run_at`` (a retry's due time,
+    or the nominal instant plus spread and the jitter drawn), then the occurrences after it,
+    each delayed by the job's spread offset and marked when its calendar excludes it."""
     if job.status not in OPEN_STATUSES:
         return []
-    current = _fire_at(job.run_at, job.zone_for_repeat)
+    zone = job.zone_for_repeat
     if job.repeat is None:
-        return [current]
+        return [_fire_at(job.scheduled_for, zone).delayed(job.run_at)]
     # scheduled_for is an occurrence (for an interval, on the fixed-rate grid: the anchor)
-    following = _repeat_fire_times(
-        job.repeat, job.zone_for_repeat, job.run_at - _MICROSECOND, n, anchor=job.scheduled_for
+    nominal = _repeat_fire_times(
+        job.repeat,
+        zone,
+        job.scheduled_for - _MICROSECOND,
+        min(n + 1, timing.MAX_FIRE_TIMES),
+        anchor=job.scheduled_for,
     )
-    if not following or following[0].at != job.run_at:  # a retry of the current occurrence
-        following = [current, *(f for f in following if f.at > job.run_at)][:n]
+    if nominal and nominal[0].at == job.scheduled_for:
+        base, rest = nominal[0], nominal[1:]
+    else:  # an extra fire from trigger: its instant is no occurrence
+        base, rest = _fire_at(job.scheduled_for, zone), nominal
+    regular = job.attempt == 1 and job.regular_due is None
+    current = base.delayed(job.run_at, excluded=regular and job.excludes(job.scheduled_for))
+    following = [
+        fire.delayed(fire.at + job.spread_offset, excluded=job.excludes(fire.at))
+        for fire in rest
+        if fire.at + job.spread_offset > job.run_at  # a retry due later supersedes them
+    ]
     # the current occurrence is already due; the ones after it count towards the limit
     after_current = None if job.limit is None else job.limit - job.occurrence_count - 1
-    return [following[0], *_bounded(following[1:], after_current, job.ends_at)]
-
-
-def _bounded(fires: list[FireTime], limit: int | None, ends_at: datetime | None) -> list[FireTime]:
-    kept = [f for f in fires if ends_at is None or f.at <= ends_at]
-    return kept if limit is None else kept[:limit]
+    return [current, *bounded_fires(following, after_current, job.ends_at)][:n]
 
 
 def _statuses(status: JobStatus | str | Iterable[JobStatus | str] | None) -> frozenset[JobStatus]:

@@ -1,13 +1,19 @@
 """``ScheduleWorker``: the in-process worker's lifecycle.
 
-``start()`` registers the worker (its row in the worker registry), releases the claims of workers
+``start()`` measures the process's offset from the store's clock (when its clock is a
+:class:`~schedule_sdk.core.store_time.StoreTime`: claims are made by the store's clock, and the
+heartbeat measures again at each beat), registers the worker (its row in the worker registry,
+with that offset), releases the claims of workers
 found dead, runs the boot reconciler, then starts the listener pool, the substrate's runner (the
 due-time poller, or the RQ worker) and a heartbeat that beats the worker's row, renews its leases,
 releases the claims of workers whose beat stopped for ``dead_after`` seconds (see
 :mod:`~schedule_sdk.core.liveness`; on ``rq`` it also takes over a dead worker's pump lock and,
 for a few seconds, hands over the entries its consumer had popped) and, as the fallback, expired
 leases, hands over again the entries a dead process left stranded for longer than the lease
-(``Reconciler.rescue``) and, with ``retention`` set, purges old finished jobs. ``stop()`` stops
+(``Reconciler.rescue``), reconciles at once when the substrate's server changed (a Redis
+failover or restart: ``Reconciler.heal_if_moved``) and, with ``retention`` set, purges old
+finished jobs. A starting worker logs a warning for each way the substrate's configuration could
+lose entries (a Redis ``maxmemory-policy`` that may evict them). ``stop()`` stops
 cleanly: in-flight fires get ``stop_timeout`` seconds to finish, the rest are released for another
 worker, and the worker's row is deleted. It installs no signal handlers, so it is safe inside a
 threaded web app. Also a context manager::
@@ -36,6 +42,7 @@ from schedule_sdk.core.liveness import DEAD_RESCUE_AGE, DEAD_RESCUE_WINDOW, FORG
 from schedule_sdk.core.loop import ListenerLoop
 from schedule_sdk.core.reconciler import Reconciler
 from schedule_sdk.core.retention import Purger
+from schedule_sdk.core.store_time import StoreTime
 from schedule_sdk.domain.errors import ScheduleError
 from schedule_sdk.domain.leases import Lease
 from schedule_sdk.ports import Clock, JobStore, Listeners, Runner, WorkerRegistry, require
@@ -106,20 +113,28 @@ class ScheduleWorker:
         with self._lock:
             if self.running:
                 return self
+            clock = self._measure_clock()  # before the first beat and the first claim
             self.liveness = Liveness(
                 worker_id=self.dispatcher.worker_id,
                 substrate=self._substrate,
                 dead_after=self._dead_after,
                 started_at=self._clock.now(),
             )
-            self._registry.beat(self.liveness.row(self._clock.now(), 0))
+            self._registry.beat(self.liveness.row(self._clock.now(), 0, clock=clock))
             self._watch_peers()
+            self.reconciler.heal_if_moved()  # records the substrate's server; a change heals at once
             self.reconciler.run_at_start()
+            self._warn_of_risks()
             if self._on_start is not None:
                 self._on_start()
             self._stop.clear()
             self.dispatcher.start()
-            self._runner.start()
+            try:
+                self._runner.start()
+            except BaseException:  # e.g. a wake-up path that cannot work: leave nothing running
+                self.dispatcher.stop(0)
+                self._registry.remove_worker(self.dispatcher.worker_id)
+                raise
             self._heartbeat = threading.Thread(target=self._beat, name="schedule-sdk-heartbeat", daemon=True)
             self._heartbeat.start()
             logger.info("worker %s started", self.dispatcher.worker_id)
@@ -155,10 +170,29 @@ class ScheduleWorker:
     def __exit__(self, *exc_info: object) -> None:
         self.stop()
 
+    def _warn_of_risks(self) -> None:
+        """Log each way the substrate's configuration could lose entries (a Redis eviction policy
+        that may evict them); never fails the start."""
+        try:
+            risks = self.reconciler.risks()
+        except ScheduleError as error:
+            logger.warning("could not check the execution substrate's configuration: %s", error)
+            return
+        for risk in risks:
+            logger.warning("worker %s: %s", self.dispatcher.worker_id, risk)
+
     @property
     def beat_interval(self) -> float:
         """Seconds between heartbeats: a third of the lease, a quarter of ``dead_after``, at most 1."""
         return max(0.05, min(self._lease / 3, self._dead_after / 4, 1.0))
+
+    def _measure_clock(self) -> tuple[float, float] | None:
+        """Measure this process's offset from the store's clock (when its clock is a
+        :class:`StoreTime`); ``(offset, error)`` in seconds, for the worker's row."""
+        if not isinstance(self._clock, StoreTime):
+            return None
+        reading = self._clock.measure()
+        return reading.offset, reading.error
 
     def _watch_peers(self) -> None:
         """Release the claims of workers found dead; forget long-dead ones."""
@@ -211,13 +245,18 @@ class ScheduleWorker:
         while not self._stop.wait(self.beat_interval):
             try:
                 held = self.dispatcher.held_ids()
-                self._registry.beat(self.liveness.row(self._clock.now(), len(held)))
+                stuck = self.dispatcher.stuck()
+                clock = self._measure_clock()
+                self._registry.beat(self.liveness.row(self._clock.now(), len(held), stuck, clock=clock))
                 if held:
                     until = Lease(self._lease).until(self._clock.now())
                     self._store.extend_claims(self.dispatcher.worker_id, held, until)
                 self._watch_peers()
                 self.reconciler.release_expired()
                 self.reconciler.rescue()
+                if self.reconciler.heal_if_moved():
+                    # a failover: for a few seconds, also hand over entries it left mid-step at once
+                    self._rescue_fast_until = time.monotonic() + DEAD_RESCUE_WINDOW
                 if self._reconcile_interval and time.monotonic() - last_reconcile >= self._reconcile_interval:
                     last_reconcile = time.monotonic()
                     self.reconciler.run()

@@ -18,17 +18,22 @@ from datetime import datetime, timedelta
 from typing import Any, Literal
 
 from schedule_sdk.domain import timing
+from schedule_sdk.domain.calendars import Calendar
+from schedule_sdk.domain.errors import InvalidCalendar
 from schedule_sdk.domain.jobs import (
     FIRE_ONCE,
     NO_RETRY,
+    ConcurrencyLimit,
     CronRepeat,
     IntervalRepeat,
     JsonObject,
     MisfirePolicy,
     OneShotSpec,
+    OverlapPolicy,
     RepeatSpec,
     RetryPolicy,
     encode_json,
+    spread_ms,
     validate_topic,
 )
 
@@ -71,6 +76,19 @@ class Declaration:
     payload: JsonObject | None = None
     retry: RetryPolicy = NO_RETRY
     misfire: MisfirePolicy = FIRE_ONCE
+    #: The concurrency key and limit of its fires (None: none).
+    concurrency: ConcurrencyLimit | None = None
+    #: ``cron`` and ``every`` only: the overlap policy (None: the misfire policy decides).
+    overlap: OverlapPolicy | None = None
+    #: How long the listeners of one fire may run (None: the worker's default for the topic).
+    time_limit: timedelta | None = None
+    #: The spread window: every fire is delayed by the same amount in ``[0, spread)``, derived
+    #: from ``name`` (so it is the same across syncs and deploys).
+    spread: timedelta | None = None
+    #: A random delay in ``[0, jitter)`` per fire.
+    jitter: timedelta | None = None
+    #: Dates on which no fire happens (``cron`` and ``every`` only).
+    calendar: Calendar | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name or len(self.name) > MAX_NAME_LENGTH:
@@ -85,7 +103,9 @@ class Declaration:
         self.spec(datetime(2000, 1, 1, tzinfo=timing.zone("UTC")))
 
     def to_dict(self) -> dict[str, Any]:
-        """The declaration as JSON-ready data; two declarations with equal dicts are the same spec."""
+        """The declaration as JSON-ready data; two declarations with equal dicts are the same spec.
+        The options added after the first release are there only when set (so declarations
+        without them keep their digest)."""
         return {
             "kind": self.kind,
             "topic": self.topic,
@@ -97,6 +117,18 @@ class Declaration:
             "payload": None if self.payload is None else json.loads(encode_json(self.payload)),
             "retry": self.retry.to_dict(),
             "misfire": self.misfire.to_dict(),
+            # only when set: the digests of schedules declared without one stay as they were
+            **({} if self.overlap is None else {"overlap": self.overlap}),
+            # only when set: a declaration without them keeps the digest it had before they existed
+            **({} if self.concurrency is None else {"concurrency": self.concurrency.to_dict()}),
+            **(
+                {}
+                if self.time_limit is None
+                else {"time_limit_ms": self.time_limit // timedelta(milliseconds=1)}
+            ),
+            **({} if self.spread is None else {"spread_ms": spread_ms(self.spread)}),
+            **({} if self.jitter is None else {"jitter_ms": spread_ms(self.jitter, "jitter")}),
+            **({} if self.calendar is None else {"calendar": self.calendar.to_dict()}),
         }
 
     @property
@@ -109,6 +141,8 @@ class Declaration:
         """The job spec of this declaration for a job created at ``now``."""
         if self.kind == "after":
             assert self.after_ms is not None
+            if self.calendar is not None:
+                raise InvalidCalendar("an @after declaration runs once: it takes no calendar")
             return OneShotSpec(
                 topic=self.topic,
                 run_at=now + timedelta(milliseconds=self.after_ms),
@@ -116,6 +150,12 @@ class Declaration:
                 payload=self.payload,
                 retry=self.retry,
                 misfire=self.misfire,
+                concurrency=self.concurrency,
+                overlap=self.overlap,
+                time_limit=self.time_limit,
+                spread=self.spread,
+                spread_key=None if self.spread is None else self.name,
+                jitter=self.jitter,
             )
         repeat: CronRepeat | IntervalRepeat
         if self.kind == "cron":
@@ -131,6 +171,13 @@ class Declaration:
             payload=self.payload,
             retry=self.retry,
             misfire=self.misfire,
+            concurrency=self.concurrency,
+            overlap=self.overlap,
+            time_limit=self.time_limit,
+            spread=self.spread,
+            spread_key=None if self.spread is None else self.name,
+            jitter=self.jitter,
+            calendar=self.calendar,
         )
 
     def first_after(self, after: datetime, created: datetime) -> datetime:

@@ -19,12 +19,18 @@ Catch :class:`ScheduleError` for "anything from the scheduler", a builtin for a 
     │   ├── InvalidCursor               SCHEDULE_INVALID_CURSOR
     │   ├── InvalidStatus               SCHEDULE_INVALID_STATUS
     │   ├── InvalidSetting              SCHEDULE_INVALID_SETTING
-    │   │   └── StoreLacksCapability    SCHEDULE_STORE_LACKS_CAPABILITY
+    │   │   ├── StoreLacksCapability    SCHEDULE_STORE_LACKS_CAPABILITY
+    │   │   └── ListenNotDelivered      SCHEDULE_LISTEN_NOT_DELIVERED
     │   ├── InvalidMisfire              SCHEDULE_INVALID_MISFIRE
+    │   ├── InvalidOverlap              SCHEDULE_INVALID_OVERLAP
+    │   ├── InvalidSpread               SCHEDULE_INVALID_SPREAD
+    │   ├── InvalidCalendar             SCHEDULE_INVALID_CALENDAR
+    │   ├── InvalidConcurrency          SCHEDULE_INVALID_CONCURRENCY
     │   ├── TransactionNotJoinable      SCHEDULE_TRANSACTION_NOT_JOINABLE
     │   ├── InvalidDeclaration          SCHEDULE_INVALID_DECLARATION
     │   │   └── DuplicateDeclaration    SCHEDULE_DUPLICATE_DECLARATION
-    │   └── InvalidTimerCommand         TIMER_INVALID_COMMAND
+    │   ├── InvalidTimerCommand         TIMER_INVALID_COMMAND
+    │   └── InvalidTimeLimit            SCHEDULE_INVALID_TIME_LIMIT
     ├── ClientRequestIdInUse            SCHEDULE_CLIENT_REQUEST_ID_IN_USE
     ├── JobNotFound (LookupError)       SCHEDULE_NOT_FOUND
     ├── NotReschedulable                SCHEDULE_NOT_RESCHEDULABLE
@@ -35,6 +41,7 @@ Catch :class:`ScheduleError` for "anything from the scheduler", a builtin for a 
     ├── ListenerFailed                  SCHEDULE_LISTENER_FAILED
     ├── UnheardFire                     SCHEDULE_UNHEARD_FIRE
     ├── NotRequeueable                  SCHEDULE_NOT_REQUEUEABLE
+    ├── ListenerTimedOut                SCHEDULE_LISTENER_TIMED_OUT
     └── ScheduleUnavailable (ConnectionError)
         ├── StoreUnavailable            SCHEDULE_STORE_UNAVAILABLE
         ├── QueueUnavailable            SCHEDULE_QUEUE_UNAVAILABLE
@@ -146,6 +153,21 @@ class InvalidRepeat(ScheduleValidationError):
     code = "SCHEDULE_INVALID_REPEAT"
 
 
+class InvalidSpread(ScheduleValidationError):
+    """A spread or jitter must be a timedelta from 1 millisecond to 7 days (and a spread key
+    1-255 storable characters)."""
+
+    code = "SCHEDULE_INVALID_SPREAD"
+
+
+class InvalidCalendar(ScheduleValidationError):
+    """The calendar is invalid: excluded dates, weekdays (0 Monday to 6 Sunday) or a holiday
+    country the ``holidays`` package knows, and at least one occurrence outside it within the
+    search bound."""
+
+    code = "SCHEDULE_INVALID_CALENDAR"
+
+
 class InvalidCursor(ScheduleValidationError):
     """The list cursor is malformed or the limit is out of range."""
 
@@ -180,11 +202,34 @@ class StoreLacksCapability(InvalidSetting):
         self.needed_by = needed_by
 
 
+class ListenNotDelivered(InvalidSetting):
+    """PostgreSQL's LISTEN does not work on the connection the worker's wake-ups use: a
+    notification sent to it was not delivered (a transaction pooler such as PgBouncer in
+    ``pool_mode=transaction`` sits in between); nothing was started."""
+
+    code = "SCHEDULE_LISTEN_NOT_DELIVERED"
+
+
 class InvalidMisfire(ScheduleValidationError):
     """The misfire policy is invalid (mode 'fire_once', 'skip' or 'fire_all'; grace_ms >= 0;
     max_catch_up 1-10000)."""
 
     code = "SCHEDULE_INVALID_MISFIRE"
+
+
+class InvalidConcurrency(ScheduleValidationError):
+    """The concurrency limit is invalid (a ConcurrencyLimit whose key is a name of 1-200 letters,
+    digits and single '.', '_', '-' or ':' separators, and whose limit is an int 1-10000)."""
+
+    code = "SCHEDULE_INVALID_CONCURRENCY"
+
+
+class InvalidOverlap(ScheduleValidationError):
+    """The overlap policy is invalid: None (the misfire policy decides), ``'skip'``,
+    ``'buffer_one'`` or ``'allow'``, and only on a repeating job (a one-shot has nothing to
+    overlap)."""
+
+    code = "SCHEDULE_INVALID_OVERLAP"
 
 
 class TransactionNotJoinable(ScheduleValidationError):
@@ -218,6 +263,12 @@ class InvalidTimerCommand(ScheduleValidationError):
     """The ScheduleTimer command is malformed."""
 
     code = "TIMER_INVALID_COMMAND"
+
+
+class InvalidTimeLimit(ScheduleValidationError):
+    """The time limit is invalid (a ``timedelta`` from 1 ms to 7 days, or None for none)."""
+
+    code = "SCHEDULE_INVALID_TIME_LIMIT"
 
 
 class ClientRequestIdInUse(ScheduleError):
@@ -339,6 +390,18 @@ class NotRequeueable(ScheduleError):
         super().__init__(f"job {job_id!r} cannot be requeued: {reason}")
         self.job_id = job_id
         self.reason = reason
+
+
+class ListenerTimedOut(ScheduleError):
+    """The fire's listeners ran past its time limit: the attempt is recorded with the outcome
+    ``timeout`` and counts as failed (the job's retry policy applies). An ``async def`` listener
+    was cancelled; a sync one could not be stopped and was left running, its late result ignored."""
+
+    code = "SCHEDULE_LISTENER_TIMED_OUT"
+
+    def __init__(self, limit_ms: int) -> None:
+        super().__init__(f"listeners ran past the fire's time limit of {limit_ms} ms")
+        self.limit_ms = limit_ms
 
 
 class ScheduleUnavailable(ScheduleError, ConnectionError):

@@ -4,16 +4,22 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 from schedule_sdk.domain.jobs import JobMetadata, JsonObject, validate_topic
 
 #: Emitted on every fire of every job.
 SCHEDULE_ARRIVED_EVENT = "schedule.arrived"
-#: Emitted when occurrences of a job are skipped or coalesced by its misfire policy.
+#: Emitted when occurrences of a job do not fire (see :class:`ScheduleMissedEvent`).
 SCHEDULE_MISSED_EVENT = "schedule.missed"
 #: Most missed due instants a :class:`ScheduleMissedEvent` names (``count`` has them all).
 MAX_NAMED_MISSED = 100
+
+
+#: Why occurrences did not fire: ``"misfire"`` (the job's misfire policy skipped or coalesced
+#: them), ``"overlap"`` (they came due while the job's previous fire still ran and its overlap
+#: policy did not fire them), ``"excluded"`` (the job's calendar excludes them).
+MissedReason = Literal["misfire", "overlap", "excluded"]
 
 
 def schedule_arrived_event_name(topic: str) -> str:
@@ -87,7 +93,8 @@ class ScheduleArrivedEvent:
 @dataclass(frozen=True, kw_only=True, slots=True)
 class ScheduleMissedEvent:
     """Occurrences of a job that did not fire: skipped, coalesced into another fire, or dropped
-    from a catch-up backlog by the job's misfire policy. Emitted (as ``schedule.missed`` and
+    from a catch-up backlog by the job's misfire policy, not fired by its overlap policy, or on
+    a date its calendar excludes (``reason`` says which). Emitted (as ``schedule.missed`` and
     ``schedule.<topic>.missed``) by the worker that decided it, at most once per decision plus
     crash replays: ``dedup_key`` (the job id and the first missed instant) is stable."""
 
@@ -105,6 +112,9 @@ class ScheduleMissedEvent:
     count: int
     #: When the worker decided (aware UTC).
     detected_at: datetime
+    #: Why they did not fire (:data:`MissedReason`); ``policy`` is the misfire mode whatever
+    #: the reason. The missed instants are nominal occurrences (before any spread or jitter).
+    reason: MissedReason = "misfire"
 
     @property
     def dedup_key(self) -> str:
@@ -127,6 +137,7 @@ class ScheduleMissedEvent:
             "missed": [m.isoformat() for m in self.missed],
             "count": self.count,
             "detected_at": self.detected_at.isoformat(),
+            "reason": self.reason,
         }
 
     @classmethod
@@ -141,6 +152,7 @@ class ScheduleMissedEvent:
             missed=tuple(datetime.fromisoformat(m) for m in data["missed"]),
             count=data["count"],
             detected_at=datetime.fromisoformat(data["detected_at"]),
+            reason=data.get("reason", "misfire"),
         )
 
 

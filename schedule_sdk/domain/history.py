@@ -13,11 +13,18 @@ class FireOutcome(StrEnum):
 
     SUCCEEDED = "succeeded"  #: every listener returned
     FAILED = "failed"  #: a listener (or the publisher) raised; ``error`` says what
-    SKIPPED = "skipped"  #: the job's misfire policy skipped this late occurrence; no listener ran
+    #: the job's misfire policy skipped this late occurrence, or its overlap policy skipped the
+    #: occurrences that came due while the previous one ran (``error`` then says ``overlap: ...``);
+    #: no listener ran
+    SKIPPED = "skipped"
     #: no listener heard the event (none for its topic in the firing process, nor any other
     #: instance when events are broadcast): the job moved on as after a success, unless the
     #: ``unheard_fails`` setting made it a failed attempt (then ``error`` says so)
     UNHEARD = "unheard"
+    #: the listeners ran past the fire's time limit: an ``async def`` listener was cancelled, a
+    #: sync one left running (its late result ignored); counts as a failed attempt, and the job's
+    #: retry policy applies (``error`` says what the limit was)
+    TIMEOUT = "timeout"
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -42,7 +49,9 @@ class FireRecord:
     #: How long the listeners ran, in whole milliseconds (0 when skipped).
     duration_ms: int
     outcome: FireOutcome
-    #: ``"<ExceptionType>: <message>"`` for a failed attempt, else None.
+    #: ``"<ExceptionType>: <message>"`` for a failed attempt; for occurrences the overlap
+    #: policy skipped, ``"overlap: <how many> occurrence(s) from <first> came due while ..."``;
+    #: else None.
     error: str | None
     #: The id of the worker that held the claim.
     worker_id: str | None
@@ -53,9 +62,9 @@ class FireRecord:
 
     @property
     def failed(self) -> bool:
-        """The attempt counts as failed: a listener raised, or nobody heard it with the
-        ``unheard_fails`` setting on."""
-        return self.outcome is FireOutcome.FAILED or (
+        """The attempt counts as failed: a listener raised or ran past the time limit, or nobody
+        heard it with the ``unheard_fails`` setting on."""
+        return self.outcome in (FireOutcome.FAILED, FireOutcome.TIMEOUT) or (
             self.outcome is FireOutcome.UNHEARD and self.error is not None
         )
 

@@ -8,7 +8,9 @@ the payload size limit) are made by :class:`~schedule_sdk.core.service.ScheduleS
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
+import random
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -16,18 +18,24 @@ from datetime import datetime, timedelta
 from typing import Any, Literal, Self
 
 from schedule_sdk.domain import timing
+from schedule_sdk.domain.calendars import SEARCH_YEARS, Calendar
 from schedule_sdk.domain.errors import (
+    InvalidCalendar,
+    InvalidConcurrency,
     InvalidMetadata,
     InvalidMisfire,
+    InvalidOverlap,
     InvalidPayload,
     InvalidRepeat,
     InvalidRetry,
+    InvalidSpread,
     InvalidTimezone,
     InvalidTopic,
     RunAtInPast,
 )
 from schedule_sdk.domain.status import FINISHED_STATUSES, JobStatus, check_transition
 from schedule_sdk.domain.text import json_holds_nul, json_too_deep, storable, unstorable_character
+from schedule_sdk.domain.time_limits import check_time_limit
 
 JsonObject = Mapping[str, Any]
 
@@ -104,14 +112,17 @@ class JobMetadata:
     client_request_id: str | None = None
 
     def __post_init__(self) -> None:
-        for f in dataclasses.fields(self):
-            value = getattr(self, f.name)
-            if value is None:
-                continue
-            check_metadata_text(value, f.name)
+        # Every job read from a store builds one: its four fields by name, not dataclasses.fields.
+        for name in _METADATA_FIELDS:
+            value = getattr(self, name)
+            if value is not None:
+                check_metadata_text(value, name)
 
     def to_dict(self) -> dict[str, str | None]:
         return dataclasses.asdict(self)
+
+
+_METADATA_FIELDS = ("owner_id", "tenant_id", "correlation_id", "client_request_id")
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -219,6 +230,110 @@ class MisfirePolicy:
 
 FIRE_ONCE = MisfirePolicy()
 
+#: What a repeating job does with an occurrence that comes due while its previous fire is still
+#: running: ``"skip"`` (it does not fire; it is reported missed with the reason ``overlap``),
+#: ``"buffer_one"`` (the latest such occurrence waits and fires as soon as the running fire
+#: ends; any earlier ones are reported missed) or ``"allow"`` (it fires at its due time, running
+#: alongside the earlier ones: each occurrence is handed to a *run*, a one-shot row of its own,
+#: :attr:`ScheduledJob.run_of`). None (the default): the misfire policy decides, as for any
+#: occurrence found late when a fire is recorded.
+OverlapPolicy = Literal["skip", "buffer_one", "allow"]
+OVERLAP_POLICIES: tuple[OverlapPolicy, ...] = ("skip", "buffer_one", "allow")
+
+
+def check_overlap(overlap: object, *, repeating: bool = True) -> OverlapPolicy | None:
+    """``overlap`` if it is an overlap policy a job may have; else :class:`InvalidOverlap` (a
+    one-shot job, ``repeating`` False, may only have None: it has no second occurrence)."""
+    if overlap is None:
+        return None
+    if not isinstance(overlap, str) or overlap not in OVERLAP_POLICIES:
+        raise InvalidOverlap(f"overlap must be None, 'skip', 'buffer_one' or 'allow', not {overlap!r}"[:300])
+    if not repeating:
+        raise InvalidOverlap(
+            "a one-shot job has a single occurrence and nothing can overlap it: "
+            "overlap= is for repeating jobs"
+        )
+    return overlap
+
+
+#: The widest ``spread`` or ``jitter``: seven days.
+MAX_SPREAD = timedelta(days=7)
+_MS = timedelta(milliseconds=1)
+_TICK = timedelta(microseconds=1)
+
+
+def spread_ms(value: object, name: str = "spread") -> int | None:
+    """``value`` (a timedelta, or None for none) in whole milliseconds, rounded down;
+    :class:`InvalidSpread` unless it is from 1 ms to :data:`MAX_SPREAD`."""
+    if value is None:
+        return None
+    if not isinstance(value, timedelta) or not _MS <= value <= MAX_SPREAD:
+        raise InvalidSpread(f"{name} must be a timedelta from 1 millisecond to 7 days, not {value!r}")
+    return value // _MS
+
+
+def spread_offset_ms(key: str, window_ms: int) -> int:
+    """The deterministic offset in ``[0, window_ms)`` milliseconds of the jobs spread by ``key``
+    (the job's ``spread_key``, else its id; a declared schedule's name): the first eight bytes
+    of the key's SHA-256, modulo the window. The same key gives the same offset in every process
+    and release, and many keys spread evenly over the window."""
+    digest = hashlib.sha256(key.encode("utf-8", "surrogatepass")).digest()
+    return int.from_bytes(digest[:8], "big") % window_ms
+
+
+def _check_spread(spec: OneShotSpec | RepeatSpec) -> None:
+    spread_ms(spec.spread, "spread")
+    spread_ms(spec.jitter, "jitter")
+    key = spec.spread_key
+    if key is not None:
+        if not isinstance(key, str) or not key or len(key) > MAX_METADATA_LENGTH:
+            raise InvalidSpread("spread_key must be a non-empty string of at most 255 characters")
+        storable(key, "spread_key", InvalidSpread)
+        if spec.spread is None:
+            raise InvalidSpread("spread_key is given without a spread")
+
+
+_CONCURRENCY_KEY = re.compile(r"[A-Za-z0-9]+(?:[._:-][A-Za-z0-9]+)*")
+MAX_CONCURRENCY_KEY_LENGTH = 200
+MAX_CONCURRENCY_LIMIT = 10_000
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ConcurrencyLimit:
+    """At most ``limit`` fires of jobs naming ``key`` run at once, across every worker and process.
+
+    A fire of this job starts only while fewer than this job's own ``limit`` fires with ``key`` are
+    running (claimed and not yet recorded); the others wait, in due order, and start as soon as a
+    slot frees. Jobs that name one key with different limits each apply their own: a job with a
+    lower limit is the stricter one, and at most the highest limit among them run at once. Give
+    every job of a key the same limit (``reschedule`` changes it) to have one number.
+    """
+
+    #: A name of letters and digits with single ``.``, ``_``, ``-`` or ``:`` between them.
+    key: str
+    #: 1 to :data:`MAX_CONCURRENCY_LIMIT`.
+    limit: int = 1
+
+    def __post_init__(self) -> None:
+        key = self.key
+        if (
+            not isinstance(key, str)
+            or len(key) > MAX_CONCURRENCY_KEY_LENGTH
+            or not _CONCURRENCY_KEY.fullmatch(key)
+        ):
+            raise InvalidConcurrency(f"invalid concurrency key {key!r}: {InvalidConcurrency.__doc__}"[:400])
+        if not _is_int(self.limit) or not 1 <= self.limit <= MAX_CONCURRENCY_LIMIT:
+            raise InvalidConcurrency(
+                f"concurrency limit must be an int from 1 to {MAX_CONCURRENCY_LIMIT}, not {self.limit!r}"
+            )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"key": self.key, "limit": self.limit}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Self:
+        return cls(key=data["key"], limit=data["limit"])
+
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class CronRepeat:
@@ -291,6 +406,31 @@ def next_occurrence(repeat: Repeat, timezone: str, anchor: datetime, after: date
     return timing.next_interval_time(anchor, repeat.every_ms, after)
 
 
+def check_calendar(
+    repeat: Repeat, timezone: str, calendar: Calendar, first: datetime, ends_at: datetime | None
+) -> None:
+    """:class:`InvalidCalendar` unless an occurrence of ``repeat`` from ``first`` (one of its
+    occurrences) on, within :data:`~schedule_sdk.domain.calendars.SEARCH_YEARS` years and not
+    after ``ends_at``, falls on a date ``calendar`` does not exclude. The search moves a day at a
+    time past excluded dates, so it is bounded by the number of days, not of occurrences."""
+    zone = timing.zone(repeat_zone(repeat, timezone))
+    horizon = first + timedelta(days=366 * SEARCH_YEARS)
+    if ends_at is not None:
+        horizon = min(horizon, ends_at)
+    current = first
+    while current <= horizon:
+        local = timing.local_time(current, zone)
+        if not calendar.excludes(local.date()):
+            return
+        # the first occurrence from the start of the next local day
+        midnight = datetime.combine(local.date() + timedelta(days=1), datetime.min.time())
+        current = next_occurrence(repeat, timezone, first, timing.wall_instant(midnight, zone) - _TICK)
+    bounded = " (before its ends_at)" if ends_at is not None and ends_at == horizon else ""
+    raise InvalidCalendar(
+        f"the calendar excludes every occurrence of this schedule for {SEARCH_YEARS} years{bounded}"
+    )
+
+
 def repeat_from_dict(data: Mapping[str, Any]) -> Repeat:
     if data["type"] == "cron":
         return CronRepeat(expression=data["expression"], timezone=data.get("timezone"))
@@ -316,6 +456,9 @@ def _common_checks(spec: OneShotSpec | RepeatSpec) -> None:
         raise InvalidRetry("retry must be a RetryPolicy")
     if not isinstance(spec.misfire, MisfirePolicy):
         raise InvalidMisfire("misfire must be a MisfirePolicy")
+    _check_spread(spec)
+    if spec.concurrency is not None and not isinstance(spec.concurrency, ConcurrencyLimit):
+        raise InvalidConcurrency("concurrency must be a ConcurrencyLimit or None")
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -331,13 +474,30 @@ class OneShotSpec:
     retry: RetryPolicy = NO_RETRY
     #: What happens when the job is reached more than a grace period late.
     misfire: MisfirePolicy = FIRE_ONCE
+    #: A key shared with other jobs and the most fires of it that run at once (None: no limit).
+    concurrency: ConcurrencyLimit | None = None
+    #: Only None: a one-shot has nothing to overlap (any policy raises :class:`InvalidOverlap`).
+    overlap: OverlapPolicy | None = None
+    #: How long the listeners of one fire may run (1 ms to 7 days, kept in whole milliseconds);
+    #: None: the worker's default for the topic, if any (see :mod:`~schedule_sdk.domain.time_limits`).
+    time_limit: timedelta | None = None
+    #: Delay the fire by a deterministic amount in ``[0, spread)`` derived from ``spread_key``
+    #: (else the job's id); ``run_at`` stays the nominal instant the events report.
+    spread: timedelta | None = None
+    #: What the spread offset is derived from (None: the job's id).
+    spread_key: str | None = None
+    #: Delay the fire by a random amount in ``[0, jitter)``, drawn when the job is scheduled (not
+    #: previewable).
+    jitter: timedelta | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "metadata", self.metadata if self.metadata is not None else JobMetadata())
         object.__setattr__(self, "retry", self.retry if self.retry is not None else NO_RETRY)
         object.__setattr__(self, "misfire", self.misfire if self.misfire is not None else FIRE_ONCE)
         object.__setattr__(self, "run_at", timing.stored_instant(self.run_at, "run_at"))
+        object.__setattr__(self, "time_limit", check_time_limit(self.time_limit))
         _common_checks(self)
+        check_overlap(self.overlap, repeating=False)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -358,11 +518,33 @@ class RepeatSpec:
     ends_at: datetime | None = None
     #: What happens to occurrences reached more than a grace period late.
     misfire: MisfirePolicy = FIRE_ONCE
+    #: A key shared with other jobs and the most fires of it that run at once (None: no limit).
+    concurrency: ConcurrencyLimit | None = None
+    #: What happens to an occurrence that comes due while the previous fire still runs
+    #: (:data:`OverlapPolicy`; None: the misfire policy decides).
+    overlap: OverlapPolicy | None = None
+    #: How long the listeners of one fire may run (as in :class:`OneShotSpec`).
+    time_limit: timedelta | None = None
+    #: Delay every occurrence by the same deterministic amount in ``[0, spread)``, derived from
+    #: ``spread_key`` (else the job's id): many jobs of one schedule are spread over the window.
+    #: Only delays; the events' ``scheduled_for`` stays the nominal occurrence.
+    spread: timedelta | None = None
+    #: What the spread offset is derived from (None: the job's id; a declared schedule: its name).
+    spread_key: str | None = None
+    #: Delay each occurrence by a random amount in ``[0, jitter)``, drawn when the occurrence is
+    #: computed (when the previous one is recorded): not previewable.
+    jitter: timedelta | None = None
+    #: Dates on which no occurrence fires (judged in the cron's zone, else ``timezone``): an
+    #: excluded occurrence is skipped and reported in a ``schedule.missed`` event (reason
+    #: ``excluded``).
+    calendar: Calendar | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "metadata", self.metadata if self.metadata is not None else JobMetadata())
         object.__setattr__(self, "retry", self.retry if self.retry is not None else NO_RETRY)
         object.__setattr__(self, "misfire", self.misfire if self.misfire is not None else FIRE_ONCE)
+        check_overlap(self.overlap)
+        object.__setattr__(self, "time_limit", check_time_limit(self.time_limit))
         if not isinstance(self.repeat, CronRepeat | IntervalRepeat):
             raise InvalidRepeat("repeat must be a CronRepeat or an IntervalRepeat")
         if self.limit is not None and (not _is_int(self.limit) or self.limit < 1):
@@ -370,14 +552,46 @@ class RepeatSpec:
         if self.ends_at is not None:
             object.__setattr__(self, "ends_at", timing.stored_instant(self.ends_at, "ends_at"))
         _common_checks(self)
+        if self.calendar is not None:
+            if not isinstance(self.calendar, Calendar):
+                raise InvalidCalendar("calendar must be a Calendar")
+            self.calendar.check()
 
     def first_occurrence(self, now: datetime) -> datetime:
         """The first due instant of this repeat if scheduled at ``now`` (strictly after ``now``;
         an interval's grid starts at ``now``)."""
         return next_occurrence(self.repeat, self.timezone, now, now)
 
+    def next_fire_times(self, after: datetime, n: int = 5) -> list[timing.FireTime]:
+        """The next ``n`` (1 to 1000) fires of this spec if it were scheduled at ``after``, up to
+        its ``limit`` and ``ends_at``: each delayed by the spread of its ``spread_key`` (none is
+        known without one: the offset then comes from the job's id) and marked ``excluded`` on a
+        date its calendar excludes. Jitter is not previewable."""
+        fires = self.repeat.next_fire_times(after, n, timezone=self.timezone)
+        if self.calendar is not None and fires:  # refused here as schedule_repeat would refuse it
+            check_calendar(self.repeat, self.timezone, self.calendar, fires[0].at, self.ends_at)
+        return [spec_fire(fire, self) for fire in bounded_fires(fires, self.limit, self.ends_at)]
+
 
 JobSpec = OneShotSpec | RepeatSpec
+
+
+def spec_fire(fire: timing.FireTime, spec: JobSpec) -> timing.FireTime:
+    """A nominal fire of ``spec`` as it would fire: delayed by the spread of its ``spread_key``
+    (unknown without one), marked ``excluded`` on a date its calendar excludes."""
+    window = spread_ms(spec.spread)
+    offset = 0 if window is None or spec.spread_key is None else spread_offset_ms(spec.spread_key, window)
+    calendar = spec.calendar if isinstance(spec, RepeatSpec) else None
+    excluded = calendar is not None and calendar.excludes(fire.local.date())
+    return fire.delayed(fire.at + timedelta(milliseconds=offset), excluded=excluded)
+
+
+def bounded_fires(
+    fires: list[timing.FireTime], limit: int | None, ends_at: datetime | None
+) -> list[timing.FireTime]:
+    """``fires`` up to ``ends_at`` (judged at their nominal instants) and at most ``limit``."""
+    kept = [f for f in fires if ends_at is None or (f.nominal or f.at) <= ends_at]
+    return kept if limit is None else kept[:limit]
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -423,6 +637,25 @@ class ScheduledJob:
     #: The trace context of the call that scheduled the job (what the ``Tracing`` port
     #: captured, e.g. W3C ``traceparent`` as JSON), restored around each fire; None: none.
     trace_context: str | None = None
+    #: The concurrency key and limit of this job's fires (None: no limit).
+    concurrency: ConcurrencyLimit | None = None
+    #: The repeating job's overlap policy (:data:`OverlapPolicy`; None: the misfire policy decides).
+    overlap: OverlapPolicy | None = None
+    #: How long the listeners of one fire may run; None: the worker's default for the topic.
+    time_limit: timedelta | None = None
+    #: The spread window in milliseconds (None: no spread).
+    spread_ms: int | None = None
+    #: This job's deterministic delay, in ``[0, spread_ms)``: every occurrence is due this long
+    #: after its nominal instant (``scheduled_for``).
+    spread_offset_ms: int = 0
+    #: The random delay window in milliseconds (None: no jitter), drawn per occurrence.
+    jitter_ms: int | None = None
+    #: Dates on which no occurrence fires (None: none).
+    calendar: Calendar | None = None
+    #: Set on a *run*: the one-shot row that fires one occurrence of a repeating job with the
+    #: overlap policy ``"allow"`` (:meth:`run_for`); the id of that job (None: not a run). Its
+    #: events and fire history name that job and its occurrence number.
+    run_of: str | None = None
 
     @classmethod
     def first_of(
@@ -439,16 +672,18 @@ class ScheduledJob:
         :raises RunAtInPast: a one-shot's ``run_at`` is before ``now`` (unless ``past_allowed``:
             it then fires at once), or a repeat's first occurrence is after its ``ends_at``.
         """
+        overlap: OverlapPolicy | None
         if isinstance(spec, OneShotSpec):
             if spec.run_at < now and not past_allowed:
                 raise RunAtInPast(f"run_at {spec.run_at.isoformat()} is before now ({now.isoformat()})")
-            first, repeat, limit, ends_at = spec.run_at, None, None, None
+            first, repeat, limit, ends_at, overlap = spec.run_at, None, None, None, None
         else:
-            repeat, limit, ends_at = spec.repeat, spec.limit, spec.ends_at
+            repeat, limit, ends_at, overlap = spec.repeat, spec.limit, spec.ends_at, spec.overlap
             first = spec.first_occurrence(now)
             if ends_at is not None and first > ends_at:
                 raise RunAtInPast(f"the first occurrence {first.isoformat()} is after ends_at")
-        return cls(
+        window = spread_ms(spec.spread)
+        job = cls(
             id=job_id,
             topic=spec.topic,
             status=JobStatus.PENDING,
@@ -462,10 +697,74 @@ class ScheduledJob:
             limit=limit,
             ends_at=ends_at,
             misfire=spec.misfire,
+            concurrency=spec.concurrency,
             created_at=now,
             updated_at=now,
             trace_context=trace_context,
+            overlap=overlap,
+            time_limit=spec.time_limit,
+            spread_ms=window,
+            spread_offset_ms=0 if window is None else spread_offset_ms(spec.spread_key or job_id, window),
+            jitter_ms=spread_ms(spec.jitter, "jitter"),
+            calendar=spec.calendar if isinstance(spec, RepeatSpec) else None,
         )
+        if isinstance(spec, RepeatSpec) and spec.calendar is not None:
+            check_calendar(spec.repeat, spec.timezone, spec.calendar, first, spec.ends_at)
+        return job.evolve(run_at=job.due_of(first))
+
+    def run_for(self, run_id: str, now: datetime) -> ScheduledJob:
+        """The run that fires this claimed occurrence of a repeating job with the overlap policy
+        ``"allow"``: a pending one-shot ``run_id`` due at once (at the occurrence's due instant,
+        ``run_at``, however long ago), with the topic, payload, metadata (without the
+        ``client_request_id``, unique to this job), zone, retry policy, time limit, concurrency
+        limit and trace context of this job, its ``scheduled_for`` and its occurrence number, and
+        ``run_of`` this job's id. It fires however late (misfire ``fire_once``): the occurrence
+        has started."""
+        assert self.repeat is not None and self.overlap == "allow", "only an 'allow' job spawns runs"
+        return ScheduledJob(
+            id=run_id,
+            topic=self.topic,
+            status=JobStatus.PENDING,
+            run_at=self.run_at,
+            timezone=self.timezone,
+            payload=self.payload,
+            metadata=dataclasses.replace(self.metadata, client_request_id=None),
+            repeat=None,
+            retry=self.retry,
+            scheduled_for=self.scheduled_for,
+            occurrence=self.occurrence,
+            created_at=now,
+            updated_at=now,
+            trace_context=self.trace_context,
+            concurrency=self.concurrency,
+            time_limit=self.time_limit,
+            run_of=self.id,
+        )
+
+    @property
+    def spread_offset(self) -> timedelta:
+        """How long after its nominal instant every occurrence is due (the spread offset)."""
+        return timedelta(milliseconds=self.spread_offset_ms)
+
+    def due_of(self, nominal: datetime) -> datetime:
+        """When the occurrence at ``nominal`` is due: plus the spread offset, plus a random jitter
+        drawn now (never earlier than ``nominal``)."""
+        if self.spread_offset_ms == 0 and not self.jitter_ms:
+            return nominal
+        jitter = random.randrange(self.jitter_ms) if self.jitter_ms else 0
+        delay = timedelta(milliseconds=self.spread_offset_ms + jitter)
+        return timing.MAX_INSTANT if nominal > timing.MAX_INSTANT - delay else nominal + delay
+
+    def excludes(self, nominal: datetime) -> bool:
+        """Whether the occurrence at ``nominal`` falls on a date this job's calendar excludes
+        (its local date in :attr:`zone_for_repeat`).
+
+        :raises InvalidCalendar: the calendar cannot be read in this process.
+        """
+        if self.calendar is None:
+            return False
+        local = timing.local_time(nominal, timing.zone(self.zone_for_repeat))
+        return self.calendar.excludes(local.date())
 
     @property
     def is_repeating(self) -> bool:

@@ -23,6 +23,7 @@ aware datetimes in one zone ignore ``fold`` when compared.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -371,25 +372,45 @@ class FireTime:
     #: The naive wall times the cron expression named that fire at this instant: one normally,
     #: several when a gap merged them; empty for an interval.
     scheduled: tuple[datetime, ...] = ()
+    #: The nominal occurrence (aware UTC) when the fire is delayed after it by a spread (or a
+    #: jitter already drawn): ``at`` is then when it fires, and what the events report as
+    #: ``scheduled_for`` is this instant. None: the fire is at its nominal instant.
+    nominal: datetime | None = None
+    #: The occurrence falls on a date the job's calendar excludes: it will not fire (it is
+    #: reported in a ``schedule.missed`` event with the reason ``excluded``).
+    excluded: bool = False
 
     @property
     def mark(self) -> FireMark | None:
         """``"merged"``: several scheduled wall times fire at this one instant (a spring-forward
         gap); ``"moved"``: the scheduled wall time did not exist, it fires at the transition;
-        ``"repeated"``: the second pass of a wall time the clock went back over; else None."""
+        ``"repeated"``: the second pass of a wall time the clock went back over; else None
+        (judged at the nominal instant when the fire is spread)."""
+        local = self.local if self.nominal is None else local_time(self.nominal, self.local.tzinfo or _UTC)
         if len(self.scheduled) > 1:
             return "merged"
-        if self.scheduled and self.scheduled[0] != self.local.replace(tzinfo=None, fold=0):
+        if self.scheduled and self.scheduled[0] != local.replace(tzinfo=None, fold=0):
             return "moved"
-        return "repeated" if self.local.fold else None
+        return "repeated" if local.fold else None
+
+    def delayed(self, to: datetime, *, excluded: bool = False) -> FireTime:
+        """This nominal fire, firing at ``to`` instead (a spread or jitter; ``to`` equal to
+        :attr:`at` leaves no ``nominal``), marked ``excluded`` or not."""
+        if to == self.at:
+            return dataclasses.replace(self, excluded=excluded)
+        local = local_time(to, self.local.tzinfo or _UTC)
+        return dataclasses.replace(self, at=to, local=local, nominal=self.at, excluded=excluded)
 
     def to_dict(self) -> dict[str, object]:
-        """JSON-ready: ``at`` (UTC) and ``local`` as ISO 8601, ``mark``, ``scheduled`` wall times."""
+        """JSON-ready: ``at`` (UTC) and ``local`` as ISO 8601, ``mark``, ``scheduled`` wall times,
+        ``nominal`` (ISO 8601 or None) and ``excluded``."""
         return {
             "at": self.at.isoformat(),
             "local": self.local.isoformat(),
             "mark": self.mark,
             "scheduled": [wall.isoformat() for wall in self.scheduled],
+            "nominal": None if self.nominal is None else self.nominal.isoformat(),
+            "excluded": self.excluded,
         }
 
 

@@ -20,7 +20,7 @@ import threading
 import traceback
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime, timedelta
 from typing import Any, TextIO
 
 import sqlalchemy as sa
@@ -29,7 +29,10 @@ from schedule_sdk.bootstrap.container import ScheduleContainer
 from schedule_sdk.bootstrap.settings import Settings
 from schedule_sdk.core.reconciler import ReconcileReport
 from schedule_sdk.core.retention import parse_duration
+from schedule_sdk.core.service import shown_history
+from schedule_sdk.domain.calendars import Calendar, HolidaySpec
 from schedule_sdk.domain.errors import (
+    InvalidSetting,
     JobFinished,
     JobNotFound,
     NotRequeueable,
@@ -39,8 +42,10 @@ from schedule_sdk.domain.errors import (
     ScheduleValidationError,
 )
 from schedule_sdk.domain.history import FireRecord
-from schedule_sdk.domain.jobs import CronRepeat, ScheduledJob
+from schedule_sdk.domain.jobs import CronRepeat, RepeatSpec, ScheduledJob
+from schedule_sdk.domain.redis_url import sentinel_target
 from schedule_sdk.domain.text import masked_url, without_secret
+from schedule_sdk.domain.time_limits import limit_ms
 from schedule_sdk.domain.timing import FireTime
 from schedule_sdk.entrypoints import cli_schedules
 
@@ -114,16 +119,22 @@ def _check_urls(settings: Settings) -> None:
         raise UsageError(f"bad database URL {shown!r}: use sqlite:/// or postgresql://")
     if url.get_backend_name() == "sqlite" and url.database in (None, "", ":memory:"):
         raise UsageError(f"bad database URL {shown!r}: SQLite needs a file (sqlite:///jobs.db)")
-    redis_url = settings.redis_url
-    if redis_url and not redis_url.startswith(("redis://", "rediss://", "unix://")):
-        raise UsageError(f"bad Redis URL {masked_url(redis_url)!r}: use redis://host:port/db")
+    if settings.redis_url:
+        try:
+            sentinel_target(settings.redis_url)
+        except InvalidSetting as error:
+            raise UsageError(str(error)) from None
 
 
 def job_to_dict(job: ScheduledJob) -> dict[str, Any]:
-    """A JSON-ready view of a stored job (times as ISO 8601 UTC)."""
+    """A JSON-ready view of a stored job (times as ISO 8601 UTC; the time limit as
+    ``time_limit_ms``, whole milliseconds or None)."""
     data: dict[str, Any] = {}
     for name in ScheduledJob.__dataclass_fields__:
         value = getattr(job, name)
+        if name == "time_limit":
+            data["time_limit_ms"] = None if value is None else limit_ms(value)
+            continue
         if hasattr(value, "isoformat"):
             value = value.isoformat()
         elif hasattr(value, "to_dict"):
@@ -268,7 +279,9 @@ def _table(ctx: Context, rows: Sequence[tuple[str, ...]]) -> None:
 def cmd_workers(ctx: Context) -> int:
     from schedule_sdk.core.liveness import is_dead
 
-    now = ctx.container.clock().now()
+    store_time = ctx.container.store_time()
+    store_time.measure()  # beats are stamped by the store's clock: judge them by it
+    now = store_time.now()
     from schedule_sdk.ports import WorkerRegistry, require
 
     workers = require(ctx.container.store(), WorkerRegistry, "schedule-sdk workers").workers()
@@ -285,7 +298,20 @@ def cmd_workers(ctx: Context) -> int:
         ]
         _write_json(ctx, {"workers": items, "dead_after": dead_after})
         return OK
-    rows = [("ID", "HOST", "PID", "SUBSTRATE", "STARTED", "LAST_BEAT", "IN_FLIGHT", "STATE")]
+    rows = [
+        (
+            "ID",
+            "HOST",
+            "PID",
+            "SUBSTRATE",
+            "STARTED",
+            "LAST_BEAT",
+            "IN_FLIGHT",
+            "STUCK",
+            "CLOCK_OFFSET",
+            "STATE",
+        )
+    ]
     rows += [
         (
             x.id,
@@ -295,12 +321,22 @@ def cmd_workers(ctx: Context) -> int:
             x.started_at.isoformat(timespec="seconds"),
             beat_age(now, x.last_beat),
             str(x.in_flight),
+            str(x.stuck),
+            clock_offset(x.clock_offset, x.clock_error),
             state,
         )
         for x, state in zip(workers, states, strict=True)
     ]
     _table(ctx, rows)
     return OK
+
+
+def clock_offset(offset: float | None, error: float | None) -> str:
+    """``+0.002s±0.001`` (seconds to add to the worker's clock to read the store's, as measured at
+    its last beat, and the measurement's error bound); ``-`` when not measured."""
+    if offset is None:
+        return "-"
+    return f"{offset:+.3f}s" + ("" if error is None else f"±{error:.3f}")
 
 
 def beat_age(now: datetime, beat: datetime) -> str:
@@ -321,7 +357,8 @@ def cmd_health(ctx: Context) -> int:
         for check in report.checks:
             state = "FAIL" if not check.ok else "WARN" if check.warning else "ok"
             ctx.out.write(f"{check.name:8} {state:4}  {check.detail}\n")
-        ctx.out.write("healthy\n" if report.ok else "unhealthy\n")
+        verdict = "unhealthy" if not report.ok else "healthy (degraded)" if report.degraded else "healthy"
+        ctx.out.write(f"{verdict}\n")
     if report.ok:
         return OK
     return UNAVAILABLE if report.unavailable else UNHEALTHY
@@ -375,7 +412,9 @@ def cmd_jobs_show(ctx: Context) -> int:
     if job is None:
         raise JobNotFound(ctx.args.job_id)
     shown = job_to_dict(job)
-    shown["history"] = [fire_to_dict(f) for f in service.history(job.id, limit=ctx.args.history)]
+    if job.run_of is not None:
+        shown["note"] = f"run of {job.run_of}: fires its occurrence {job.occurrence} (overlap 'allow')"
+    shown["history"] = [fire_to_dict(f) for f in shown_history(service, job, ctx.args.history)]
     shown["next_fire_times"] = [fire.to_dict() for fire in service.preview(job.id, n=5)]
     _write_json(ctx, shown)
     return OK
@@ -390,7 +429,7 @@ def cmd_cron(ctx: Context) -> int:
         after = None
     if after is None or after.tzinfo is None:
         raise UsageError(f"--after must be an ISO 8601 time with an offset (Z or +hh:mm): {a.after!r}")
-    fires = CronRepeat(expression=a.expression, timezone=a.tz).next_fire_times(after, a.n)
+    fires = _cron_spec(a).next_fire_times(after, a.n)
     if a.json:
         _write_json(ctx, [fire.to_dict() for fire in fires])
         return OK
@@ -405,15 +444,50 @@ def cmd_cron(ctx: Context) -> int:
     return OK
 
 
+def _cron_spec(a: argparse.Namespace) -> RepeatSpec:
+    """The spec ``schedule-sdk cron`` previews: the expression in ``--tz``, with ``--spread`` (and
+    ``--spread-key``) and the calendar of ``--exclude-weekday``, ``--exclude-date`` and
+    ``--holidays``."""
+    spread = None if a.spread is None else timedelta(seconds=a.spread)
+    dates: list[date] = []
+    for text in a.exclude_date or ():
+        try:
+            dates.append(date.fromisoformat(text))
+        except ValueError:
+            raise UsageError(f"--exclude-date must be a date such as 2027-12-24, not {text!r}") from None
+    holiday = None
+    if a.holidays:
+        country, _, subdivision = a.holidays.partition("-")
+        holiday = HolidaySpec(country=country, subdivision=subdivision or None)
+    names = [w.strip() for text in a.exclude_weekday or () for w in text.split(",")]
+    weekdays = [int(w) if w.isdigit() else w for w in names]
+    calendar = (
+        Calendar(dates=dates, weekdays=weekdays, holidays=holiday) if dates or weekdays or holiday else None
+    )
+    return RepeatSpec(
+        topic="cli.preview",
+        timezone=a.tz,
+        repeat=CronRepeat(expression=a.expression, timezone=a.tz),
+        spread=spread,
+        spread_key=a.spread_key if spread is not None else None,
+        calendar=calendar,
+    )
+
+
 def _fire_note(fire: FireTime) -> str:
     walls = ", ".join(wall.strftime("%H:%M") for wall in fire.scheduled)
+    notes = []
+    if fire.excluded:
+        notes.append("excluded: its date is excluded by the calendar (reported missed)")
+    if fire.nominal is not None:
+        notes.append(f"spread: nominal {fire.nominal.strftime('%Y-%m-%dT%H:%M:%SZ')}")
     if fire.mark == "moved":
-        return f"moved: {walls} does not exist (clock went forward)"
+        notes.append(f"moved: {walls} does not exist (clock went forward)")
     if fire.mark == "merged":
-        return f"merged: {walls} fire once (clock went forward)"
+        notes.append(f"merged: {walls} fire once (clock went forward)")
     if fire.mark == "repeated":
-        return "repeated: second pass (clock went back)"
-    return ""
+        notes.append("repeated: second pass (clock went back)")
+    return "; ".join(notes)
 
 
 def fire_to_dict(fire: FireRecord) -> dict[str, Any]:
@@ -490,7 +564,7 @@ def cmd_jobs_purge(ctx: Context) -> int:
 def _engine(ctx: Context) -> Iterator[sa.Engine]:
     from schedule_sdk.adapters.stores.engine import make_engine
 
-    engine = make_engine(ctx.settings.database_url, pool_size=1)
+    engine = make_engine(ctx.settings.database_url, pool_size=1, pooler=ctx.settings.database_pooler)
     try:
         yield engine
     finally:
@@ -679,6 +753,27 @@ def build_parser() -> argparse.ArgumentParser:
     cron.add_argument("-n", type=int, default=10, help="how many fire times, 1-1000 (default 10)")
     cron.add_argument("--after", help="start after this ISO 8601 time with an offset (default: now)")
     cron.add_argument("--json", action="store_true", help="print a JSON list of fire times")
+    cron.add_argument(
+        "--spread",
+        type=float,
+        metavar="SECONDS",
+        help="delay each fire by the spread of --spread-key in this window",
+    )
+    cron.add_argument(
+        "--spread-key", default="", help="what the spread offset is derived from (a job's spread_key)"
+    )
+    cron.add_argument(
+        "--exclude-weekday",
+        action="append",
+        metavar="DAYS",
+        help="weekdays the calendar excludes: 0-6 (Monday 0) or mon..sun, comma-separated; repeatable",
+    )
+    cron.add_argument(
+        "--exclude-date", action="append", metavar="DATE", help="a date the calendar excludes; repeatable"
+    )
+    cron.add_argument(
+        "--holidays", metavar="CC[-SUB]", help="exclude the public holidays of a country, e.g. DE-BY"
+    )
 
     dashboard = command(
         commands,

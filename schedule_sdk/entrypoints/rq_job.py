@@ -27,7 +27,7 @@ def fire(queue_name: str, members: list[str]) -> None:
     if runtime.queue.queue_name != queue_name:
         raise ValueError(f"this worker serves queue {runtime.queue.queue_name!r}, not {queue_name!r}")
     job = get_current_job()
-    hold_until_due(None if job is None else job.meta)  # the pump releases a few ms ahead
+    hold_until_due(None if job is None else job.meta, now=runtime.store_seconds)  # released ahead
     runtime.fire([str(m) for m in members])
 
 

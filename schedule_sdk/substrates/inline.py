@@ -86,7 +86,7 @@ class InlineRunner:
                 results.append(self._firing.fire(job))
 
     def next_due_at(self) -> datetime | None:
-        return self._store.next_due_at()
+        return self._store.next_due_at(self._clock.now())
 
     # A runner of ScheduleWorker: nothing runs in the background.
     def start(self) -> None:

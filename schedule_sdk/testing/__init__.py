@@ -107,7 +107,8 @@ class RecordingPublisher(EventPublisher):
     def __init__(self, registry: ListenerRegistry | None = None) -> None:
         self.registry = registry
         self.events: list[ScheduleArrivedEvent] = []
-        #: Every ``schedule.missed`` event (occurrences a misfire policy skipped or coalesced).
+        #: Every ``schedule.missed`` event (occurrences a misfire policy skipped or coalesced, or
+        #: an overlap policy did not fire).
         self.missed: list[ScheduleMissedEvent] = []
         self._lock = threading.Lock()
         self._failures: list[BaseException] = []
@@ -193,7 +194,7 @@ class ScheduleTestKit:
             return results
         target = until if isinstance(until, datetime) else self.clock.now() + _seconds(until)
         target = ensure_aware(target, "until")
-        while (due := self.store.next_due_at()) is not None and due <= target:
+        while (due := self.store.next_due_at(self.clock.now())) is not None and due <= target:
             self.clock.set(max(due, self.clock.now()))
             results += self._run_now(len(results))
         if target > self.clock.now():

@@ -70,6 +70,20 @@ def test_require_raises_when_a_service_is_down() -> None:
         services.require_redis(port=port)
     with pytest.raises(RuntimeError, match=f"^NATS {expected}"):
         services.require_nats(port=port)
+    with pytest.raises(RuntimeError, match=rf"^PgBouncer \(transaction pooling\) {expected}"):
+        services.require_pgbouncer(port=port)
+
+
+@pytest.mark.postgres
+def test_pgbouncer_pools_transactions_in_front_of_the_test_server() -> None:
+    assert services.require_pgbouncer() is None  # raises when down or not in transaction pooling
+    with services.PostgresDatabases() as dbs:
+        url = services.through_pgbouncer(dbs.create("pgbouncer")).replace("+psycopg", "")
+        assert ":6432/" in url
+        with psycopg.connect(url, autocommit=True, prepare_threshold=None) as conn:  # any test database
+            assert conn.execute("SELECT current_database()").fetchone() == (url.rsplit("/", 1)[1],)
+    with pytest.raises(ValueError, match="is not a database of the test server"):
+        services.through_pgbouncer("postgresql://postgres@127.0.0.1:6543/x")
 
 
 @pytest.mark.postgres
@@ -237,8 +251,11 @@ async def _stream_exists(name: str) -> bool:
 @pytest.mark.nats
 def test_nats_streams_with_the_run_prefix_are_created_and_deleted() -> None:
     services.require_nats()
-    name = f"{services.nats_stream_prefix()}_SMOKE"
+    # A prefix of its own under the run's: deleting the run's whole prefix here would take
+    # the streams of the timer tests running beside this one in the same run.
+    prefix = f"{services.nats_stream_prefix()}_SMOKE"
+    name = f"{prefix}_1"
     asyncio.run(_add_stream_and_publish(name, f"{services.nats_subject_prefix()}.smoke"))
     assert asyncio.run(_stream_exists(name))
-    assert services.delete_nats_streams(services.nats_stream_prefix()) == [name]
+    assert services.delete_nats_streams(prefix) == [name]
     assert not asyncio.run(_stream_exists(name))

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import signal
 import subprocess
-import sys
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -13,8 +12,7 @@ import redis
 
 from schedule_sdk import OneShotSpec, ScheduleContainer
 from schedule_sdk.substrates.rq.plumbing import Keys
-from schedule_sdk.substrates.rq.pump import DuePump
-from tests.support.rq_fixtures import ROOT, env_of, read_events, spawn_worker
+from tests.support.rq_fixtures import env_of, read_events, release_all, run_stock_rq_worker, spawn_worker
 from tests.support.waiting import wait_until
 
 pytestmark = [pytest.mark.redis, pytest.mark.slow]
@@ -92,21 +90,13 @@ def test_stock_rq_workers_execute_the_released_fires(rq_settings, harnesses, tmp
     events = tmp_path / "events"
     h = harnesses(rq_settings)
     jobs = [h.service.schedule_at(spec(0.2)) for _ in range(5)]
-    pump = DuePump(h.container.queue())  # the SDK's pump alone; no in-process consumer
-    pump.start()
-    try:
-        assert wait_until(lambda: pump.released == len(jobs))
-    finally:
-        pump.stop()
-    command = [
-        sys.executable, "-m", "rq.cli", "worker", "--burst", "--url", rq_settings["redis_url"],
-        "--serializer", "rq.serializers.JSONSerializer", "--worker-class", worker_class,
-        rq_settings["rq_queue"],
-    ]  # fmt: skip
-    env = env_of(
-        rq_settings, SCHEDULE_LISTENER_MODULES="tests.support.rq_listeners", SDK_TEST_EVENTS=str(events)
+    release_all(h, len(jobs))
+    run_stock_rq_worker(
+        rq_settings,
+        worker_class,
+        SCHEDULE_LISTENER_MODULES="tests.support.rq_listeners",
+        SDK_TEST_EVENTS=str(events),
     )
-    subprocess.run(command, cwd=ROOT, env=env, check=True, timeout=120, capture_output=True)
     assert sorted(e[0] for e in read_events(events)) == sorted(j.id for j in jobs)
     assert all(h.job(j.id).status.value == "completed" for j in jobs)
 

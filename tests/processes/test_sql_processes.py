@@ -4,8 +4,6 @@ claimed twice by racing workers."""
 from __future__ import annotations
 
 import signal
-import subprocess
-import sys
 from collections import Counter
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -19,39 +17,7 @@ from schedule_sdk.adapters.stores.engine import make_engine
 from tests.conftest import Backend
 from tests.support import control, services
 from tests.support.waiting import wait_until
-
-ROOT = Path(__file__).resolve().parents[2]
-
-
-class WorkerProcess:
-    def __init__(self, backend, events: Path, **overrides: object) -> None:
-        sleep = overrides.pop("listener_sleep", 0)
-        env = backend.env(**overrides)
-        env.update(SDK_TEST_EVENTS=str(events), SDK_TEST_SLEEP=str(sleep), PYTHONPATH=str(ROOT))
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "tests.procs.worker"],
-            env=env,
-            cwd=ROOT,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        line = self.proc.stdout.readline() if self.proc.stdout else ""
-        assert line.strip() == "ready", self.proc.stderr.read() if self.proc.stderr else line
-
-    def kill(self) -> None:
-        self.proc.send_signal(signal.SIGKILL)
-        self.proc.wait(timeout=10)
-
-    def terminate(self) -> int:
-        self.proc.send_signal(signal.SIGTERM)
-        return self.proc.wait(timeout=15)
-
-
-def fired(events: Path) -> Counter[str]:
-    if not events.exists():
-        return Counter()
-    return Counter(line.split()[0] for line in events.read_text().splitlines() if line.strip())
+from tests.support.worker_process import WorkerProcess, fired
 
 
 def settle(h, events: Path) -> str:

@@ -133,7 +133,8 @@ def test_nats_restart_mid_run_the_service_reconnects_and_continues(
     nats_names = {**nats_names, "broker_url": private_nats.url}
     probe = Probe(nats_names)
     probe.ensure_streams()
-    before = [command(f"tenant-{i % 4}", f"before-{i}", ms=1000 + 30 * i) for i in range(100)]
+    # due over 1-7 s: on a loaded machine storing them and the first fire can take seconds
+    before = [command(f"tenant-{i % 4}", f"before-{i}", ms=1000 + 60 * i) for i in range(100)]
     service = TimerProcess(nats_names, timer_db, tmp_path / "timer.log")
     probe.send_many(before)
     assert wait_until(lambda: sum(_reached(timer_db).values()) == 100, timeout=15)

@@ -2,43 +2,105 @@
 event to $SDK_TEST_EVENTS (``job_id occurrence attempt pid``). $SDK_TEST_SLEEP makes each listener
 sleep that many seconds first; $SDK_TEST_FAIL_ATTEMPTS makes it raise for attempts up to that
 number (after recording the event); $SDK_TEST_CRASH_AT kills the process at that point of the rq
-hand-offs (tests/procs/crash.py). SIGTERM stops it gracefully; tests also kill it with SIGKILL."""
+hand-offs (tests/procs/crash.py). With $SDK_TEST_TIMES set, each line also has the listener's
+enter and exit times and the event's ``scheduled_for`` (epoch seconds); with $SDK_TEST_MISSED, each
+``schedule.missed`` event appends ``job_id reason count`` to that file. With $SDK_TEST_OBSERVE set
+(PostgreSQL only), each fire is also inserted into the table ``observed_fires`` of the store's
+database, stamped by the database's own clock (``clock_timestamp()``): an observer whose clock is
+not this process's, which may be shifted (libfaketime). SIGTERM stops it gracefully; tests also
+kill it with SIGKILL."""
 
 from __future__ import annotations
 
 import os
+import select
 import signal
+import socket
 import sys
 import threading
 import time
 
-from schedule_sdk import SCHEDULE_ARRIVED_EVENT, ScheduleContainer, on_event
+from schedule_sdk import SCHEDULE_ARRIVED_EVENT, SCHEDULE_MISSED_EVENT, ScheduleContainer, on_event
 from tests.procs import crash
 
 EVENTS = os.environ["SDK_TEST_EVENTS"]
 SLEEP = float(os.environ.get("SDK_TEST_SLEEP", "0"))
 FAIL_ATTEMPTS = int(os.environ.get("SDK_TEST_FAIL_ATTEMPTS", "0"))
+TIMES = bool(os.environ.get("SDK_TEST_TIMES"))
+MISSED = os.environ.get("SDK_TEST_MISSED")
+OBSERVE = bool(os.environ.get("SDK_TEST_OBSERVE"))
+_observer_lock = threading.Lock()
+_observer: list[object] = []  # one connection per process (the database is shared)
 
 
-@on_event(SCHEDULE_ARRIVED_EVENT)
-def record(event) -> None:
-    if SLEEP:
-        time.sleep(SLEEP)
-    line = f"{event.scheduled_job_id} {event.occurrence} {event.attempt} {os.getpid()}\n"
-    fd = os.open(EVENTS, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+def _append(path: str, line: str) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:
         os.write(fd, line.encode())
     finally:
         os.close(fd)
+
+
+def observe(event) -> None:
+    """Insert the fire into ``observed_fires``, stamped by the database's clock."""
+    import psycopg
+
+    with _observer_lock:
+        if not _observer:
+            _observer.append(
+                psycopg.connect(os.environ["SCHEDULE_DATABASE_URL"].replace("+psycopg", ""), autocommit=True)
+            )
+        conn = _observer[0]
+        conn.execute(
+            "INSERT INTO observed_fires (job_id, occurrence, attempt, worker, host)"
+            " VALUES (%s, %s, %s, %s, %s)",
+            (
+                event.scheduled_job_id,
+                event.occurrence,
+                event.attempt,
+                os.environ.get("SCHEDULE_WORKER_ID", ""),
+                socket.gethostname(),
+            ),
+        )
+
+
+@on_event(SCHEDULE_ARRIVED_EVENT)
+def record(event) -> None:
+    entered = time.time()
+    if OBSERVE:
+        observe(event)
+    if SLEEP:
+        time.sleep(SLEEP)
+    line = f"{event.scheduled_job_id} {event.occurrence} {event.attempt} {os.getpid()}"
+    if TIMES:
+        line += f" {entered:.6f} {time.time():.6f} {event.scheduled_for.timestamp():.6f}"
+    _append(EVENTS, line + "\n")
     if event.attempt <= FAIL_ATTEMPTS:
         raise RuntimeError(f"attempt {event.attempt} fails on purpose")
 
 
+def record_missed(event) -> None:
+    assert MISSED is not None
+    _append(MISSED, f"{event.scheduled_job_id} {event.reason} {event.count}\n")
+
+
+def sleep_relative(seconds: float) -> None:
+    """``time.sleep`` by a relative wait: under libfaketime (0.9.10, Debian 12) Python's sleep, an
+    absolute ``clock_nanosleep``, fails with EINVAL; ``select`` waits are relative and unaffected."""
+    if seconds < 0:
+        raise ValueError("sleep length must be non-negative")
+    select.select([], [], [], seconds)
+
+
 def main() -> int:
+    if "FAKETIME" in os.environ:  # this process's clock is shifted (tests/support/worker_process.py)
+        time.sleep = sleep_relative
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     container = ScheduleContainer()
     container.listeners().register(record)
+    if MISSED:
+        container.listeners().connect(SCHEDULE_MISSED_EVENT, record_missed)
     if "SDK_TEST_CRASH_AT" in os.environ:
         crash.install(os.environ["SDK_TEST_CRASH_AT"], container)
     with container.worker():

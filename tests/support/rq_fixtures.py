@@ -16,8 +16,10 @@ from typing import Any
 import pytest
 import redis
 
+from schedule_sdk.substrates.rq.pump import DuePump
 from tests.harness import Harness
 from tests.support import services
+from tests.support.waiting import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -118,6 +120,30 @@ def spawn_worker(settings: dict[str, Any], events: Path, **extra: str) -> subpro
     assert process.stdout is not None
     assert process.stdout.readline().strip() == "ready"
     return process
+
+
+def release_all(harness: Harness, count: int) -> None:
+    """Let the SDK's pump alone (no in-process consumer) release ``count`` due fires into the RQ
+    queue, for a stock ``rq worker`` to execute."""
+    pump = DuePump(harness.container.queue())
+    pump.start()
+    try:
+        assert wait_until(lambda: pump.released == count)
+    finally:
+        pump.stop()
+
+
+def run_stock_rq_worker(settings: dict[str, Any], worker_class: str, **env: str) -> None:
+    """``rq worker --burst`` of ``worker_class`` on the settings' queue, with the SDK's settings
+    and ``env`` in its environment; returns once it has drained the queue."""
+    command = [
+        sys.executable, "-m", "rq.cli", "worker", "--burst", "--url", settings["redis_url"],
+        "--serializer", "rq.serializers.JSONSerializer", "--worker-class", worker_class,
+        settings["rq_queue"],
+    ]  # fmt: skip
+    subprocess.run(
+        command, cwd=ROOT, env=env_of(settings, **env), check=True, timeout=120, capture_output=True
+    )
 
 
 def read_events(path: Path) -> list[tuple[str, int, int, int]]:

@@ -3,7 +3,7 @@
 Plain helpers, no pytest fixtures: ``tests/conftest.py`` wraps them. Each pytest process gets its own
 ``RUN_ID`` and, from it, its own Postgres databases, Redis db number and NATS stream names, so runs on
 one machine cannot interfere. A service that is down raises ``RuntimeError``; tests never skip for it
-(DEVELOPERS.md). ``scripts/ensure-services.sh`` starts the services.
+(a missing service fails loudly). ``scripts/ensure-services.sh`` starts the services.
 """
 
 from __future__ import annotations
@@ -29,6 +29,8 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 PG_HOST, PG_PORT = "127.0.0.1", 5432
+#: PgBouncer in transaction pooling in front of that server (any database name).
+PGBOUNCER_PORT = 6432
 REDIS_HOST, REDIS_PORT = "127.0.0.1", 6379
 NATS_HOST, NATS_PORT = "127.0.0.1", 4222
 PG_ADMIN_URL = f"postgresql://postgres@{PG_HOST}:{PG_PORT}/test"
@@ -62,6 +64,38 @@ def require_postgres(url: str = PG_ADMIN_URL) -> None:
         parts = urlsplit(url)
         host, port = parts.hostname or PG_HOST, parts.port or PG_PORT
         raise RuntimeError(f"{_unreachable('PostgreSQL', host, port)} ({exc})") from exc
+
+
+def require_pgbouncer(port: int = PGBOUNCER_PORT) -> None:
+    """Raise ``RuntimeError`` unless PgBouncer answers on ``port`` in transaction pooling mode and
+    reaches PostgreSQL (``SHOW CONFIG`` on its admin console, ``SELECT 1`` through it)."""
+    name = "PgBouncer (transaction pooling)"
+    try:
+        with psycopg.connect(
+            f"postgresql://postgres@{PG_HOST}:{port}/pgbouncer",
+            connect_timeout=int(CONNECT_TIMEOUT),
+            autocommit=True,
+            prepare_threshold=None,
+        ) as admin:
+            mode = {key: value for key, value, *_ in admin.execute("SHOW CONFIG").fetchall()}.get("pool_mode")
+        with psycopg.connect(
+            f"postgresql://postgres@{PG_HOST}:{port}/test",
+            connect_timeout=int(CONNECT_TIMEOUT),
+            prepare_threshold=None,
+        ) as conn:
+            conn.execute("SELECT 1")
+    except psycopg.Error as exc:
+        raise RuntimeError(f"{_unreachable(name, PG_HOST, port)} ({exc})") from exc
+    if mode != "transaction":
+        raise RuntimeError(f"{name} on {PG_HOST}:{port} runs with pool_mode={mode}, not transaction")
+
+
+def through_pgbouncer(url: str) -> str:
+    """The same database as the direct ``url``, through PgBouncer."""
+    parts = urlsplit(url)
+    if parts.port != PG_PORT:
+        raise ValueError(f"{url} is not a database of the test server on port {PG_PORT}")
+    return parts._replace(netloc=parts.netloc.replace(f":{PG_PORT}", f":{PGBOUNCER_PORT}")).geturl()
 
 
 def require_redis(host: str = REDIS_HOST, port: int = REDIS_PORT) -> None:

@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
+
+import pytest
 
 from schedule_sdk.adapters.stores.memory import MemoryJobStore
 from schedule_sdk.core.reconciler import Reconciler
+from schedule_sdk.domain.errors import QueueUnavailable
 from schedule_sdk.domain.ids import new_id
 from schedule_sdk.domain.jobs import NO_RETRY, JobMetadata, ScheduledJob
 from schedule_sdk.domain.status import JobStatus
+from schedule_sdk.ports import Occurrence
 from schedule_sdk.substrates.inline import InlineExecutionQueue
 from schedule_sdk.substrates.sql.queue import SQLExecutionQueue
 from schedule_sdk.testing import FakeClock
@@ -63,3 +68,44 @@ def test_with_a_queue_of_its_own_a_start_hands_over_every_missing_entry() -> Non
     Reconciler(store=store, queue=queue, clock=FakeClock(NOW)).run_at_start()
     assert store.scans == 1
     assert [o.job_id for o in queue.history] == [pending.id]
+
+
+class MovingQueue(InlineExecutionQueue):
+    """A queue whose server can change (a failover), and whose lookups can fail."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.server: str | None = "a"
+        self.failing = False
+
+    def incarnation(self) -> str | None:
+        return self.server
+
+    def missing(self, occurrences: Sequence[Occurrence]) -> list[Occurrence]:
+        if self.failing:
+            raise QueueUnavailable("down")
+        return super().missing(occurrences)
+
+
+def test_a_changed_server_reconciles_at_once_and_a_failed_run_is_tried_again() -> None:
+    store, queue = CountingStore(), MovingQueue()
+    pending = job()
+    with store.transaction() as tx:
+        tx.insert(pending)
+    reconciler = Reconciler(store=store, queue=queue, clock=FakeClock(NOW))
+    assert reconciler.heal_if_moved() is False  # the first look only records the server
+    assert reconciler.heal_if_moved() is False and store.scans == 0  # same server: nothing to do
+    queue.server, queue.failing = "b", True
+    with pytest.raises(QueueUnavailable):
+        reconciler.heal_if_moved()
+    queue.failing = False
+    assert reconciler.heal_if_moved() is True  # the failed run counts as not done
+    assert [o.job_id for o in queue.history] == [pending.id]
+    assert reconciler.heal_if_moved() is False
+
+
+def test_a_queue_without_servers_never_reconciles_on_its_own() -> None:
+    store = CountingStore()
+    reconciler = Reconciler(store=store, queue=SQLExecutionQueue(), clock=FakeClock(NOW))
+    assert not reconciler.heal_if_moved() and not reconciler.heal_if_moved()
+    assert store.scans == 0 and reconciler.risks() == []

@@ -46,7 +46,7 @@ class OneWriterModel(MemoryJobStore):
         self.dues = dues
         self.batches: list[tuple[datetime, datetime, int]] = []  # start, end, rows asked
 
-    def next_due_at(self) -> datetime | None:
+    def next_due_at(self, now: datetime | None = None) -> datetime | None:
         now = self.virtual.now()
         return next((due for due in self.dues if due > now), None)
 

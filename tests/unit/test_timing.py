@@ -494,6 +494,8 @@ def test_fire_time_to_dict() -> None:
         "local": "2026-03-08T03:00:00-04:00",
         "mark": "moved",
         "scheduled": ["2026-03-08T02:30:00"],
+        "nominal": None,
+        "excluded": False,
     }
 
 

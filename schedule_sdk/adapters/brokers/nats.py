@@ -13,7 +13,13 @@ disconnected a publish fails at once (the fire is retried by the core) and the c
   all, and, when persisting a batch fails for another reason than the store being unavailable,
   the one command that fails when the batch is retried one by one. A store failure naks the
   batch for redelivery with a growing delay, up to ``max_deliver`` deliveries: then the command
-  is dead-lettered and terminated, so nothing is redelivered forever.
+  is dead-lettered and terminated, so nothing is redelivered forever. The cap is the source's
+  own (it reads each message's delivery count); the consumer's ``max_deliver`` on the server is
+  kept :data:`SPARE_DELIVERIES` above it, as a backstop only, because a server can count a
+  delivery the client never received (seen with nats-server 2.9 after a delayed nak: a message
+  comes back in place of another). Were the two caps equal, a message whose last delivery went
+  astray that way would be dropped by the server with no dead-letter copy; with the spare ones
+  it comes back after ``ack_wait`` and is stored, or dead-lettered, as usual.
 """
 
 from __future__ import annotations
@@ -170,8 +176,8 @@ class JetStreamCommandSource(CommandSource):
     One command must never hold up the others, whatever is wrong with it: decoding refuses a
     body on its own (any exception), a batch that fails to persist for a reason other than the
     store being unavailable is retried one command at a time, and a command the store keeps
-    failing on is redelivered at most ``max_deliver`` times (the consumer's ``max_deliver`` too),
-    then dead-lettered and terminated.
+    failing on is redelivered at most ``max_deliver`` times, then dead-lettered and terminated
+    (the consumer's own ``max_deliver`` on the server is a few deliveries more, a backstop).
     """
 
     def __init__(
@@ -188,6 +194,8 @@ class JetStreamCommandSource(CommandSource):
     ) -> None:
         if max_deliver < 1:
             raise InvalidSetting("max_deliver must be at least 1")
+        if not ack_wait > 0:
+            raise InvalidSetting("ack_wait must be positive")
         self._nats = nats_loop
         self._stream = stream
         self._subject = subject
@@ -196,6 +204,7 @@ class JetStreamCommandSource(CommandSource):
         self._dead_letter = dead_letter_subject
         self._ack_wait = ack_wait
         self._max_deliver = max_deliver
+        self._server_max_deliver = max_deliver + SPARE_DELIVERIES
         self._stopping = threading.Event()
         self._stopped = asyncio.Event()  # the same, for the loop: ends a retry delay at once
         self._task: Future[None] | None = None
@@ -219,7 +228,7 @@ class JetStreamCommandSource(CommandSource):
             durable_name=self._durable,
             ack_policy=AckPolicy.EXPLICIT,
             ack_wait=self._ack_wait,
-            max_deliver=self._max_deliver,
+            max_deliver=self._server_max_deliver,
         )
         js = self._nats.js
         try:
@@ -227,9 +236,9 @@ class JetStreamCommandSource(CommandSource):
         except NotFoundError:
             info = None
         if info is not None and (
-            info.config.max_deliver != self._max_deliver or info.config.ack_wait != self._ack_wait
+            info.config.max_deliver != self._server_max_deliver or info.config.ack_wait != self._ack_wait
         ):
-            update = info.config.evolve(max_deliver=self._max_deliver, ack_wait=self._ack_wait)
+            update = info.config.evolve(max_deliver=self._server_max_deliver, ack_wait=self._ack_wait)
             try:
                 await js.add_consumer(self._stream, config=update)
             except Exception as error:  # an older server: the source's own cap still applies
@@ -378,6 +387,10 @@ class JetStreamCommandSource(CommandSource):
                 return
         await _quietly(message.term(), "term")
 
+
+#: Deliveries the consumer's ``max_deliver`` on the server allows beyond the source's own cap
+#: (see the module docstring): the server is a backstop, never the one to give up first.
+SPARE_DELIVERIES = 3
 
 #: Longest delay before a command the store failed on is redelivered, in seconds.
 MAX_NAK_DELAY = 30.0

@@ -21,15 +21,31 @@ from typing import Any
 
 import redis
 from redis.exceptions import RedisError
+from redis.sentinel import Sentinel
 
 from schedule_sdk.domain.backoff import Reconnect, retrying
 from schedule_sdk.domain.errors import BrokerUnavailable, ListenerFailed
 from schedule_sdk.domain.events import ScheduleArrivedEvent, ScheduleEvent, ScheduleMissedEvent
+from schedule_sdk.domain.redis_url import sentinel_target
 from schedule_sdk.ports import EventPublisher, Listeners
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_CHANNEL = "schedule_sdk:events"
+
+
+def _connect(url: str, **options: Any) -> redis.Redis:
+    """A client of the server ``url`` names, or of the primary of the Sentinel service it names
+    (``redis+sentinel://``; asked again after a failover, see :mod:`~schedule_sdk.domain.redis_url`)."""
+    target = sentinel_target(url)
+    if target is None:
+        return redis.Redis.from_url(url, **options)
+    timeouts = {k: v for k, v in options.items() if k.startswith("socket_")}
+    sentinels = Sentinel(list(target.sentinels), sentinel_kwargs=timeouts)  # type: ignore[no-untyped-call]
+    client: redis.Redis = sentinels.master_for(  # type: ignore[no-untyped-call]
+        target.service, **options, **target.server_options()
+    )
+    return client
 
 
 class RedisEventPublisher(EventPublisher):
@@ -45,8 +61,8 @@ class RedisEventPublisher(EventPublisher):
         self.registry = registry
         self.channel = channel
         self.origin = uuid.uuid4().hex
-        self._redis = redis.Redis.from_url(redis_url, socket_connect_timeout=5, socket_timeout=5)
-        self._subscriber = redis.Redis.from_url(redis_url, socket_connect_timeout=5, health_check_interval=10)
+        self._redis = _connect(redis_url, socket_connect_timeout=5, socket_timeout=5)
+        self._subscriber = _connect(redis_url, socket_connect_timeout=5, health_check_interval=10)
         self._stop = threading.Event()
         self._ready = threading.Event()
         self._thread = threading.Thread(target=self._listen, name="schedule-sdk-events", daemon=True)

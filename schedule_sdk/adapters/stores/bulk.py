@@ -2,8 +2,9 @@
 
 An insert through SQLAlchemy Core costs more CPU than the database's own work for it (statement
 cache lookup, per-row parameter processing, execution events), and scheduling is a hot path. So
-the rows go to the driver connection of the transaction: one row as one (on PostgreSQL, prepared)
-``INSERT``; many rows as one ``COPY ... FROM STDIN`` on PostgreSQL (about three times the rows
+the rows go to the driver connection of the transaction: one row as one ``INSERT`` (on PostgreSQL,
+prepared unless behind a transaction pooler); many rows as one ``COPY ... FROM STDIN`` on
+PostgreSQL (about three times the rows
 per second of an executemany; the notify trigger of migration 0001 fires for each row as for an
 ``INSERT``) or one executemany on SQLite. Each value goes through its column type's own bind
 processor, and driver errors are translated as everywhere else (:func:`.engine.translate_errors`).
@@ -78,7 +79,7 @@ def _is_psycopg(dbapi: Any) -> bool:
 
 def _pg_insert(cursor: Any, sql: str, params: list[tuple[Any, ...]]) -> None:
     if len(params) == 1:
-        cursor.execute(sql, params[0], prepare=True)
+        cursor.execute(sql, params[0], prepare=cursor.connection.prepare_threshold is not None)
         return
     with cursor.copy(f"COPY schedule_jobs ({', '.join(_NAMES)}) FROM STDIN") as copy:
         for values in params:

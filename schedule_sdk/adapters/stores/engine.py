@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import sqlite3
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import sqlalchemy as sa
 from sqlalchemy import event, exc
@@ -24,6 +24,10 @@ from schedule_sdk.domain.errors import ClientRequestIdInUse, InvalidSetting, Sto
 from schedule_sdk.domain.text import masked_url, without_secret
 
 WRITE = "schedule_sdk_write"
+#: The engine's execution option naming what sits between it and PostgreSQL (the
+#: ``database_pooler`` setting): ``"none"`` or ``"transaction"``.
+POOLER = "schedule_sdk_pooler"
+Pooler = Literal["none", "transaction"]
 
 
 def make_engine(
@@ -34,12 +38,15 @@ def make_engine(
     busy_timeout_ms: int = 30_000,
     echo: bool = False,
     wal_autocheckpoint: int | None = None,
+    pooler: Pooler = "none",
 ) -> Engine:
     """A SQLAlchemy engine for ``url`` (``sqlite:///path`` or ``postgresql+psycopg://...``).
 
     ``pre_ping`` tests each pooled PostgreSQL connection before use (one more round trip per
     operation). Without it, the first operation after a database restart fails with
-    ``StoreUnavailable`` and the pool is renewed, so the next one succeeds.
+    ``StoreUnavailable`` and the pool is renewed, so the next one succeeds. ``pooler`` says what
+    sits in front of PostgreSQL (:func:`pooled_options`); the engine carries it for the engines and
+    connections made from it (:func:`transaction_pooled`).
     """
     try:
         parsed = sa.make_url(url)
@@ -52,7 +59,12 @@ def make_engine(
         parsed = parsed.set(drivername="postgresql+psycopg")
     try:
         return sa.create_engine(
-            parsed, pool_size=pool_size, max_overflow=pool_size, pool_pre_ping=pre_ping, echo=echo
+            parsed,
+            pool_size=pool_size,
+            max_overflow=pool_size,
+            pool_pre_ping=pre_ping,
+            echo=echo,
+            **pooled_options(pooler),
         )
     except (exc.ArgumentError, exc.NoSuchModuleError, ImportError) as error:
         detail = without_secret(str(error), url)
@@ -67,7 +79,28 @@ def _sqlite_engine(url: sa.URL, busy_timeout_ms: int, echo: bool, wal_autocheckp
     return engine
 
 
-def make_async_engine(url: str, *, pool_size: int = 10, pre_ping: bool = False) -> AsyncEngine:
+def pooled_options(pooler: Pooler) -> dict[str, Any]:
+    """``create_engine`` arguments of a PostgreSQL engine behind ``pooler``. Behind a transaction
+    pooler, consecutive transactions of one client connection may run on different server
+    sessions, so nothing may outlive a transaction: psycopg prepares no statement
+    (``prepare_threshold=None``, which also overrides an explicit ``prepare=True``), and no session
+    setting is sent at connect time."""
+    if pooler not in ("none", "transaction"):
+        raise InvalidSetting(f"database_pooler must be 'none' or 'transaction', not {pooler!r}")
+    options: dict[str, Any] = {"execution_options": {POOLER: pooler}}
+    if pooler == "transaction":
+        options["connect_args"] = {"prepare_threshold": None}
+    return options
+
+
+def transaction_pooled(engine: Engine) -> bool:
+    """Whether ``engine`` reaches PostgreSQL through a transaction pooler (its ``pooler``)."""
+    return bool(engine.get_execution_options().get(POOLER) == "transaction")
+
+
+def make_async_engine(
+    url: str, *, pool_size: int = 10, pre_ping: bool = False, pooler: Pooler = "none"
+) -> AsyncEngine:
     """The asyncio twin of :func:`make_engine` for the same database: ``sqlite+aiosqlite`` or
     ``postgresql+psycopg_async``, with the same SQLite set-up (WAL, ``BEGIN IMMEDIATE`` writes)."""
     from sqlalchemy.ext.asyncio import create_async_engine
@@ -85,6 +118,7 @@ def make_async_engine(url: str, *, pool_size: int = 10, pre_ping: bool = False) 
             pool_size=pool_size,
             max_overflow=pool_size,
             pool_pre_ping=pre_ping,
+            **pooled_options(pooler),
         )
     except (exc.ArgumentError, exc.NoSuchModuleError, ImportError) as error:
         raise InvalidSetting(f"cannot use database URL {parsed!r} with asyncio: {error}") from error

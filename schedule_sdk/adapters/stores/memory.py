@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+from schedule_sdk.domain import concurrency
 from schedule_sdk.domain.declared import StoredDeclaration
 from schedule_sdk.domain.errors import ClientRequestIdInUse, StoreUnavailable, TransactionNotJoinable
 from schedule_sdk.domain.history import FireRecord
@@ -40,6 +41,7 @@ from schedule_sdk.ports import (
     JobTransaction,
     JoinableStore,
     JoinedTransaction,
+    Occurrence,
     OccurrenceRef,
     Retention,
     WorkerInfo,
@@ -139,6 +141,29 @@ class MemoryTransaction(JobTransaction):
         for job, guard in changes:
             self.update(job, guard)
 
+    def waiting(self, keys: Sequence[str], now: datetime, per_key: int) -> list[Occurrence]:
+        wanted = set(keys)
+        rows = {**self._store._snapshot(), **self.changes}.values()
+        due = sorted(
+            (
+                r
+                for r in rows
+                if r.status is _PENDING
+                and r.concurrency is not None
+                and r.concurrency.key in wanted
+                and r.run_at <= now
+            ),
+            key=lambda r: (r.run_at, r.id),
+        )
+        found: list[Occurrence] = []
+        taken: dict[str, int] = {}
+        for row in due:
+            assert row.concurrency is not None
+            taken[row.concurrency.key] = taken.get(row.concurrency.key, 0) + 1
+            if taken[row.concurrency.key] <= per_key:
+                found.append(Occurrence.of(row))
+        return found
+
     def record_fires(self, fires: Sequence[FireRecord]) -> None:
         for fire in fires:
             if fire.fired_at.tzinfo is None or fire.due_at.tzinfo is None:
@@ -166,6 +191,9 @@ class _Joined(JoinedTransaction):
 
     def update_many(self, changes: Sequence[tuple[ScheduledJob, Guard]]) -> None:
         self.tx.update_many(changes)
+
+    def waiting(self, keys: Sequence[str], now: datetime, per_key: int) -> list[Occurrence]:
+        return self.tx.waiting(keys, now, per_key)
 
     def when_done(self, committed: Callable[[], None], rolled_back: Callable[[], None]) -> None:
         self._done.append((committed, rolled_back))
@@ -340,7 +368,7 @@ class MemoryJobStore(JobStore, JoinableStore, WorkerRegistry, FireHistory, Reten
     ) -> list[ScheduledJob]:
         with self._write_lock:
             due = self._select(lambda r: r.status is _PENDING and r.run_at <= now)
-            due = sorted(due, key=lambda r: r.run_at)[:limit]
+            due = concurrency.admitted(sorted(due, key=lambda r: (r.run_at, r.id)), self._running())[:limit]
             claimed = self._claim(due, now, worker_id, lease_until)
         return sorted(claimed, key=lambda j: (j.run_at, j.id))
 
@@ -359,7 +387,15 @@ class MemoryJobStore(JobStore, JoinableStore, WorkerRegistry, FireHistory, Reten
                     continue
                 if (row.occurrence, row.attempt) == (occurrence, attempt):
                     rows.append(row)
+            if any(r.concurrency is not None for r in rows):
+                rows = concurrency.admitted(sorted(rows, key=lambda r: (r.run_at, r.id)), self._running())
             return self._claim(rows, now, worker_id, lease_until) if rows else []
+
+    def _running(self) -> dict[str, int]:
+        """The running fires per concurrency key (what a claim counts; under the write lock)."""
+        return concurrency.running_per_key(
+            r for r in self._snapshot().values() if r.status is _ACTIVE and r.concurrency is not None
+        )
 
     def _claim(
         self, rows: Sequence[ScheduledJob], now: datetime, worker_id: str, lease_until: datetime
@@ -400,8 +436,19 @@ class MemoryJobStore(JobStore, JoinableStore, WorkerRegistry, FireHistory, Reten
         with self._write_lock:
             known = self._workers.get(worker.id)
             if known is not None:
-                worker = dataclasses.replace(known, last_beat=worker.last_beat, in_flight=worker.in_flight)
+                worker = dataclasses.replace(
+                    known,
+                    last_beat=worker.last_beat,
+                    in_flight=worker.in_flight,
+                    stuck=worker.stuck,
+                    clock_offset=worker.clock_offset,
+                    clock_error=worker.clock_error,
+                )
             self._workers[worker.id] = worker
+
+    def store_clock(self) -> datetime | None:
+        """None: the in-memory store's time is its process's."""
+        return None
 
     def workers(self) -> list[WorkerInfo]:
         with self._write_lock:
@@ -428,8 +475,12 @@ class MemoryJobStore(JobStore, JoinableStore, WorkerRegistry, FireHistory, Reten
                 del self._workers[worker_id]
             return len(gone)
 
-    def next_due_at(self) -> datetime | None:
-        pending = [r.run_at for r in self._snapshot().values() if r.status is _PENDING]
+    def next_due_at(self, now: datetime | None = None) -> datetime | None:
+        pending = [
+            r.run_at
+            for r in self._snapshot().values()
+            if r.status is _PENDING and (now is None or r.concurrency is None or r.run_at > now)
+        ]
         return min(pending, default=None)
 
     def scan_open(self, after_id: str | None, limit: int) -> list[ScheduledJob]:

@@ -7,27 +7,42 @@ import dataclasses
 import functools
 import json
 import os
+import sqlite3
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy import exc
 from sqlalchemy.engine import Connection, Dialect, Engine
 
-from schedule_sdk.adapters.stores import bulk, django, fire_minutes, joined, pg_claims, watch
-from schedule_sdk.adapters.stores.engine import WRITE, make_engine, translate_errors
+from schedule_sdk.adapters.stores import bulk, django, fire_minutes, joined, pg_claims, sqlite_claims, watch
+from schedule_sdk.adapters.stores.checkpoints import Checkpointer
+from schedule_sdk.adapters.stores.engine import (
+    WRITE,
+    make_engine,
+    pooled_options,
+    transaction_pooled,
+    translate_errors,
+)
 from schedule_sdk.adapters.stores.operator_reads import SQLOperatorReads
-from schedule_sdk.adapters.stores.tables import FINISHED_CONDITION, NOT_PENDING_CONDITION, UTCDateTime
+from schedule_sdk.adapters.stores.tables import (
+    FINISHED_CONDITION,
+    KEYED_PENDING_CONDITION,
+    NOT_PENDING_CONDITION,
+    UTCDateTime,
+)
 from schedule_sdk.adapters.stores.tables import schedule_fires as fires
 from schedule_sdk.adapters.stores.tables import schedule_jobs as t
 from schedule_sdk.adapters.stores.tables import schedule_workers as w
+from schedule_sdk.domain.calendars import Calendar
 from schedule_sdk.domain.errors import ClientRequestIdInUse
 from schedule_sdk.domain.history import FireOutcome, FireRecord
 from schedule_sdk.domain.jobs import (
     FIRE_ONCE,
     MUTABLE_FIELDS,
+    ConcurrencyLimit,
     JobMetadata,
     JobQuery,
     MisfirePolicy,
@@ -39,6 +54,7 @@ from schedule_sdk.domain.jobs import (
     repeated_request_id,
 )
 from schedule_sdk.domain.status import JobStatus
+from schedule_sdk.domain.time_limits import limit_ms
 from schedule_sdk.ports import (
     FireHistory,
     Guard,
@@ -46,6 +62,7 @@ from schedule_sdk.ports import (
     JobTransaction,
     JoinableStore,
     JoinedTransaction,
+    KeyLoad,
     Occurrence,
     OccurrenceRef,
     OpenOccurrence,
@@ -91,6 +108,15 @@ def to_row(job: ScheduledJob) -> dict[str, Any]:
         "misfire": None if job.misfire == FIRE_ONCE else _policy_json(job.misfire),
         "regular_due": job.regular_due,
         "trace_context": job.trace_context,
+        "concurrency_key": None if job.concurrency is None else job.concurrency.key,
+        "concurrency_limit": None if job.concurrency is None else job.concurrency.limit,
+        "overlap": job.overlap,
+        "time_limit_ms": None if job.time_limit is None else limit_ms(job.time_limit),
+        "spread_ms": job.spread_ms,
+        "spread_offset_ms": job.spread_offset_ms or None,
+        "jitter_ms": job.jitter_ms,
+        "calendar": None if job.calendar is None else json.dumps(job.calendar.to_dict()),
+        "run_of": job.run_of,
     }
 
 
@@ -116,8 +142,8 @@ def from_row(row: Mapping[Any, Any]) -> ScheduledJob:
             correlation_id=row["correlation_id"],
             client_request_id=row["client_request_id"],
         ),
-        repeat=None if row["repeat"] is None else repeat_from_dict(json.loads(row["repeat"])),
-        retry=RetryPolicy.from_dict(json.loads(row["retry"])),
+        repeat=None if row["repeat"] is None else _repeat(row["repeat"]),
+        retry=_retry(row["retry"]),
         occurrence=row["occurrence"],
         attempt=row["attempt"],
         occurrence_count=row["occurrence_count"],
@@ -131,10 +157,40 @@ def from_row(row: Mapping[Any, Any]) -> ScheduledJob:
         updated_at=row["updated_at"],
         rescheduled_from=row["rescheduled_from"],
         rescheduled_to=row["rescheduled_to"],
-        misfire=FIRE_ONCE if row["misfire"] is None else MisfirePolicy.from_dict(json.loads(row["misfire"])),
+        misfire=FIRE_ONCE if row["misfire"] is None else _misfire(row["misfire"]),
         regular_due=row["regular_due"],
         trace_context=row["trace_context"],
+        concurrency=_concurrency(row["concurrency_key"], row["concurrency_limit"]),
+        overlap=row["overlap"],
+        time_limit=None if row["time_limit_ms"] is None else timedelta(milliseconds=row["time_limit_ms"]),
+        spread_ms=row["spread_ms"],
+        spread_offset_ms=row["spread_offset_ms"] or 0,
+        jitter_ms=row["jitter_ms"],
+        calendar=None if row["calendar"] is None else Calendar.from_dict(json.loads(row["calendar"])),
+        run_of=row["run_of"],
     )
+
+
+# The stored policies: most rows share a few (frozen values), so each text is parsed once.
+@functools.lru_cache(maxsize=1024)
+def _repeat(text: str) -> Repeat:
+    return repeat_from_dict(json.loads(text))
+
+
+@functools.lru_cache(maxsize=1024)
+def _retry(text: str) -> RetryPolicy:
+    return RetryPolicy.from_dict(json.loads(text))
+
+
+@functools.lru_cache(maxsize=1024)
+def _misfire(text: str) -> MisfirePolicy:
+    return MisfirePolicy.from_dict(json.loads(text))
+
+
+@functools.lru_cache(maxsize=1024)
+def _concurrency(key: str | None, limit: int | None) -> ConcurrencyLimit | None:
+    """The stored limit of a row (most rows share a few: each is built once)."""
+    return None if key is None or limit is None else ConcurrencyLimit(key=key, limit=limit)
 
 
 # -- fire history ------------------------------------------------------------------------------
@@ -185,8 +241,17 @@ def fire_from_row(row: Mapping[Any, Any]) -> FireRecord:
 def _guarded(statuses: frozenset[JobStatus], checks_claim: bool) -> list[sa.ColumnElement[bool]]:
     # Statuses as SQL literals (fixed enum strings): an expanding IN parameter cannot be used
     # with executemany, which update_many relies on.
+    #
+    # The status is compared through a no-op expression (the column is NOT NULL) that no partial
+    # index's condition matches: on the column itself, PostgreSQL's planner could prove a partial
+    # index of active rows usable and, when its statistics count few active rows (a fresh table,
+    # any burst), walk every row held by the worker for each outcome instead of reading the
+    # primary key (test_postgres_query_plans checks the plan; W2 lost half its rate to it).
     literals: list[sa.ColumnElement[Any]] = [sa.literal_column(f"'{s.value}'") for s in sorted(statuses)]
-    clauses = [t.c.id == sa.bindparam("b_id"), t.c.status.in_(literals)]
+    clauses = [
+        t.c.id == sa.bindparam("b_id"),
+        sa.func.coalesce(t.c.status, sa.literal_column("''")).in_(literals),
+    ]
     if checks_claim:
         clauses += [
             t.c.claimed_by == sa.bindparam("b_claimed_by"),
@@ -200,6 +265,42 @@ def _update_params(job: ScheduledJob, guard: Guard) -> dict[str, Any]:
     params = {f"v_{name}": row[name] for name in MUTABLE_FIELDS}
     params.update(b_id=job.id, b_claimed_by=guard.claimed_by, b_occurrence=guard.occurrence)
     return params
+
+
+#: PostgreSQL's lease renewal (the heartbeat's, for every fire the worker holds).
+_EXTEND_PG = (
+    f"UPDATE {t.name} SET claimed_until = %s "
+    "WHERE claimed_by = %s AND status = 'active' AND id = ANY(%s::varchar[])"
+)
+#: The mutable columns whose values are datetimes (bound through ``UTCDateTime``).
+_UTC_MUTABLE = frozenset(name for name in MUTABLE_FIELDS if isinstance(t.c[name].type, UTCDateTime))
+
+
+@functools.cache
+def _update_sql(statuses: frozenset[JobStatus], checks_claim: bool, paramstyle: str) -> str:
+    """:func:`_update_statement` as driver-level SQL with positional parameters (the mutable
+    values in ``MUTABLE_FIELDS`` order, then the id, then, with ``checks_claim``, the claimer and
+    the occurrence): every fire's outcome is written with it, and an ``executemany`` of plain
+    tuples skips the Core's per-row bind processing, which was the larger part of the
+    recorder's CPU in a burst."""
+    mark = "?" if paramstyle == "qmark" else "%s"
+    values = ", ".join(f"{name} = {mark}" for name in MUTABLE_FIELDS)
+    literals = ", ".join(f"'{s.value}'" for s in sorted(statuses))
+    where = f"id = {mark} AND coalesce(status, '') IN ({literals})"  # see _guarded
+    if checks_claim:
+        where += f" AND claimed_by = {mark} AND occurrence = {mark}"
+    return f"UPDATE {t.name} SET {values} WHERE {where}"
+
+
+def _update_values(job: ScheduledJob, guard: Guard, dialect: Dialect) -> tuple[Any, ...]:
+    """The parameters of :func:`_update_sql` for ``job`` under ``guard``."""
+    row = to_row(job)
+    to_db = _FIRE_TIME.process_bind_param
+    values = [to_db(row[n], dialect) if n in _UTC_MUTABLE else row[n] for n in MUTABLE_FIELDS]
+    values.append(job.id)
+    if guard.claimed_by is not None:
+        values += [guard.claimed_by, guard.occurrence]
+    return tuple(values)
 
 
 @functools.cache
@@ -254,13 +355,35 @@ class _Transaction(JobTransaction):
 
     def update_many(self, changes: Sequence[tuple[ScheduledJob, Guard]]) -> None:
         # One executemany per statement shape (the guard's statuses and whether it checks a claim).
-        batches: dict[tuple[frozenset[JobStatus], bool], list[dict[str, Any]]] = {}
+        batches: dict[tuple[frozenset[JobStatus], bool], list[tuple[Any, ...]]] = {}
+        dialect = self._conn.dialect
         for job, guard in changes:
             key = (guard.statuses, guard.claimed_by is not None)
-            batches.setdefault(key, []).append(_update_params(job, guard))
+            batches.setdefault(key, []).append(_update_values(job, guard, dialect))
         with translate_errors():
             for (statuses, checks_claim), params in batches.items():
-                self._conn.execute(_update_statement(statuses, checks_claim), params)
+                sql = _update_sql(statuses, checks_claim, str(dialect.paramstyle))
+                self._conn.exec_driver_sql(sql, params)
+
+    def waiting(self, keys: Sequence[str], now: datetime, per_key: int) -> list[Occurrence]:
+        if not keys:
+            return []
+        # per key, its first ``per_key`` in due order: read through the keyed index in due order,
+        # stopping there, however many more wait
+        firsts = [
+            sa.select(t.c.id, t.c.occurrence, t.c.attempt, t.c.run_at)
+            .where(sa.text(KEYED_PENDING_CONDITION), t.c.concurrency_key == key, t.c.run_at <= now)
+            .order_by(t.c.run_at, t.c.id)
+            .limit(per_key)
+            .subquery()
+            for key in keys
+        ]
+        statement = sa.union_all(*(sa.select(*first.c) for first in firsts))
+        with translate_errors():
+            rows = self._conn.execute(statement).all()
+        return [
+            Occurrence(job_id, occurrence, attempt, run_at) for job_id, occurrence, attempt, run_at in rows
+        ]
 
     def record_fires(self, records: Sequence[FireRecord]) -> None:
         """The entries and the dashboard's per-minute summary of them (:mod:`.fire_minutes`)."""
@@ -329,13 +452,12 @@ _OPEN_OCCURRENCES = (
 # SQLite's claims (PostgreSQL's are in pg_claims), built once. They run in a write transaction
 # (BEGIN IMMEDIATE), so no other writer changes a row between choosing and updating it.
 # Bind c_limit as well.
+_UNKEYED = t.c.concurrency_key.is_(None)
+_LIMIT = sa.bindparam("c_limit", type_=sa.Integer)
 _CLAIM_DUE = _claiming(
     [
         t.c.id.in_(
-            sa.select(t.c.id)
-            .where(_PENDING, t.c.run_at <= _NOW)
-            .order_by(t.c.run_at)
-            .limit(sa.bindparam("c_limit", type_=sa.Integer))
+            sa.select(t.c.id).where(_PENDING, t.c.run_at <= _NOW, _UNKEYED).order_by(t.c.run_at).limit(_LIMIT)
         ),
     ]
 )
@@ -348,8 +470,60 @@ _CLAIM_MANY = _claiming(
         sa.tuple_(t.c.id, t.c.occurrence, t.c.attempt).in_(sa.bindparam("c_keys", expanding=True)),
         _PENDING,
         t.c.run_at <= _NOW,
+        _UNKEYED,
     ]
 )
+
+
+def _keyed_claim(*, given: bool) -> sa.Update:
+    """SQLite's claim of rows with a concurrency key (:mod:`schedule_sdk.domain.concurrency`): each
+    waiting row in due order, while its key's active rows plus its place among the key's waiting
+    rows stay within its limit. It runs in the claim's write transaction, which no other claim
+    shares. Bind ``c_limit`` (``given``: ``c_ids`` and ``c_keys`` too, as ``_CLAIM_MANY``)."""
+    j, a = t.alias("j"), t.alias("a")
+    running = (
+        sa.select(sa.func.count())
+        .select_from(a)
+        .where(
+            a.c.status == sa.literal_column("'active'"),
+            a.c.concurrency_key.is_not(None),
+            a.c.concurrency_key == j.c.concurrency_key,
+        )
+        .scalar_subquery()
+    )
+    place = sa.func.row_number().over(partition_by=j.c.concurrency_key, order_by=(j.c.run_at, j.c.id))
+    where = [
+        j.c.status == sa.literal_column("'pending'"),
+        j.c.concurrency_key.is_not(None),
+        j.c.run_at <= _NOW,
+    ]
+    if given:
+        where += [
+            j.c.id.in_(sa.bindparam("c_ids", expanding=True)),
+            sa.tuple_(j.c.id, j.c.occurrence, j.c.attempt).in_(sa.bindparam("c_keys", expanding=True)),
+        ]
+    columns = (
+        j.c.id,
+        j.c.run_at,
+        j.c.concurrency_limit.label("lim"),
+        place.label("place"),
+        running.label("n"),
+    )
+    waiting = sa.select(*columns).where(*where).subquery()
+    chosen = (
+        sa.select(waiting.c.id)
+        .where(waiting.c.n + waiting.c.place <= waiting.c.lim)
+        .order_by(waiting.c.run_at, waiting.c.id)
+        .limit(_LIMIT)
+    )
+    return _claiming([t.c.id.in_(chosen), _PENDING])
+
+
+_CLAIM_KEYED = _keyed_claim(given=False)
+_CLAIM_KEYED_MANY = _keyed_claim(given=True)
+#: The poller's claims on SQLite, compiled once (sqlite_claims).
+_DRIVER_DUE = sqlite_claims.DriverClaim(_CLAIM_DUE)
+_DRIVER_KEYED = sqlite_claims.DriverClaim(_CLAIM_KEYED)
 
 
 # Retention: the oldest finished rows, read through the partial index ix_schedule_jobs_finished
@@ -385,13 +559,19 @@ def list_statement(query: JobQuery) -> sa.Select[Any]:
 
 
 def _claims_engine(engine: Engine) -> Engine:
+    """The claims' autocommit pool; its sessions do not wait for the WAL flush, unless a
+    transaction pooler is in front: it forwards no session setting (claims then commit durably)."""
+    if transaction_pooled(engine):
+        options = pooled_options("transaction")
+    else:
+        options = {**pooled_options("none"), "connect_args": {"options": "-c synchronous_commit=off"}}
     return sa.create_engine(
         engine.url,
         pool_size=2,
         max_overflow=4,
         pool_pre_ping=engine.pool._pre_ping,
         isolation_level="AUTOCOMMIT",
-        connect_args={"options": "-c synchronous_commit=off"},
+        **options,
     )
 
 
@@ -403,9 +583,14 @@ class SQLAlchemyJobStore(JobStore, JoinableStore, WorkerRegistry, FireHistory, R
     """The job store on SQLite (file) or PostgreSQL, with every capability. Create the schema with
     :func:`schedule_sdk.adapters.stores.schema.upgrade` (the container does it at start-up)."""
 
-    def __init__(self, engine: Engine, *, notify_channel: str = NOTIFY_CHANNEL) -> None:
+    def __init__(
+        self, engine: Engine, *, notify_channel: str = NOTIFY_CHANNEL, listen_url: str | None = None
+    ) -> None:
+        """``listen_url``: a direct PostgreSQL URL for :meth:`watch`'s ``LISTEN`` (default: the
+        engine's own, unless the engine is behind a transaction pooler: then no ``LISTEN``)."""
         self.engine = engine
         self._channel = notify_channel
+        self._listen_url = listen_url
         self._is_pg = engine.dialect.name == "postgresql"
         self._purge_engine: Engine | None = None  # SQLite: the purger's, which never checkpoints
         self._writer_conn: Connection | None = None  # SQLite: see _writer
@@ -414,6 +599,9 @@ class SQLAlchemyJobStore(JobStore, JoinableStore, WorkerRegistry, FireHistory, R
         # rather than in SQLite's busy handler, which sleeps 1, 2, 5, 10 ... 100 ms between tries
         # (measured: write-transaction start p99 105 ms -> 9 ms with 10 threads firing 200 jobs/s).
         self._writers: threading.RLock | None = None if self._is_pg else threading.RLock()
+        # SQLite: the writer connection's commits never checkpoint; this thread does (see its module).
+        self._checkpoints = None if self._is_pg else Checkpointer(self._checkpoint_wal)
+        self._checkpoint_conn: tuple[sqlite3.Connection | None, int] = (None, 0)
         self._write_lock: contextlib.AbstractContextManager[object] = (
             self._writers or contextlib.nullcontext()
         )
@@ -480,6 +668,8 @@ class SQLAlchemyJobStore(JobStore, JoinableStore, WorkerRegistry, FireHistory, R
                 if conn.invalidated or conn.in_transaction():
                     self._drop_writer()
                 raise
+            if self._checkpoints is not None:
+                self._checkpoints.committed()
 
     def _writer(self) -> Connection:
         """SQLite: the one connection of this process's writers, kept open (they take turns on the
@@ -488,8 +678,23 @@ class SQLAlchemyJobStore(JobStore, JoinableStore, WorkerRegistry, FireHistory, R
         if self._writer_conn is None or self._writer_pid != os.getpid():
             conn = self.engine.connect()
             conn.execution_options(**{WRITE: True})
+            # Its commits never run a checkpoint (an fsync under the writer lock): the
+            # checkpointer's thread does (checkpoints module).
+            driver = conn.connection.driver_connection
+            assert driver is not None
+            driver.execute("PRAGMA wal_autocheckpoint=0")
             self._writer_conn, self._writer_pid = conn, os.getpid()
         return self._writer_conn
+
+    def _checkpoint_wal(self) -> None:
+        """A ``PASSIVE`` WAL checkpoint (it waits for no writer), on the checkpointer thread's own
+        connection (not the pool's: it takes no connection an operation could be waiting for)."""
+        conn, pid = self._checkpoint_conn
+        if conn is None or pid != os.getpid():
+            path = self.engine.url.database or ""
+            conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+            self._checkpoint_conn = (conn, os.getpid())
+        conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
 
     def _drop_writer(self) -> None:
         conn, self._writer_conn = self._writer_conn, None
@@ -526,8 +731,20 @@ class SQLAlchemyJobStore(JobStore, JoinableStore, WorkerRegistry, FireHistory, R
     ) -> list[ScheduledJob]:
         if self._claims is not None:
             params = {"now": now, "worker": worker_id, "lease": lease_until, "limit": limit}
-            return _sorted(pg_claims.claim(self._claims, pg_claims.CLAIM_DUE, params))
-        return self._claim(_CLAIM_DUE, now, worker_id, lease_until, c_limit=limit)
+            rows, keyed_due = pg_claims.claim_flagged(self._claims, pg_claims.CLAIM_DUE, params)
+            if keyed_due and len(rows) < limit:
+                params["limit"] = limit - len(rows)
+                rows += pg_claims.claim_keyed(
+                    self._claims, pg_claims.LOCK_DUE_KEYS_HANDED, pg_claims.CLAIM_KEYED, params
+                )
+            return _sorted(rows)
+        params = {"c_now": now, "c_worker": worker_id, "c_lease": lease_until, "c_limit": limit}
+        with self._claiming() as conn:  # SQLite: as _claim, through the compiled driver statements
+            rows = _DRIVER_DUE.run(conn, params)
+            if len(rows) < limit:
+                params["c_limit"] = limit - len(rows)
+                rows += _DRIVER_KEYED.run(conn, params)
+        return _sorted(rows)
 
     def claim_many(
         self,
@@ -543,21 +760,43 @@ class SQLAlchemyJobStore(JobStore, JoinableStore, WorkerRegistry, FireHistory, R
             ids, numbers, attempts = (list(column) for column in zip(*keys, strict=True))
             params = {"now": now, "worker": worker_id, "lease": lease_until}
             params.update(ids=ids, occurrences=numbers, attempts=attempts)
-            return _sorted(pg_claims.claim(self._claims, pg_claims.CLAIM_MANY, params))
-        return self._claim(
-            _CLAIM_MANY, now, worker_id, lease_until, c_ids=[key[0] for key in keys], c_keys=keys
-        )
+            rows = pg_claims.claim(self._claims, pg_claims.CLAIM_MANY, params)
+            if len(rows) < len(keys):  # some may have a concurrency key
+                params["limit"] = len(keys) - len(rows)
+                rows += pg_claims.claim_keyed(
+                    self._claims, pg_claims.LOCK_KEYS_OF_HANDED, pg_claims.CLAIM_KEYED_MANY, params
+                )
+            return _sorted(rows)
+        params = {"c_ids": [key[0] for key in keys], "c_keys": keys}
+        return self._claim(_CLAIM_MANY, _CLAIM_KEYED_MANY, len(keys), now, worker_id, lease_until, **params)
 
     def _claim(
-        self, statement: sa.Update, now: datetime, worker_id: str, lease_until: datetime, **params: Any
+        self,
+        statement: sa.Update,
+        keyed: sa.Update,
+        limit: int,
+        now: datetime,
+        worker_id: str,
+        lease_until: datetime,
+        **params: Any,
     ) -> list[ScheduledJob]:
-        params.update(c_now=now, c_worker=worker_id, c_lease=lease_until)
+        """SQLite: the claim of rows without a key and, with the room left, of those with one, in
+        one write transaction."""
+        params.update(c_now=now, c_worker=worker_id, c_lease=lease_until, c_limit=limit)
         with self._claiming() as conn:
-            rows = conn.execute(statement, params).mappings().all()
+            rows = list(conn.execute(statement, params).mappings().all())
+            if len(rows) < limit:
+                params["c_limit"] = limit - len(rows)
+                rows += conn.execute(keyed, params).mappings().all()
         return _sorted(rows)
 
     def extend_claims(self, worker_id: str, job_ids: Sequence[str], lease_until: datetime) -> None:
         if not job_ids:
+            return
+        if self._is_pg:  # one array parameter: a worker holding 2,000 fires binds 2,000 ids
+            with self._write() as conn:
+                until = _FIRE_TIME.process_bind_param(lease_until, conn.dialect)
+                conn.exec_driver_sql(_EXTEND_PG, (until, worker_id, list(job_ids)))
             return
         statement = (
             sa.update(t)
@@ -603,10 +842,29 @@ class SQLAlchemyJobStore(JobStore, JoinableStore, WorkerRegistry, FireHistory, R
             updated = conn.execute(
                 sa.update(w)
                 .where(w.c.id == worker.id)
-                .values(last_beat=worker.last_beat, in_flight=worker.in_flight)
+                .values(
+                    last_beat=worker.last_beat,
+                    in_flight=worker.in_flight,
+                    stuck=worker.stuck,
+                    clock_offset=worker.clock_offset,
+                    clock_error=worker.clock_error,
+                )
             ).rowcount
             if not updated:
                 conn.execute(sa.insert(w), values)
+
+    def store_clock(self) -> datetime | None:
+        """PostgreSQL's ``clock_timestamp()``, one autocommit round trip; None on SQLite, which
+        has no clock of its own (its time is the clock of the machine its processes share).
+        Read on the durable pool, in autocommit: its sessions take no start-up option, so a worker
+        misconfigured behind a transaction pooler still reaches the check that names the problem."""
+        if not self._is_pg:
+            return None
+        with translate_errors(), self.engine.connect() as conn:
+            conn = conn.execution_options(isolation_level="AUTOCOMMIT")
+            value = conn.exec_driver_sql("SELECT clock_timestamp()").scalar_one()
+        assert isinstance(value, datetime)
+        return value.astimezone(UTC)
 
     def workers(self) -> list[WorkerInfo]:
         with self._read() as conn:
@@ -658,10 +916,38 @@ class SQLAlchemyJobStore(JobStore, JoinableStore, WorkerRegistry, FireHistory, R
             rows = conn.execute(statement).all()
         return [TopicBacklog(topic, int(n), int(due), oldest) for topic, n, due, oldest in rows]
 
-    def next_due_at(self) -> datetime | None:
+    def next_due_at(self, now: datetime | None = None) -> datetime | None:
+        statement = sa.select(sa.func.min(t.c.run_at)).where(_PENDING)
+        if now is not None:  # keyed rows due by now wait for a slot
+            statement = statement.where(
+                sa.or_(_UNKEYED, t.c.run_at > sa.bindparam("n_now", now, type_=UTCDateTime))
+            )
         with self._claiming() if self._claims is not None else self._read() as conn:
-            value = conn.execute(sa.select(sa.func.min(t.c.run_at)).where(_PENDING)).scalar()
+            value = conn.execute(statement).scalar()
         return value if isinstance(value, datetime) or value is None else None
+
+    def concurrency_load(self, now: datetime) -> list[KeyLoad]:
+        """One query over the keyed partial indexes."""
+        is_active = t.c.status == sa.literal_column("'active'")
+        is_waiting = sa.and_(_PENDING, t.c.run_at <= sa.bindparam("now", now, type_=UTCDateTime))
+        statement = (
+            sa.select(
+                t.c.concurrency_key,
+                sa.func.max(t.c.concurrency_limit),
+                sa.func.coalesce(sa.func.sum(sa.case((is_active, 1), else_=0)), 0),
+                sa.func.coalesce(sa.func.sum(sa.case((is_waiting, 1), else_=0)), 0),
+                sa.type_coerce(sa.func.min(sa.case((is_waiting, t.c.run_at))), UTCDateTime),
+            )
+            .where(t.c.concurrency_key.is_not(None), t.c.status.in_(["pending", "active"]))
+            .group_by(t.c.concurrency_key)
+            .order_by(t.c.concurrency_key)
+        )
+        with self._read() as conn:
+            rows = conn.execute(statement).all()
+        return [
+            KeyLoad(key, int(limit), int(running), int(waiting), oldest)
+            for key, limit, running, waiting, oldest in rows
+        ]
 
     def scan_open(self, after_id: str | None, limit: int) -> list[ScheduledJob]:
         statement = sa.select(t).where(t.c.status.in_(["pending", "active"])).order_by(t.c.id).limit(limit)
@@ -748,11 +1034,28 @@ class SQLAlchemyJobStore(JobStore, JoinableStore, WorkerRegistry, FireHistory, R
     # -----------------------------------------------------------------------------------------
 
     def watch(self, on_change: Callable[[datetime | None], None]) -> Callable[[], None]:
-        if self._is_pg:
-            return watch.listen_postgres(self.engine.url, self._channel, on_change)
-        return watch.poll_sqlite_data_version(self.engine.url, on_change)
+        """PostgreSQL: ``LISTEN`` on the listen URL, after checking that a notification sent there
+        is delivered (:func:`.watch.check_listen`); behind a transaction pooler without a listen
+        URL, nothing (the poller polls). SQLite: ``data_version``.
+
+        :raises ListenNotDelivered: a notification was not delivered on the listen connection."""
+        if not self._is_pg:
+            return watch.poll_sqlite_data_version(self.engine.url, on_change)
+        if self._listen_url is not None:
+            url = sa.make_url(self._listen_url)
+        elif transaction_pooled(self.engine):
+            return lambda: None  # wake-ups by polling: LISTEN cannot work through the pooler
+        else:
+            url = self.engine.url
+        watch.check_listen(url)
+        return watch.listen_postgres(url, self._channel, on_change)
 
     def close(self) -> None:
+        if self._checkpoints is not None:
+            self._checkpoints.close()
+            conn, pid = self._checkpoint_conn
+            if conn is not None and pid == os.getpid():
+                conn.close()
         if self._writers is not None:
             with self._writers:
                 self._drop_writer()
@@ -772,6 +1075,7 @@ class ConnectionJobStore(SQLAlchemyJobStore):
         self.engine = home  # the SDK's database (a caller's connection= must reach it)
         self._conn = conn
         self._channel = NOTIFY_CHANNEL
+        self._listen_url = None
         self._is_pg = conn.dialect.name == "postgresql"
         self._writers = None
         self._write_lock = contextlib.nullcontext()  # a thread lock would block the event loop

@@ -96,6 +96,18 @@ schedule_jobs = sa.Table(
     sa.Column("misfire", sa.Text, nullable=True),  # JSON; NULL: the default policy (fire_once)
     sa.Column("regular_due", UTCDateTime, nullable=True),
     sa.Column("trace_context", sa.Text, nullable=True),  # migration 0009; see ScheduledJob.trace_context
+    # Migration 0017: the job's ConcurrencyLimit (both NULL: none).
+    sa.Column("concurrency_key", sa.String(200), nullable=True),
+    sa.Column("concurrency_limit", sa.Integer, nullable=True),
+    sa.Column("overlap", sa.String(16), nullable=True),  # migration 0016; NULL: the misfire policy decides
+    sa.Column("time_limit_ms", sa.Integer, nullable=True),  # migration 0018; NULL: the worker's default
+    # migration 0019: spread, jitter and calendar (NULL: none); the calendar as JSON
+    sa.Column("spread_ms", sa.Integer, nullable=True),
+    sa.Column("spread_offset_ms", sa.Integer, nullable=True),
+    sa.Column("jitter_ms", sa.Integer, nullable=True),
+    sa.Column("calendar", sa.Text, nullable=True),
+    # migration 0022: a run's job (overlap 'allow'); NULL: not a run
+    sa.Column("run_of", sa.String(36), nullable=True),
     sa.CheckConstraint(
         "status IN ('pending', 'active', 'completed', 'cancelled', 'failed', 'paused')",
         name="ck_schedule_jobs_status",
@@ -140,6 +152,25 @@ sa.Index(
     postgresql_where=_pending,
     sqlite_where=_pending,
 )
+# Concurrency keys (migration 0017): the running fires of a key (what its claims count) and the
+# pending fires of keys by due time (what its claims choose, and what waits for a slot). Rows
+# without a key are in neither, so their claims and writes touch no more B-trees than before.
+#: The conditions of those two indexes, verbatim (a statement repeats them for the planner).
+KEYED_ACTIVE_CONDITION = "status = 'active' AND concurrency_key IS NOT NULL"
+KEYED_PENDING_CONDITION = "status = 'pending' AND concurrency_key IS NOT NULL"
+sa.Index(
+    "ix_schedule_jobs_keyed_active",
+    schedule_jobs.c.concurrency_key,
+    postgresql_where=sa.text(KEYED_ACTIVE_CONDITION),
+    sqlite_where=sa.text(KEYED_ACTIVE_CONDITION),
+)
+sa.Index(
+    "ix_schedule_jobs_keyed_pending",
+    schedule_jobs.c.run_at,
+    schedule_jobs.c.concurrency_key,
+    postgresql_where=sa.text(KEYED_PENDING_CONDITION),
+    sqlite_where=sa.text(KEYED_PENDING_CONDITION),
+)
 # Expired leases of active rows (release_expired).
 _active = schedule_jobs.c.status == "active"
 sa.Index(
@@ -180,14 +211,16 @@ schedule_workers = sa.Table(
     sa.Column("started_at", UTCDateTime, nullable=False),
     sa.Column("last_beat", UTCDateTime, nullable=False),
     sa.Column("in_flight", sa.Integer, nullable=False),
+    # migration 0018: listener threads still running a timed-out fire
+    sa.Column("stuck", sa.Integer, nullable=False, server_default="0"),
+    # The worker's offset from the store's clock and its error bound, seconds (migration 0020).
+    sa.Column("clock_offset", sa.Float, nullable=True),
+    sa.Column("clock_error", sa.Float, nullable=True),
 )
-# Active claims by worker (release_dead).
-sa.Index(
-    "ix_schedule_jobs_active_worker",
-    schedule_jobs.c.claimed_by,
-    postgresql_where=_active,
-    sqlite_where=_active,
-)
+# No index of active claims by worker: the guarded outcome update (id, status, claimed_by,
+# occurrence) must read the primary key, and a partial index on claimed_by lured PostgreSQL's
+# planner into walking every row the worker held (migration 0021). release_dead reads the active
+# rows through ix_schedule_jobs_active_claimed.
 
 #: The condition of the status index, verbatim (a statement must repeat it for the planner to use
 #: the partial index). Pending rows are left out: the claim path filters on status = 'pending' and
@@ -220,9 +253,10 @@ schedule_fires = sa.Table(
     sa.Column("worker_id", sa.String(64), nullable=True),
     # A failed attempt's traceback, capped (migration 0014).
     sa.Column("traceback", sa.Text, nullable=True),
-    # 'unheard': migration 0013
+    # 'unheard': migration 0013; 'timeout': migration 0018
     sa.CheckConstraint(
-        "outcome IN ('succeeded', 'failed', 'skipped', 'unheard')", name="ck_schedule_fires_outcome"
+        "outcome IN ('succeeded', 'failed', 'skipped', 'unheard', 'timeout')",
+        name="ck_schedule_fires_outcome",
     ),
 )
 # One job's history, newest first (ScheduleService.history, the job page).

@@ -7,6 +7,7 @@ poller's bounded safety-net interval covers anything they miss.
 from __future__ import annotations
 
 import logging
+import secrets
 import sqlite3
 import threading
 from collections.abc import Callable
@@ -15,10 +16,50 @@ from datetime import datetime
 from sqlalchemy.engine import URL
 
 from schedule_sdk.domain.backoff import Reconnect, retrying
+from schedule_sdk.domain.errors import ListenNotDelivered
 
 logger = logging.getLogger(__name__)
 
 OnChange = Callable[[datetime | None], None]
+
+#: How long :func:`check_listen` waits for its notification (a direct connection delivers it in
+#: about a millisecond).
+LISTEN_CHECK_SECONDS = 5.0
+
+
+def check_listen(url: URL, timeout: float = LISTEN_CHECK_SECONDS) -> None:
+    """Check that ``LISTEN`` works on ``url``: one connection listens on a channel of its own,
+    another sends it a notification, which must arrive within ``timeout`` seconds. Behind a
+    transaction pooler (PgBouncer with ``pool_mode=transaction``) the listening server session
+    is handed back to the pool as soon as ``LISTEN`` commits, so the notification never reaches
+    the client. A database that cannot be reached is not judged here (the watcher retries).
+
+    :raises ListenNotDelivered: the notification did not arrive.
+    """
+    import psycopg
+
+    dsn = url.set(drivername="postgresql").render_as_string(hide_password=False)
+    channel = f"schedule_sdk_listen_check_{secrets.token_hex(6)}"
+    try:
+        # A server that does not answer is not waited for longer than the check itself.
+        wait = max(1, round(timeout))
+        with psycopg.connect(dsn, autocommit=True, prepare_threshold=None, connect_timeout=wait) as listener:
+            listener.execute(f'LISTEN "{channel}"')
+            sender = psycopg.connect(dsn, autocommit=True, prepare_threshold=None, connect_timeout=wait)
+            with sender:
+                sender.execute("SELECT pg_notify(%s, 'check')", (channel,))
+            delivered = any(True for _ in listener.notifies(timeout=timeout, stop_after=1))
+    except psycopg.Error as error:
+        logger.warning("could not check LISTEN on %s: %s", url.render_as_string(hide_password=True), error)
+        return
+    if not delivered:
+        raise ListenNotDelivered(
+            f"a notification sent to {url.render_as_string(hide_password=True)} was not delivered "
+            f"within {timeout:g}s: LISTEN goes through a transaction pooler (such as PgBouncer with "
+            "pool_mode=transaction). Set database_pooler=transaction (SCHEDULE_DATABASE_POOLER) and "
+            "database_listen_url (SCHEDULE_DATABASE_LISTEN_URL) to a direct connection to PostgreSQL, "
+            "or leave database_listen_url unset to wake up by polling"
+        )
 
 
 def listen_postgres(url: URL, channel: str, on_change: OnChange) -> Callable[[], None]:

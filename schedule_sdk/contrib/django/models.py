@@ -38,6 +38,15 @@ class Job(models.Model):
     misfire = models.TextField(null=True)
     regular_due = models.DateTimeField(null=True)
     trace_context = models.TextField(null=True)
+    concurrency_key = models.CharField(max_length=200, null=True)
+    concurrency_limit = models.IntegerField(null=True)
+    overlap = models.CharField(max_length=16, null=True)
+    time_limit_ms = models.IntegerField(null=True)
+    spread_ms = models.IntegerField(null=True)
+    spread_offset_ms = models.IntegerField(null=True)
+    jitter_ms = models.IntegerField(null=True)
+    calendar = models.TextField(null=True)
+    run_of = models.CharField(max_length=36, null=True)
 
     class Meta:
         managed = False

@@ -29,12 +29,14 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Route
 
 from schedule_sdk.core.liveness import is_dead
-from schedule_sdk.core.service import ScheduleService
+from schedule_sdk.core.service import ScheduleService, shown_history
 from schedule_sdk.domain import timing
+from schedule_sdk.domain.calendars import Calendar
 from schedule_sdk.domain.errors import (
     InvalidCursor,
     InvalidInterval,
     InvalidPayload,
+    InvalidTimeLimit,
     JobNotFound,
     ScheduleError,
     ScheduleUnavailable,
@@ -49,6 +51,7 @@ from schedule_sdk.domain.jobs import (
     OneShotSpec,
     RepeatSpec,
     ScheduledJob,
+    check_overlap,
 )
 from schedule_sdk.domain.overview import (
     COUNT_CAP,
@@ -60,6 +63,7 @@ from schedule_sdk.domain.overview import (
 )
 from schedule_sdk.domain.status import FINISHED_STATUSES, JobStatus
 from schedule_sdk.domain.text import unstorable_character
+from schedule_sdk.domain.time_limits import MAX_TIME_LIMIT, check_time_limit, limit_ms
 from schedule_sdk.domain.timers import TIMER_TOPIC, TimerState
 from schedule_sdk.domain.upcoming import UpcomingFire
 from schedule_sdk.entrypoints.dashboard import coupling, plots
@@ -364,7 +368,7 @@ class Dashboard:
             job=job,
             payload=_pretty(job.payload),
             spec=_spec_text(job),
-            history=self.service.history(job.id, limit=HISTORY_SIZE),
+            history=shown_history(self.service, job, HISTORY_SIZE),
             preview=coupling.next_fires(self.service, job),
             actions=_actions_for(job),
             timer_job=_timer_note(job),
@@ -403,8 +407,12 @@ class Dashboard:
 
     def workers(self, request: Request) -> Response:
         registry = require(self.store, WorkerRegistry, "the dashboard's workers page")
-        found, registered = coupling.workers(registry, self.reads, self.clock.now(), self.dead_after)
-        return self.render(request, "workers.html", workers=found, registered=registered)
+        now = self.clock.now()
+        found, registered = coupling.workers(registry, self.reads, now, self.dead_after)
+        # the keys' load sums every tenant's jobs: not for an operator scoped to some tenants
+        scoped = self.access.grant(request).tenants is not None
+        keys = None if scoped else self.store.concurrency_load(now)
+        return self.render(request, "workers.html", workers=found, registered=registered, keys=keys)
 
     def timers(self, request: Request) -> Response:
         q = request.query_params
@@ -743,17 +751,67 @@ def _spec_text(job: ScheduledJob) -> dict[str, str]:
     backoff = job.retry.backoff
     spec["retry"] = f"{job.retry.attempts} attempt(s), {backoff.type} {backoff.delay_ms} ms"
     spec["misfire"] = json.dumps(job.misfire.to_dict(), sort_keys=True)
+    if job.time_limit is not None:
+        spec["time limit"] = f"{limit_ms(job.time_limit) / 1000:g} s"
+    if job.concurrency is not None:
+        spec["concurrency"] = f"key {job.concurrency.key}, at most {job.concurrency.limit} at once"
     if job.limit is not None:
         spec["limit"] = str(job.limit)
     if job.ends_at is not None:
         spec["ends at"] = job.ends_at.isoformat()
+    if job.repeat is not None:
+        spec["overlap"] = job.overlap or "none (the misfire policy decides)"
+    if job.spread_ms is not None:
+        window, offset = plots._ms(job.spread_ms), plots._ms(job.spread_offset_ms)
+        spec["spread"] = f"window {window}, this job +{offset} after each nominal time"
+    if job.jitter_ms is not None:
+        spec["jitter"] = f"random 0 to {plots._ms(job.jitter_ms)} per occurrence (not previewable)"
+    if job.calendar is not None:
+        spec["calendar"] = _calendar_text(job.calendar)
     return spec
+
+
+def _calendar_text(calendar: Calendar) -> str:
+    """What a calendar excludes, in words (dates are local dates in the cron's zone)."""
+    parts = []
+    if calendar.weekdays:
+        parts.append("every " + ", ".join(_WEEKDAYS[int(w)] for w in sorted(calendar.to_dict()["weekdays"])))
+    if calendar.holidays is not None:
+        where = calendar.holidays.country + (
+            f"-{calendar.holidays.subdivision}" if calendar.holidays.subdivision else ""
+        )
+        parts.append(f"public holidays of {where}")
+    if calendar.dates:
+        dates = sorted(calendar.to_dict()["dates"])
+        parts.append(
+            ", ".join(dates[:10]) + (f" and {len(dates) - 10} more dates" if len(dates) > 10 else "")
+        )
+    return "excludes " + "; ".join(parts)
+
+
+_WEEKDAYS = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
+
+
+def _not_now(job: ScheduledJob) -> dict[str, Any]:
+    """The job's spread window, jitter and calendar, carried over to its replacement (the spread
+    offset of the replacement comes from its own id)."""
+    options: dict[str, Any] = {}
+    if job.spread_ms is not None:
+        options["spread"] = timedelta(milliseconds=job.spread_ms)
+    if job.jitter_ms is not None:
+        options["jitter"] = timedelta(milliseconds=job.jitter_ms)
+    if job.calendar is not None and job.repeat is not None:
+        options["calendar"] = job.calendar
+    return options
 
 
 def _reschedule_defaults(job: ScheduledJob) -> dict[str, str]:
     """The reschedule form's fields, filled with the job's values: its zone (a cron's own zone
     when it has one), its schedule and its payload."""
     values = {"zone": job.zone_for_repeat, "payload": _pretty(job.payload)}
+    if job.repeat is not None:
+        values["overlap"] = job.overlap or ""
+    values["time_limit_seconds"] = "" if job.time_limit is None else f"{limit_ms(job.time_limit) / 1000:g}"
     if isinstance(job.repeat, CronRepeat):
         values["cron"] = job.repeat.expression
     elif isinstance(job.repeat, IntervalRepeat):
@@ -799,7 +857,8 @@ def _payload_of(text: str | None) -> Any:
 
 def _reschedule_spec(job: ScheduledJob, form: Mapping[str, str]) -> JobSpec:
     """The replacement's spec: the job's own, with the zone, schedule (a one-shot's new wall
-    time in the zone, a cron expression, or an interval in seconds) and payload from the form.
+    time in the zone, a cron expression, or an interval in seconds), payload and a repeating
+    job's overlap policy (empty: none) from the form.
     The client request id is not carried over (it stays with the cancelled job).
 
     :raises ScheduleValidationError: a field is invalid (the spec's own checks, and overflow).
@@ -819,6 +878,9 @@ def _reschedule_spec(job: ScheduledJob, form: Mapping[str, str]) -> JobSpec:
         "metadata": meta,
         "retry": job.retry,
         "misfire": job.misfire,
+        "time_limit": _time_limit_of(form.get("time_limit_seconds"), job.time_limit),
+        **_not_now(job),
+        "concurrency": job.concurrency,
     }
     if job.repeat is None:
         common["timezone"] = zone_name
@@ -856,7 +918,28 @@ def _reschedule_spec(job: ScheduledJob, form: Mapping[str, str]) -> JobSpec:
                 f"not {text[:40]!r}"
             )
         repeat = IntervalRepeat(every_ms=round(seconds * 1000))
-    return RepeatSpec(repeat=repeat, limit=job.limit, ends_at=job.ends_at, **common)
+    overlap = check_overlap(_text(form.get("overlap"), "overlap", 16)) if "overlap" in form else job.overlap
+    return RepeatSpec(repeat=repeat, limit=job.limit, ends_at=job.ends_at, overlap=overlap, **common)
+
+
+def _time_limit_of(text: str | None, kept: timedelta | None) -> timedelta | None:
+    """The time limit typed into the reschedule form, in seconds (empty: none; no field: the
+    job's own, ``kept``).
+
+    :raises InvalidTimeLimit: not a number of seconds from 0.001 to 7 days.
+    """
+    if text is None:
+        return kept
+    text = text.strip()
+    if not text:
+        return None
+    try:
+        seconds = float(text) if len(text) < 20 else math.nan
+    except ValueError:
+        seconds = math.nan
+    if not (math.isfinite(seconds) and 0 < seconds <= MAX_TIME_LIMIT.total_seconds()):
+        raise InvalidTimeLimit(f"time_limit_seconds must be from 0.001 to 604,800 seconds, not {text!r}")
+    return check_time_limit(timedelta(milliseconds=round(seconds * 1000)), "time_limit_seconds")
 
 
 def _timer_cursor(due: str | None, call: str | None) -> tuple[datetime, str] | None:

@@ -29,11 +29,23 @@ class PreviewFire:
     moved: bool = False
     merged: bool = False
     repeated: bool = False
+    #: The nominal occurrence when a spread (or a drawn jitter) delays the fire, else None.
+    nominal: datetime | None = None
+    #: The calendar excludes its date: it will not fire (reported missed).
+    excluded: bool = False
 
     @classmethod
     def of(cls, fire: FireTime) -> PreviewFire:
         mark = fire.mark
-        return cls(fire.at, fire.local, mark == "moved", mark == "merged", mark == "repeated")
+        return cls(
+            fire.at,
+            fire.local,
+            mark == "moved",
+            mark == "merged",
+            mark == "repeated",
+            fire.nominal,
+            fire.excluded,
+        )
 
 
 def next_fires(service: ScheduleService, job: ScheduledJob, n: int = 5) -> list[PreviewFire]:
@@ -61,6 +73,10 @@ class WorkerView:
     in_flight: int
     last_fire: datetime | None
     alive: bool | None = None
+    #: Seconds to add to the worker's clock to read the store's, and the measurement's error bound
+    #: (at its last beat; None: not measured).
+    clock_offset: float | None = None
+    clock_error: float | None = None
 
 
 def workers(
@@ -83,6 +99,8 @@ def workers(
                 w.in_flight,
                 seen[w.id].last_fire if w.id in seen else None,
                 not is_dead(w, now, dead_after),
+                w.clock_offset,
+                w.clock_error,
             )
             for w in registered
         ]

@@ -14,17 +14,32 @@ from __future__ import annotations
 from typing import Any
 
 from redis import asyncio as aioredis
+from redis.asyncio.sentinel import Sentinel
 from sqlalchemy.util import await_only
 
+from schedule_sdk.domain.redis_url import sentinel_target
 from schedule_sdk.substrates.rq.handoff import RedisHandOff
+
+
+def connect_async(url: str, *, timeout: float = 5.0) -> Any:
+    """:func:`~schedule_sdk.substrates.rq.plumbing.connect` on ``redis.asyncio`` (a
+    ``redis+sentinel://`` URL follows the service's primary the same way)."""
+    target = sentinel_target(url)
+    if target is None:
+        return aioredis.Redis.from_url(url, socket_connect_timeout=timeout, socket_timeout=timeout)
+    sentinels = Sentinel(  # type: ignore[no-untyped-call]
+        list(target.sentinels), sentinel_kwargs={"socket_connect_timeout": timeout, "socket_timeout": timeout}
+    )
+    return sentinels.master_for(
+        target.service, socket_connect_timeout=timeout, socket_timeout=timeout, **target.server_options()
+    )
 
 
 class AsyncRQHandOff(RedisHandOff):
     def __init__(
         self, *, redis_url: str, queue_name: str = "schedule_sdk", stale_after: float = 60.0
     ) -> None:
-        client: Any = aioredis.Redis.from_url(redis_url, socket_connect_timeout=5, socket_timeout=5)
-        super().__init__(client=client, queue_name=queue_name, stale_after=stale_after)
+        super().__init__(client=connect_async(redis_url), queue_name=queue_name, stale_after=stale_after)
 
     def _wait(self, reply: Any) -> Any:
         return await_only(reply)

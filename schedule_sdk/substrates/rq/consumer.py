@@ -94,7 +94,7 @@ class WorkerThread:
         batches = sorted(taken, key=lambda batch: batch.due_ms or 0.0)  # a hold delays no earlier fire
         self._runtime.holding = [member for batch in batches for member in batch.members]
         for batch in batches:
-            hold_until(batch.due_ms, self._stop.is_set)  # released ahead of its due instant
+            hold_until(batch.due_ms, self._stop.is_set, self._runtime.store_seconds)  # released ahead
             if self._runtime.take(batch.members):
                 self._fired += batch.members  # cleared with the next pop (or when idle)
             self.executed += 1

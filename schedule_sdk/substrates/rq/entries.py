@@ -26,19 +26,29 @@ def due_of(meta: Any) -> float | None:
     return float(due_ms)
 
 
-def hold_until(due_ms: float | None, stop: Callable[[], bool] = lambda: False) -> None:
-    """Sleep until ``due_ms`` (epoch ms), at most ``MAX_HOLD`` seconds; at once when None or past,
-    or when ``stop()`` says so."""
+def hold_until(
+    due_ms: float | None,
+    stop: Callable[[], bool] = lambda: False,
+    now: Callable[[], float] | None = None,
+) -> None:
+    """Sleep until ``due_ms`` (epoch ms) on the clock ``now`` (epoch seconds: the claimer's
+    view of the store's clock; default this process's clock), at most ``MAX_HOLD`` seconds; at
+    once when None or past, or when ``stop()`` says so."""
     if due_ms is None:
         return
-    deadline = min(due_ms / 1000.0 + 1e-6, time.time() + MAX_HOLD)  # + 1 µs for float rounding
+    clock = now or time.time
+    # ``now`` is read once; the rest (at most MAX_HOLD) is waited out on this process's clock.
+    left = min(due_ms / 1000.0 + 1e-6 - clock(), MAX_HOLD)  # + 1 µs for float rounding
+    deadline = time.time() + left
     while (left := deadline - time.time()) > 0 and not stop():
         time.sleep(min(left, 0.05))
 
 
-def hold_until_due(meta: Any, stop: Callable[[], bool] = lambda: False) -> None:
+def hold_until_due(
+    meta: Any, stop: Callable[[], bool] = lambda: False, now: Callable[[], float] | None = None
+) -> None:
     """:func:`hold_until` the due instant in a released RQ job's ``meta`` (:func:`due_of`)."""
-    hold_until(due_of(meta), stop)
+    hold_until(due_of(meta), stop, now)
 
 
 def parse_key(key: Any) -> tuple[str, int, int] | None:

@@ -20,15 +20,20 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from datetime import datetime
 from typing import Any
 
 from schedule_sdk.domain.errors import ScheduleError
 from schedule_sdk.domain.jobs import ScheduledJob
 from schedule_sdk.domain.leases import Lease
-from schedule_sdk.ports import Clock, DelayIndex, Dispatcher, FirePath, JobStore
+from schedule_sdk.ports import Clock, DelayIndex, Dispatcher, FirePath, JobStore, claim_time
 from schedule_sdk.substrates.rq.entries import parse_key
 
 logger = logging.getLogger(__name__)
+
+#: Seconds a process that may not claim (its clock is not known to be in step with the store's)
+#: waits before it hands a released batch back: another worker takes it meanwhile.
+REFUSED_PAUSE = 0.5
 
 
 class FireRuntime:
@@ -43,11 +48,20 @@ class FireRuntime:
         self.worker_id = worker_id
         self.lease = Lease(lease_seconds)
 
+    def store_seconds(self) -> float:
+        """The store's clock as the claim reads it, in epoch seconds (what a released job is held
+        by: this process's best estimate while it may not claim)."""
+        now = claim_time(self.clock)
+        return (self.clock.now() if now is None else now).timestamp()
+
     def claim(self, members: list[str]) -> list[ScheduledJob]:
         """Claim the rows of ``members``; re-enqueue those that are still pending at the same
         occurrence and attempt but could not be claimed (released before their due instant on this
-        worker's clock, or racing a commit); drop the released marks."""
-        now = self.clock.now()
+        store's clock, or racing a commit); drop the released marks. While this process may not
+        claim (:func:`~schedule_sdk.ports.claim_time` is None: its offset from the store's clock is
+        unknown or beyond its bound), it claims none of them and, after ``REFUSED_PAUSE`` seconds,
+        re-enqueues them all for a worker that may."""
+        now = claim_time(self.clock)
         wanted: dict[tuple[str, int, int], str] = {}
         for member in members:
             parts = parse_key(member)
@@ -55,19 +69,26 @@ class FireRuntime:
                 logger.error("ignoring a malformed occurrence key %r", member[:100])
                 continue
             wanted[parts] = member
+        if now is None:
+            time.sleep(REFUSED_PAUSE)
+            self._retry_unclaimed([(member, *parts) for parts, member in wanted.items()], self.clock.now())
+            return []
         claimed = self.store.claim_many(list(wanted), now, self.worker_id, self.lease.until(now))
         for job in claimed:
             wanted.pop((job.id, job.occurrence, job.attempt), None)
         if wanted:
-            self._retry_unclaimed([(member, *parts) for parts, member in wanted.items()])
+            self._retry_unclaimed([(member, *parts) for parts, member in wanted.items()], now)
         return claimed
 
-    def _retry_unclaimed(self, unclaimed: list[tuple[str, str, int, int]]) -> None:
+    def _retry_unclaimed(self, unclaimed: list[tuple[str, str, int, int]], now: datetime) -> None:
         again: list[tuple[str, float]] = []
         for member, job_id, occurrence, attempt in unclaimed:
             row = self.store.get(job_id)
-            if row is not None and row.pending_at(occurrence, attempt):
-                again.append((member, row.run_at.timestamp() * 1000.0))
+            if row is None or not row.pending_at(occurrence, attempt):
+                continue
+            if row.concurrency is not None and row.run_at <= now:
+                continue  # waiting for a slot of its key: the fire that frees one hands it over again
+            again.append((member, row.run_at.timestamp() * 1000.0))
         if again:
             logger.info("%d released entries were not claimable yet; re-enqueued at due time", len(again))
             self.queue.activate(again)

@@ -22,9 +22,11 @@ from dataclasses import dataclass
 from typing import Any
 
 import redis
-from redis.exceptions import RedisError
+from redis.exceptions import RedisError, ResponseError
+from redis.sentinel import Sentinel
 
 from schedule_sdk.domain.errors import QueueUnavailable
+from schedule_sdk.domain.redis_url import sentinel_target
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,13 +72,67 @@ MAX_REFUSED = 1000
 
 
 def connect(url: str, *, timeout: float = 5.0) -> redis.Redis:
-    """A client with bounded connect/socket timeouts (a dead server fails fast, never hangs)."""
-    return redis.Redis.from_url(
-        url,
-        socket_connect_timeout=timeout,
-        socket_timeout=timeout,
-        health_check_interval=30,
+    """A client with bounded connect/socket timeouts (a dead server fails fast, never hangs).
+
+    For a ``redis+sentinel://`` URL (:mod:`~schedule_sdk.domain.redis_url`) the client asks the
+    Sentinels for the service's primary, and asks again whenever its connection to it breaks or
+    the server it reaches was demoted to a replica: after a failover the next command (after the
+    caller's retry) goes to the new primary."""
+    options: dict[str, Any] = {
+        "socket_connect_timeout": timeout,
+        "socket_timeout": timeout,
+        "health_check_interval": 30,
+    }
+    target = sentinel_target(url)
+    if target is None:
+        return redis.Redis.from_url(url, **options)
+    sentinels = Sentinel(  # type: ignore[no-untyped-call]
+        list(target.sentinels), sentinel_kwargs={"socket_connect_timeout": timeout, "socket_timeout": timeout}
     )
+    client: redis.Redis = sentinels.master_for(  # type: ignore[no-untyped-call]
+        target.service, **options, **target.server_options()
+    )
+    return client
+
+
+#: The ``maxmemory-policy`` values under which Redis may evict the SDK's keys: its entries and
+#: RQ's jobs carry no TTL, so only the ``allkeys-*`` policies can pick them (``volatile-*`` ones
+#: evict keys with a TTL only: the pump lock, whose loss costs one lock period).
+EVICTING_POLICIES = ("allkeys-lru", "allkeys-lfu", "allkeys-random")
+
+
+def eviction_risks(client: redis.Redis) -> list[str]:
+    """One line if the server's ``maxmemory-policy`` could evict the SDK's keys (an entry evicted
+    is a job that fires only once the reconciler finds it missing), else none. Read from
+    ``INFO memory`` (allowed where ``CONFIG`` is not, as on managed Redis).
+
+    :raises redis.RedisError: the server did not answer.
+    """
+    memory: dict[str, Any] = client.info("memory")
+    policy = str(memory.get("maxmemory_policy", "noeviction"))
+    if policy not in EVICTING_POLICIES:
+        return []
+    return [
+        (
+            f"Redis maxmemory-policy is {policy}: under memory pressure it evicts the SDK's entries "
+            "(they carry no TTL), which then fire only once the reconciler re-enqueues them; "
+            "set noeviction (or a volatile-* policy)"
+        )
+    ]
+
+
+def run_id(client: redis.Redis) -> str | None:
+    """The run id of the server the client reaches (a new one after a failover or a restart), or
+    None where ``INFO`` is not allowed.
+
+    :raises redis.RedisError: the server did not answer.
+    """
+    try:
+        server: dict[str, Any] = client.info("server")
+    except ResponseError:  # INFO renamed or refused (some managed services)
+        return None
+    found = server.get("run_id")
+    return None if found is None else str(found)
 
 
 @contextlib.contextmanager

@@ -13,8 +13,13 @@ The active pump sleeps until ``RELEASE_AHEAD`` (5 ms) before the earliest due sc
 (:meth:`DelayIndex.wakeups`) when a commit adds an earlier entry; it then releases every entry whose
 score is at or before now + ``RELEASE_AHEAD``, in batches, and plans again. An RQ job carries the
 due instant of its entries in its meta, and a consumer holds it until then (so the Redis round
-trips to the consumer are made before the instant, not after it). Nothing fires early: the
-claim takes a row only when its ``run_at`` is at or before the claiming process's clock.
+trips to the consumer are made before the instant, not after it). The scores are ``run_at``
+instants of the store's clock, so the pump reads "now" from the worker's clock corrected by its
+offset from the store's (:func:`~schedule_sdk.ports.claim_time`), never from the process's own
+clock: a pump on a host whose clock runs behind would release late, one whose clock runs ahead
+early. A pump that may not claim (its offset is unknown or beyond its bound) does not lead: it
+gives up the lease, and another worker's pump takes it. Nothing fires early: the claim takes a
+row only when its ``run_at`` is at or before the store's clock as the claiming process knows it.
 A backend failure (``QueueUnavailable``) is retried with backoff; leadership is re-taken (with the same token
 if the lock survived) once Redis answers again.
 """
@@ -30,7 +35,7 @@ from collections.abc import Sequence
 
 from schedule_sdk.domain.backoff import retrying
 from schedule_sdk.domain.errors import ScheduleError
-from schedule_sdk.ports import DelayIndex, WakeUps
+from schedule_sdk.ports import Clock, DelayIndex, WakeUps, claim_time
 
 logger = logging.getLogger(__name__)
 
@@ -53,8 +58,12 @@ class DuePump:
         renew_every: float = 1.0,
         retry_every: float = 0.5,
         batch: int = 1000,
+        clock: Clock | None = None,
     ) -> None:
         self.queue = queue
+        #: The store's clock as this worker knows it (None: this process's clock is taken as the
+        #: store's, as in tests of the pump alone).
+        self.clock = clock
         self.lock_ttl = lock_ttl
         self.renew_every = renew_every
         self.retry_every = retry_every
@@ -107,6 +116,11 @@ class DuePump:
 
     def _step(self) -> float | None:
         """Lead, release what is due and sleep until the next due entry (None: not the leader)."""
+        if self._store_ms() is None:  # may not claim: leave the lead to a pump that may
+            self._step_down()
+            self._retry_now.wait(self.retry_every)
+            self._retry_now.clear()
+            return None
         try:
             if not self._lead():
                 self._retry_now.wait(self.retry_every)
@@ -136,15 +150,35 @@ class DuePump:
         self._renewed = now
         return held
 
+    def _store_ms(self) -> float | None:
+        """Now on the store's clock, epoch ms, as a claim reads it (None: may not claim)."""
+        if self.clock is None:
+            return time.time() * 1000.0
+        now = claim_time(self.clock)
+        return None if now is None else now.timestamp() * 1000.0
+
+    def _step_down(self) -> None:
+        if self.leading:
+            logger.warning("pump %s gives up the lead: its clock is not known to be in step", self.token)
+            self._close_wakeups()
+            try:
+                self.queue.resign(self.token)
+            except ScheduleError as error:
+                logger.warning("could not release the pump lock (%s); it expires by itself", error)
+            self.leading = False
+
     def _cycle(self) -> float:
         """Release what is due within ``RELEASE_AHEAD``; return how long to sleep (0: at once)."""
-        released, earliest = self.queue.release((time.time() + RELEASE_AHEAD) * 1000.0, self.batch)
+        now = self._store_ms()
+        if now is None:
+            return 0.0  # the next step steps down
+        released, earliest = self.queue.release(now + RELEASE_AHEAD * 1000.0, self.batch)
         self.released += len(released)
         if len(released) == self.batch:
             return 0.0
         if earliest is None:
             return self.renew_every
-        wait = (earliest - time.time() * 1000.0) / 1000.0 - RELEASE_AHEAD
+        wait = (earliest - now) / 1000.0 - RELEASE_AHEAD
         return max(0.0, min(wait, self.renew_every))
 
     def _sleep(self, timeout: float) -> None:

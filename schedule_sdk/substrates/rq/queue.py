@@ -130,6 +130,18 @@ class RQExecutionQueue(RedisHandOff, DelayIndex):
         except Exception as error:
             logger.warning("could not drop %d stranded entries: %s", len(keys), error)
 
+    def incarnation(self) -> str | None:
+        """The run id of the Redis server the queue reaches: a failover (through Sentinel) or a
+        restart changes it. None where ``INFO`` is refused."""
+        with unavailable_as("could not read the Redis server's identity"):
+            return plumbing.run_id(self.connection)
+
+    def risks(self) -> list[str]:
+        """The Redis ``maxmemory-policy`` if it could evict the SDK's keys
+        (:func:`~schedule_sdk.substrates.rq.plumbing.eviction_risks`)."""
+        with unavailable_as("could not read the Redis server's memory policy"):
+            return plumbing.eviction_risks(self.connection)
+
     # -- the DelayIndex port (the pump, the consumer and the fire runtimes) ------------------------
 
     def plan(self) -> float | None:

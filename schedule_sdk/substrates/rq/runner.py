@@ -35,7 +35,7 @@ class RQRunner:
     ) -> None:
         self.queue = queue
         self.dispatcher = dispatcher
-        self.pump = pump or DuePump(queue, owner=dispatcher.worker_id)
+        self.pump = pump or DuePump(queue, owner=dispatcher.worker_id, clock=clock)
         self.runtime = DispatchRuntime(
             dispatcher=dispatcher, store=store, queue=queue, clock=clock, lease_seconds=lease_seconds
         )

@@ -4,7 +4,9 @@ It sleeps until the next due instant, is woken early by this process's commits (
 queue's :class:`~schedule_sdk.ports.CommitSignal`) and by other processes (PostgreSQL
 ``LISTEN/NOTIFY``, SQLite ``data_version``), re-reads at least every ``poll_interval`` as a safety
 net, and claims due rows in batches for the :class:`~schedule_sdk.ports.Dispatcher`. It never
-fires early: a row is claimed only when its ``run_at`` is at or before the process clock's now.
+fires early: a row is claimed only when its ``run_at`` is at or before the store's clock's now
+(:func:`~schedule_sdk.ports.claim_time`: the clock's ``claim_now``), and nothing is claimed while
+that is unknown.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from datetime import datetime
 from schedule_sdk.domain.backoff import retrying
 from schedule_sdk.domain.errors import ScheduleError
 from schedule_sdk.domain.leases import Lease
-from schedule_sdk.ports import Clock, CommitSignal, Dispatcher, JobStore
+from schedule_sdk.ports import Clock, CommitSignal, Dispatcher, JobStore, claim_time
 
 logger = logging.getLogger(__name__)
 
@@ -58,7 +60,8 @@ class DuePoller:
     def start(self) -> None:
         self._stop.clear()
         self._dispatcher.on_capacity = self.wake
-        self._cleanups = [self._queue.subscribe(self.wake), self._store.watch(self.wake)]
+        watching = self._store.watch(self.wake)  # first: it may refuse (ListenNotDelivered)
+        self._cleanups = [self._queue.subscribe(self.wake), watching]
         self._thread = threading.Thread(target=self._run, name="schedule-sdk-poller", daemon=True)
         self._thread.start()
 
@@ -91,7 +94,9 @@ class DuePoller:
         self._wakeup.clear()
         room = min(self._batch, self._dispatcher.capacity())
         if room > 0:
-            now = self._clock.now()
+            now = claim_time(self._clock)
+            if now is None:  # the offset from the store's clock is unknown or beyond its bound
+                return self._poll
             claimed = self._store.claim_due(now, room, self._dispatcher.worker_id, self._lease.until(now))
             if claimed:
                 self._dispatcher.submit(claimed)
@@ -99,7 +104,9 @@ class DuePoller:
                 return 0.0
         else:
             return self._poll  # the dispatcher wakes us when capacity frees up
-        next_due = self._store.next_due_at()
+        # Keyed rows still due after the claim wait for a slot: whoever frees one wakes us (this
+        # process's fire path through the queue, another's through the store's watch).
+        next_due = self._store.next_due_at(now)
         if next_due is None:
             return self._poll
         self._planned = next_due

@@ -66,6 +66,7 @@ def missed() -> ScheduleMissedEvent:
         missed=(NOW - timedelta(minutes=2), NOW - timedelta(minutes=1)),
         count=2,
         detected_at=NOW,
+        reason="excluded",
     )
 
 
@@ -121,9 +122,11 @@ class EventPublisherContract:
         self.publisher.publish(arrived())
 
     def test_publish_missed_reaches_both_missed_names_or_nobody(self) -> None:
-        seen: list[str] = []
-        self.registry.connect(SCHEDULE_MISSED_EVENT, lambda e: seen.append("all"))
-        self.registry.connect(schedule_missed_event_name(TOPIC), lambda e: seen.append("topic"))
-        self.registry.connect(SCHEDULE_ARRIVED_EVENT, lambda e: seen.append("arrived"))
-        self.publisher.publish_missed(missed())
-        assert sorted(seen) == (["all", "topic"] if self.delivers_missed else [])
+        seen: list[tuple[str, object]] = []
+        self.registry.connect(SCHEDULE_MISSED_EVENT, lambda e: seen.append(("all", e)))
+        self.registry.connect(schedule_missed_event_name(TOPIC), lambda e: seen.append(("topic", e)))
+        self.registry.connect(SCHEDULE_ARRIVED_EVENT, lambda e: seen.append(("arrived", e)))
+        event = missed()
+        self.publisher.publish_missed(event)
+        assert sorted(name for name, _ in seen) == (["all", "topic"] if self.delivers_missed else [])
+        assert all(e == event for _, e in seen)  # every field, the reason included

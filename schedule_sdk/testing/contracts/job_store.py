@@ -31,14 +31,16 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import replace
-from datetime import UTC, datetime, timedelta, timezone
+from datetime import UTC, date, datetime, timedelta, timezone
 
 import pytest
 
+from schedule_sdk.domain.calendars import Calendar
 from schedule_sdk.domain.errors import ClientRequestIdInUse
 from schedule_sdk.domain.history import FireOutcome
 from schedule_sdk.domain.jobs import (
     Backoff,
+    ConcurrencyLimit,
     CronRepeat,
     IntervalRepeat,
     JobMetadata,
@@ -111,6 +113,14 @@ def full_job() -> ScheduledJob:
         rescheduled_to="01900000-0000-7000-8000-000000000002",
         misfire=MisfirePolicy(mode="fire_all", grace_ms=1500, max_catch_up=7),
         regular_due=(NOW + timedelta(minutes=5, microseconds=3)).astimezone(PLUS_5),
+        concurrency=ConcurrencyLimit(key="tenant-7:reports.eu", limit=12),
+        overlap="buffer_one",
+        time_limit=timedelta(seconds=90, milliseconds=5),
+        spread_ms=3_600_000,
+        spread_offset_ms=1_234_567,
+        jitter_ms=30_000,
+        calendar=Calendar(dates=frozenset({date(2027, 12, 24)}), weekdays=frozenset({5, 6})),
+        run_of="01900000-0000-7000-8000-000000000004",
     )
 
 
@@ -220,6 +230,33 @@ class JobStoreContract(StoreContract):
         insert(self.job_store, minimal, interval)
         assert self.job_store.get(minimal.id) == minimal
         assert self.job_store.get(interval.id) == interval
+
+    def test_a_run_names_its_job_in_every_read_and_keeps_it_through_claims_and_updates(self) -> None:
+        parent = job(
+            repeat=IntervalRepeat(every_ms=60_000),
+            overlap="allow",
+            status=ACTIVE,
+            claimed_by="w1",
+            claimed_until=at(30),
+            occurrence=4,
+            run_at=at(-2),
+            metadata=JobMetadata(owner_id="o", client_request_id="r-allow"),
+            payload={"k": [1, 2]},
+        )
+        run = parent.run_for("01900000-0000-7000-8000-0000000000a1", NOW)
+        insert(self.job_store, parent, run)
+        assert self.job_store.get(run.id) == run
+        assert run.run_of == parent.id and run.metadata.client_request_id is None
+        assert (run.occurrence, run.repeat, run.status) == (4, None, PENDING)
+        listed = self.job_store.list_jobs(JobQuery(owner_id="o", limit=10))
+        assert {j.id: j.run_of for j in listed} == {parent.id: None, run.id: parent.id}
+        (claimed,) = self.job_store.claim_due(NOW, 10, "w2", at(30))
+        assert claimed == run.evolve(status=ACTIVE, claimed_by="w2", claimed_until=at(30), updated_at=NOW)
+        with self.job_store.transaction() as tx:
+            guard = Guard(frozenset({ACTIVE}), claimed_by="w2", occurrence=4)
+            assert tx.update(claimed.evolve(status=JobStatus.COMPLETED, run_of=None), guard)
+        done = self.job_store.get(run.id)
+        assert done is not None and done.status is JobStatus.COMPLETED and done.run_of == parent.id
 
     def test_get_of_an_unknown_id_is_none(self) -> None:
         assert self.job_store.get("01900000-0000-7000-8000-00000000dead") is None
@@ -377,6 +414,7 @@ class JobStoreContract(StoreContract):
             retry=RetryPolicy(attempts=3),
             rescheduled_from=j.id,
             misfire=MisfirePolicy(mode="skip"),
+            run_of=j.id,
             status=JobStatus.CANCELLED,
         )
         with self.job_store.transaction() as tx:
@@ -796,17 +834,40 @@ class WorkerRegistryContract(StoreContract):
         """The current test's store, as the capability under test."""
         return require(self.job_store, WorkerRegistry, "WorkerRegistryContract")
 
-    def test_beat_registers_a_worker_then_updates_only_its_beat_and_in_flight(self) -> None:
+    def test_beat_registers_a_worker_then_updates_only_its_beat_in_flight_stuck_and_clock(self) -> None:
         assert self.registry.workers() == []
         first = worker("w1", node=None)
         self.registry.beat(first)
-        self.registry.beat(worker("w0", beat=-5, in_flight=3))
-        assert self.registry.workers() == [worker("w0", beat=-5, in_flight=3), first]
+        self.registry.beat(worker("w0", beat=-5, in_flight=3, stuck=1, clock_offset=-0.25, clock_error=0.001))
+        assert self.registry.workers() == [
+            worker("w0", beat=-5, in_flight=3, stuck=1, clock_offset=-0.25, clock_error=0.001),
+            first,
+        ]
         self.registry.beat(
-            replace(first, last_beat=at(1), in_flight=7, host="other", pid=1, started_at=at(0))
+            replace(
+                first,
+                last_beat=at(1),
+                in_flight=7,
+                stuck=2,
+                host="other",
+                pid=1,
+                started_at=at(0),
+                clock_offset=1.5,
+                clock_error=0.002,
+            )
         )
         reopened = require(self.reopen(), WorkerRegistry, "WorkerRegistryContract")
-        assert reopened.workers()[1] == replace(first, last_beat=at(1), in_flight=7)
+        assert reopened.workers()[1] == replace(
+            first, last_beat=at(1), in_flight=7, stuck=2, clock_offset=1.5, clock_error=0.002
+        )
+
+    def test_store_clock_is_none_or_the_stores_aware_utc_now(self) -> None:
+        before = datetime.now(UTC)
+        read = self.registry.store_clock()
+        after = datetime.now(UTC)
+        if read is not None:  # a store with a clock of its own: on this test machine, the same time
+            assert read.tzinfo is not None and read.utcoffset() == timedelta(0)
+            assert before - timedelta(seconds=1) <= read <= after + timedelta(seconds=1)
 
     def test_remove_worker_deletes_its_row_and_ignores_unknown_ids(self) -> None:
         self.registry.beat(worker("w1"))

@@ -219,3 +219,17 @@ def test_the_fastapi_lifespan_helper_fails_on_a_bad_declaration_before_anything_
     with pytest.raises(InvalidDeclaration, match="Unbuildable"):
         asyncio.run(serve())
     assert container.declared_rows().read() == []
+
+
+def test_adding_an_overlap_policy_to_a_declaration_switches_its_job_and_a_second_sync_writes_nothing(backend):
+    old = app(backend, "tests.support.declared_overlap_v1")
+    old.container.declared_sync().apply()
+    [before] = open_jobs(old, "app.export")
+    assert before.overlap is None
+    new = app(backend, "tests.support.declared_overlap_v2")
+    assert by_name(new.container.declared_sync().plan()) == {"app.export": "change"}
+    new.container.declared_sync().apply()
+    [after] = open_jobs(new, "app.export")
+    assert after.id != before.id and after.overlap == "skip" and after.rescheduled_from == before.id
+    assert after.run_at == before.run_at  # the same grid: no occurrence twice or lost
+    assert new.container.declared_sync().apply().rows_written == 0

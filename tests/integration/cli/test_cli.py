@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from schedule_sdk import (
+    ConcurrencyLimit,
     CronRepeat,
     FireOutcome,
     FireRecord,
@@ -149,20 +150,44 @@ def test_jobs_show_prints_the_job_as_json(
     shown = json.loads(out)
     assert code == 0 and shown["id"] == job_id and shown["status"] == "pending"
     assert shown["payload"] == {"to": "ana", "n": [1, 2]} and shown["metadata"]["tenant_id"] == "t1"
+    assert shown["overlap"] is None
     assert datetime.fromisoformat(shown["run_at"]).tzinfo is not None
     assert shown["next_fire_times"] == [
-        {"at": shown["run_at"], "local": shown["run_at"], "mark": None, "scheduled": []}
+        {
+            "at": shown["run_at"],
+            "local": shown["run_at"],
+            "mark": None,
+            "scheduled": [],
+            "nominal": None,
+            "excluded": False,
+        }
     ]
+
+
+def test_jobs_show_prints_the_concurrency_limit(
+    db_url: str, service: ScheduleService, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (keyed,) = schedule(service, concurrency=ConcurrencyLimit(key="reports:acme", limit=3))
+    (plain,) = schedule(service)
+    shown = json.loads(cli(db_url, "jobs", "show", keyed, capsys=capsys)[1])
+    assert shown["concurrency"] == {"key": "reports:acme", "limit": 3}
+    assert json.loads(cli(db_url, "jobs", "show", plain, capsys=capsys)[1])["concurrency"] is None
 
 
 def test_jobs_show_lists_a_cron_jobs_next_fire_times(
     db_url: str, service: ScheduleService, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    spec = RepeatSpec(topic="cli.test", timezone="Europe/Berlin", repeat=CronRepeat(expression="0 9 * * *"))
+    spec = RepeatSpec(
+        topic="cli.test",
+        timezone="Europe/Berlin",
+        repeat=CronRepeat(expression="0 9 * * *"),
+        overlap="buffer_one",
+    )
     job = service.schedule_repeat(spec)
     code, out, _ = cli(db_url, "jobs", "show", job.id, capsys=capsys)
     fires = json.loads(out)["next_fire_times"]
     assert code == 0 and len(fires) == 5
+    assert json.loads(out)["overlap"] == "buffer_one"
     assert fires == [f.to_dict() for f in service.preview(job.id)]
     assert [datetime.fromisoformat(f["local"]).hour for f in fires] == [9] * 5
 
@@ -207,6 +232,63 @@ def test_cron_prints_local_and_utc_times_and_marks_dst_changes(capsys: pytest.Ca
     ]
 
 
+def test_cron_previews_a_spread_and_marks_the_dates_a_calendar_excludes(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from schedule_sdk.domain.jobs import spread_offset_ms
+
+    args = ["cron", "0 9 * * *", "--tz", "Europe/Berlin", "-n", "4", "--after", "2027-12-23T00:00Z"]
+    options = [
+        "--spread",
+        "900",
+        "--spread-key",
+        "reports",
+        "--holidays",
+        "DE-BY",
+        "--exclude-weekday",
+        "sun",
+    ]
+    assert main([*args, *options, "--json"]) == 0
+    listed = json.loads(capsys.readouterr().out)
+    offset = timedelta(milliseconds=spread_offset_ms("reports", 900_000))
+    assert [f["nominal"] for f in listed] == [f"2027-12-{d}T08:00:00+00:00" for d in (23, 24, 25, 26)]
+    assert [datetime.fromisoformat(f["at"]) - datetime.fromisoformat(f["nominal"]) for f in listed] == [
+        offset
+    ] * 4
+    assert [f["excluded"] for f in listed] == [False, False, True, True]  # Christmas Day, a Sunday
+    assert main([*args, *options]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert "excluded" in lines[3] and "spread: nominal 2027-12-25T08:00:00Z" in lines[3]
+    assert "excluded" not in lines[1] and "spread: nominal 2027-12-23T08:00:00Z" in lines[1]
+
+
+def test_jobs_show_lists_the_spread_jitter_and_calendar_of_a_job(
+    db_url: str, service: ScheduleService, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from schedule_sdk import Calendar
+
+    spec = RepeatSpec(
+        topic="cli.test",
+        timezone="UTC",
+        repeat=CronRepeat(expression="0 9 * * *"),
+        spread=timedelta(minutes=10),
+        jitter=timedelta(seconds=3),
+        calendar=Calendar(weekdays=["sat", "sun"]),
+    )
+    job = service.schedule_repeat(spec)
+    code, out, _ = cli(db_url, "jobs", "show", job.id, capsys=capsys)
+    shown = json.loads(out)
+    assert code == 0 and (shown["spread_ms"], shown["jitter_ms"]) == (600_000, 3_000)
+    assert shown["spread_offset_ms"] == job.spread_offset_ms
+    assert shown["calendar"] == {"dates": [], "weekdays": [5, 6], "holidays": None}
+    fires = shown["next_fire_times"]
+    assert fires == [f.to_dict() for f in service.preview(job.id)]
+    assert all(f["nominal"] is not None for f in fires)
+    assert [f["excluded"] for f in fires] == [
+        datetime.fromisoformat(f["nominal"]).weekday() >= 5 for f in fires
+    ]
+
+
 def test_cron_starts_from_now_by_default(capsys: pytest.CaptureFixture[str]) -> None:
     before = datetime.now(UTC)
     assert main(["cron", "* * * * *", "--tz", "UTC", "--json"]) == 0
@@ -224,6 +306,12 @@ def test_cron_starts_from_now_by_default(capsys: pytest.CaptureFixture[str]) -> 
         ["cron", "0 9 * * *", "--tz", "UTC", "--after", "tomorrow"],
         ["cron", "0 9 * * *", "--tz", "UTC", "--after", "2026-01-01T00:00"],
         ["cron", "0 9 * * *", "--tz", "UTC", "-n", "0"],
+        ["cron", "0 9 * * *", "--tz", "UTC", "--spread", "0"],
+        ["cron", "0 9 * * *", "--tz", "UTC", "--exclude-weekday", "9"],
+        ["cron", "0 9 * * *", "--tz", "UTC", "--exclude-weekday", "0,1,2,3,4,5,6"],
+        ["cron", "0 9 * * *", "--tz", "UTC", "--exclude-date", "24.12.2027"],
+        ["cron", "0 9 * * *", "--tz", "UTC", "--holidays", "ZZ"],
+        ["cron", "0 9 25 12 *", "--tz", "UTC", "--holidays", "DE"],
     ],
 )
 def test_cron_errors_are_one_line_exit_2(args: list[str]) -> None:
@@ -286,6 +374,46 @@ def test_jobs_show_includes_the_jobs_fire_history_newest_first(
         }
     ]
     assert len(json.loads(cli(db_url, "jobs", "show", job_id, capsys=capsys)[1])["history"]) == 2
+
+
+def test_jobs_show_of_a_run_names_the_job_it_runs_for_and_shows_that_occurrences_fires(
+    db_url: str, service: ScheduleService, capsys: pytest.CaptureFixture[str]
+) -> None:
+    job = service.schedule_repeat(
+        RepeatSpec(
+            topic="cli.test", timezone="UTC", repeat=CronRepeat(expression="* * * * *"), overlap="allow"
+        )
+    )
+    assert json.loads(cli(db_url, "jobs", "show", job.id, capsys=capsys)[1])["overlap"] == "allow"
+    run = job.evolve(occurrence=2).run_for("01900000-0000-7000-8000-0000000000c2", job.created_at)
+    container = ScheduleContainer()
+    container.config.from_dict({"database_url": db_url})
+    due = datetime(2030, 1, 1, tzinfo=UTC)
+    fires = [
+        FireRecord(
+            job_id=job.id,
+            topic="cli.test",
+            occurrence=occurrence,
+            attempt=1,
+            due_at=due,
+            fired_at=due + timedelta(minutes=occurrence),
+            lateness_ms=60_000 * occurrence,
+            duration_ms=5,
+            outcome=FireOutcome.SUCCEEDED,
+            error=None,
+            worker_id=f"w{occurrence}",
+        )
+        for occurrence in (1, 2)
+    ]
+    with container.store().transaction() as tx:
+        tx.insert(run)
+        tx.record_fires(fires)
+    container.shutdown_resources()
+    shown = json.loads(cli(db_url, "jobs", "show", run.id, capsys=capsys)[1])
+    assert shown["run_of"] == job.id and shown["note"].startswith(f"run of {job.id}")
+    assert [(f["occurrence"], f["worker_id"]) for f in shown["history"]] == [(2, "w2")]
+    parent = json.loads(cli(db_url, "jobs", "show", job.id, capsys=capsys)[1])
+    assert parent["run_of"] is None and "note" not in parent and len(parent["history"]) == 2
 
 
 def test_jobs_cancel_is_idempotent(
@@ -615,3 +743,20 @@ def test_the_worker_imports_listener_modules_from_the_working_directory(
     assert sys.modules["op_cwd_listeners"].LOADED and sys.path[0] == str(tmp_path)
     with pytest.raises(UsageError, match="cannot import listener module 'op_cwd_missing'"):
         import_listener_modules(["op_cwd_missing"])
+
+
+def test_jobs_show_prints_the_time_limit_in_milliseconds(
+    db_url: str, service: ScheduleService, capsys: pytest.CaptureFixture[str]
+) -> None:
+    limited, plain = schedule(service, time_limit=timedelta(seconds=90)) + schedule(service)
+    shown = json.loads(cli(db_url, "jobs", "show", limited, capsys=capsys)[1])
+    assert shown["time_limit_ms"] == 90_000 and "time_limit" not in shown
+    assert json.loads(cli(db_url, "jobs", "show", plain, capsys=capsys)[1])["time_limit_ms"] is None
+    listed = json.loads(cli(db_url, "jobs", "list", "--json", capsys=capsys)[1])["items"]
+    assert {j["id"]: j["time_limit_ms"] for j in listed} == {limited: 90_000, plain: None}
+
+
+def test_an_invalid_time_limit_setting_is_a_usage_error() -> None:
+    result = run("health", env={"SCHEDULE_TIME_LIMITS": "reports.build=10x"})
+    assert_one_line_error(result, 2)
+    assert "time_limits" in result.stderr or "duration" in result.stderr

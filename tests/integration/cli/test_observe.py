@@ -1,4 +1,4 @@
-"""Issue 12's operator surface: ``workers``, ``health``, metrics (memory and Prometheus, served by
+"""The operator surface: ``workers``, ``health``, metrics (memory and Prometheus, served by
 the worker command) and structured / JSON logs."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from schedule_sdk import SCHEDULE_ARRIVED_EVENT, JobStatus, OneShotSpec, ScheduleContainer
+from schedule_sdk import SCHEDULE_ARRIVED_EVENT, ConcurrencyLimit, JobStatus, OneShotSpec, ScheduleContainer
 from schedule_sdk.domain.jobs import Backoff, RetryPolicy
 from schedule_sdk.entrypoints.cli import main
 from schedule_sdk.entrypoints.logs import JsonFormatter
@@ -58,10 +58,13 @@ def test_workers_lists_live_workers_and_shows_dead_ones(harness: Harness, db_url
     )
     harness.store.beat(stale)
     code, out, _ = cli(db_url, "workers", "--json", capsys=capsys)
-    states = {w["id"]: w["state"] for w in json.loads(out)["workers"]}
-    assert code == 0 and states == {me: "live", "old-one": "dead"}
+    listed = {w["id"]: w for w in json.loads(out)["workers"]}
+    assert code == 0 and {k: w["state"] for k, w in listed.items()} == {me: "live", "old-one": "dead"}
+    # a SQLite store's clock is the machine's: the worker's offset is 0 by definition
+    assert (listed[me]["clock_offset"], listed[me]["clock_error"]) == (0.0, 0.0)
     code, out, _ = cli(db_url, "workers", capsys=capsys)
-    assert out.splitlines()[0].split() == [
+    lines = out.splitlines()
+    assert lines[0].split() == [
         "ID",
         "HOST",
         "PID",
@@ -69,8 +72,11 @@ def test_workers_lists_live_workers_and_shows_dead_ones(harness: Harness, db_url
         "STARTED",
         "LAST_BEAT",
         "IN_FLIGHT",
+        "STUCK",
+        "CLOCK_OFFSET",
         "STATE",
     ]
+    assert any(line.startswith(me) and "+0.000s±0.000" in line for line in lines), out
     harness.stop()
     assert [w.id for w in harness.store.workers()] == ["old-one"]  # a clean stop deregisters
 
@@ -140,6 +146,30 @@ def test_prometheus_exposition_has_labelled_counters_and_backlog_gauges(db_url: 
         )
         assert float(oldest.split()[-1]) >= 0.2
         assert "job_id" not in text
+        assert "schedule_worker_clock_offset_seconds" not in text  # not measured: no worker here
+        h.start()  # a worker measures its clock's offset (0 on SQLite: the machine's clock)
+        text = h.container.metrics().exposition().decode()
+        assert "schedule_worker_clock_offset_seconds 0.0" in text.splitlines()
+        assert "schedule_worker_clock_error_seconds 0.0" in text.splitlines()
+    finally:
+        h.close()
+
+
+def test_prometheus_exposition_has_running_and_waiting_gauges_per_concurrency_key(db_url: str) -> None:
+    h = Harness({"database_url": db_url, "metrics": "prometheus"})
+    try:
+        limit = ConcurrencyLimit(key="reports", limit=1)
+        jobs = [h.service.schedule_at(replace(spec(0.05 + n * 0.01), concurrency=limit)) for n in range(3)]
+        h.service.schedule_at(replace(spec(3600), concurrency=ConcurrencyLimit(key="later", limit=4)))
+        assert wait_until(lambda: datetime.now(UTC) > jobs[-1].run_at)
+        store = h.store
+        now = datetime.now(UTC)
+        assert len(store.claim_due(now, 10, "w1", now + timedelta(minutes=1))) == 1
+        text = h.container.metrics().exposition().decode()
+        assert 'schedule_concurrency_running{key="reports"} 1.0' in text
+        assert 'schedule_concurrency_waiting{key="reports"} 2.0' in text
+        assert 'schedule_concurrency_limit{key="reports"} 1.0' in text
+        assert 'schedule_concurrency_waiting{key="later"} 0.0' in text
     finally:
         h.container.shutdown_resources()
 

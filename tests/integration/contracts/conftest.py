@@ -1,4 +1,5 @@
-"""Fixtures for the port contract suites: one ``job_store`` per backend (memory, sqlite, postgres).
+"""Fixtures for the port contract suites: one ``job_store`` per backend (memory, sqlite, postgres,
+and postgres through PgBouncer in transaction pooling, whose watch listens on a direct URL).
 
 SQL stores come with a ``reopen()`` that opens a second store (its own engine and connections)
 on the same database, standing in for another process. Every SQL store is checked on teardown:
@@ -17,20 +18,23 @@ from schedule_sdk.adapters.stores.engine import make_engine
 from schedule_sdk.adapters.stores.memory import MemoryJobStore
 from schedule_sdk.adapters.stores.sqlalchemy import SQLAlchemyJobStore
 from schedule_sdk.ports import JobStore
+from tests.support import services
 
 STORES = [
     pytest.param("memory", id="memory"),
     pytest.param("sqlite", id="sqlite"),
     pytest.param("postgres", id="postgres", marks=pytest.mark.postgres),
+    pytest.param("pgbouncer", id="pgbouncer", marks=[pytest.mark.postgres, pytest.mark.pgbouncer]),
 ]
 
 
 class StoreFactory:
     """Opens stores on one database and checks them all when the test ends."""
 
-    def __init__(self, kind: str, url: str | None) -> None:
+    def __init__(self, kind: str, url: str | None, direct_url: str | None = None) -> None:
         self.kind = kind
         self.url = url
+        self.direct_url = direct_url  # "pgbouncer": the database without the pooler, for LISTEN
         self._opened: list[SQLAlchemyJobStore] = []
         self._memory: MemoryJobStore | None = None
 
@@ -39,10 +43,10 @@ class StoreFactory:
             # One in-memory store per test: "another process" is the same object.
             self._memory = self._memory or MemoryJobStore()
             return self._memory
-        engine = make_engine(self.url, pool_size=5)
+        engine = make_engine(self.url, pool_size=5, pooler="transaction" if self.direct_url else "none")
         if not self._opened:
             schema.upgrade(engine)
-        store = SQLAlchemyJobStore(engine)
+        store = SQLAlchemyJobStore(engine, listen_url=self.direct_url)
         self._opened.append(store)
         return store
 
@@ -58,16 +62,23 @@ class StoreFactory:
 def _url(kind: str, request: pytest.FixtureRequest, tmp_path: Path) -> str | None:
     if kind == "sqlite":
         return f"sqlite:///{tmp_path / 'jobs.db'}"
-    if kind == "postgres":
+    if kind in ("postgres", "pgbouncer"):
         return str(request.getfixturevalue("postgres_databases").create("contracts"))
     return None
 
 
 @pytest.fixture(params=STORES)
 def store_factory(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[StoreFactory]:
-    factory = StoreFactory(request.param, _url(request.param, request, tmp_path))
+    url = _url(request.param, request, tmp_path)
+    if request.param == "pgbouncer":
+        request.getfixturevalue("pgbouncer")
+        factory = StoreFactory(request.param, services.through_pgbouncer(str(url)), direct_url=url)
+    else:
+        factory = StoreFactory(request.param, url)
     yield factory
     factory.close_all()
+    if request.param == "pgbouncer":  # ends PgBouncer's idle server sessions on it now
+        request.getfixturevalue("postgres_databases").drop(url)
 
 
 @pytest.fixture

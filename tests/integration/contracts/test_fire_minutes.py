@@ -25,12 +25,14 @@ from schedule_sdk.adapters.stores.tables import schedule_fire_failures, schedule
 from schedule_sdk.domain.history import LATENESS_BOUNDS, FireOutcome, FireRecord
 from schedule_sdk.testing.contracts.rows import NOW, fire, record
 
-#: (outcome, error): an unheard fire counts as succeeded, or as failed when it failed its attempt.
+#: (outcome, error): an unheard fire counts as succeeded, or as failed when it failed its attempt;
+#: a timed-out one as failed.
 OUTCOMES = [(FireOutcome.SUCCEEDED, None)] * 6 + [
     (FireOutcome.FAILED, "RuntimeError: boom"),
     (FireOutcome.SKIPPED, None),
     (FireOutcome.UNHEARD, None),
     (FireOutcome.UNHEARD, "UnheardFire: no listener heard topic 'topic.1'"),
+    (FireOutcome.TIMEOUT, "ListenerTimedOut: listeners ran past the fire's time limit of 5 ms"),
 ]
 #: The summary's count columns.
 COLUMNS = ("succeeded", "failed", "skipped")
@@ -134,8 +136,9 @@ def test_the_migration_fills_the_summary_from_the_history_stored_before_it(store
     with store.engine.begin() as conn:
         config.attributes["connection"] = conn
         command.downgrade(config, "0009")
-    # no unheard fires before 0013
-    fires = [f for f in random_fires(400, seed=11) if f.outcome is not FireOutcome.UNHEARD]
+    # no unheard fires before 0013, no timed-out ones before 0018
+    later = (FireOutcome.UNHEARD, FireOutcome.TIMEOUT)
+    fires = [f for f in random_fires(400, seed=11) if f.outcome not in later]
     with store.engine.begin() as conn:  # written as before 0010: entries only
         conn.execute(sa.insert(schedule_fires), [entry(f) for f in fires])
     schema.upgrade(store.engine)

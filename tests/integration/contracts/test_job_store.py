@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from schedule_sdk.testing.contracts.concurrency import ConcurrencyContract
 from schedule_sdk.testing.contracts.job_store import (
     JobStoreContract,
     JobStoreRetentionContract,
@@ -20,4 +21,8 @@ class TestJobStoreRetention(OnEveryStore, JobStoreRetentionContract):
 
 
 class TestWorkerRegistry(OnEveryStore, WorkerRegistryContract):
+    pass
+
+
+class TestJobStoreConcurrency(OnEveryStore, ConcurrencyContract):
     pass

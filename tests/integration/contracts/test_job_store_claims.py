@@ -11,7 +11,13 @@ from .jobs import insert, job
 
 
 @pytest.mark.parametrize(
-    "store_factory", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)], indirect=True
+    "store_factory",
+    [
+        "sqlite",
+        pytest.param("postgres", marks=pytest.mark.postgres),
+        pytest.param("pgbouncer", marks=[pytest.mark.postgres, pytest.mark.pgbouncer]),
+    ],
+    indirect=True,
 )
 def test_sql_stores_watch_hears_another_process_schedule_a_job(store_factory: StoreFactory) -> None:
     watcher, writer = store_factory.open(), store_factory.open()

@@ -4,6 +4,7 @@ adapter of the SDK: the inline, sql and rq queues; the local (blinker) and Redis
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import itertools
 import threading
 from collections.abc import Callable, Sequence
@@ -15,14 +16,16 @@ from sqlalchemy.util import greenlet_spawn
 from schedule_sdk.adapters.publishers.blinker import BlinkerEventPublisher
 from schedule_sdk.adapters.publishers.redis import RedisEventPublisher
 from schedule_sdk.core.listeners import ListenerRegistry
+from schedule_sdk.domain.events import SCHEDULE_MISSED_EVENT, ScheduleMissedEvent
 from schedule_sdk.ports import EventPublisher, ExecutionQueue, Occurrence
 from schedule_sdk.substrates.inline import InlineExecutionQueue
 from schedule_sdk.substrates.rq.async_handoff import AsyncRQHandOff
 from schedule_sdk.substrates.rq.queue import RQExecutionQueue
 from schedule_sdk.substrates.sql.queue import SQLExecutionQueue
-from schedule_sdk.testing.contracts.event_publisher import EventPublisherContract
+from schedule_sdk.testing.contracts.event_publisher import EventPublisherContract, missed
 from schedule_sdk.testing.contracts.execution_queue import ExecutionQueueContract
 from tests.support import services
+from tests.support.waiting import wait_until
 
 _names = itertools.count()
 
@@ -119,3 +122,19 @@ class TestBlinkerPublisher(EventPublisherContract):
 class TestRedisPublisher(_Redis, EventPublisherContract):
     def open_publisher(self, registry: ListenerRegistry) -> EventPublisher:
         return RedisEventPublisher(registry=registry, redis_url=self.redis_url, channel=self.name)
+
+    def test_a_missed_event_reaches_other_instances_with_its_reason(self) -> None:
+        here, there = ListenerRegistry(), ListenerRegistry()
+        received: list[ScheduleMissedEvent] = []
+        there.connect(SCHEDULE_MISSED_EVENT, received.append)
+        sender = RedisEventPublisher(registry=here, redis_url=self.redis_url, channel=self.name)
+        receiver = RedisEventPublisher(registry=there, redis_url=self.redis_url, channel=self.name)
+        try:
+            assert wait_until(receiver._ready.is_set, 10)
+            sent = dataclasses.replace(missed(), reason="overlap")
+            sender.publish_missed(sent)
+            assert wait_until(lambda: received, 10)
+            assert received == [sent] and received[0].reason == "overlap"
+        finally:
+            sender.close()
+            receiver.close()

@@ -273,11 +273,12 @@ def test_the_alarm_shows_on_every_page_while_no_worker_is_live(site: Site):
     client = site.client()
     for path in ("/", "/jobs", "/workers", "/timers"):
         assert 'id="alarm"' in client.get(path).text, path
-    worker = WorkerInfo("w-1", "host-a", 4242, "sql", T0, T0)
+    worker = WorkerInfo("w-1", "host-a", 4242, "sql", T0, T0, clock_offset=-1.25, clock_error=0.0015)
     site.store.beat(worker)
     assert 'id="alarm"' not in client.get("/").text
     workers = client.get("/workers").text
     assert "live" in workers and 'id="workers-note"' not in workers
+    assert "-1.250 s ± 0.002" in workers  # its clock's offset from the store's, as it measured it
     site.clock.advance(timedelta(seconds=30))  # its heartbeat is now too old
     page = client.get("/jobs").text
     assert 'id="alarm"' in page and "1 registered worker(s)" in page and "30 s ago" in page

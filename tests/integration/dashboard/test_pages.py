@@ -9,6 +9,7 @@ import pytest
 import sqlalchemy as sa
 
 from schedule_sdk import (
+    ConcurrencyLimit,
     CronRepeat,
     FireOutcome,
     IntervalRepeat,
@@ -271,3 +272,110 @@ def test_the_job_page_shows_each_failed_attempts_traceback_escaped_and_collapsed
     assert len(shown) == 1  # one failed attempt; closed (no "open")
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html and "<script>alert(1)" not in html
     assert "bytes cut ...]" in html
+
+
+def test_concurrency_keys_show_on_the_job_page_the_workers_page_and_survive_the_reschedule_form(
+    any_site: Site,
+):
+    limit = ConcurrencyLimit(key="reports:acme", limit=2)
+    job_id = any_site.one_shot(run_at=T0 + timedelta(hours=2), concurrency=limit)
+    waiting = [any_site.one_shot(run_at=T0 + timedelta(seconds=3 - n), concurrency=limit) for n in range(3)]
+    any_site.clock.advance(10)
+    now = any_site.clock.now()
+    claimed = any_site.store.claim_due(now, 10, "worker-1", now + timedelta(minutes=1))
+    assert sorted(j.id for j in claimed) == sorted(waiting[1:])  # the two earliest; one waits
+    client = any_site.client(auth=lambda request: True)
+    assert "key reports:acme, at most 2 at once" in client.get(f"/jobs/{job_id}").text
+    keys = client.get("/workers").text
+    row = re.search(r'<tr class="key-row">(.*?)</tr>', keys, re.S)
+    assert row is not None
+    cells = re.findall(r"<td[^>]*>(.*?)</td>", row.group(1), re.S)
+    assert cells[:4] == ["reports:acme", "2", "2", "1"]  # key, limit, running, waiting
+    page = client.get(f"/jobs/{job_id}/reschedule")
+    moved = client.post(
+        f"/jobs/{job_id}/reschedule",
+        data={"csrf": csrf_of(page.text), "run_at": "2030-03-05T08:30:00"},
+        follow_redirects=False,
+    )
+    assert moved.status_code == 303
+    new_id = moved.headers["location"].split("/")[-1].split("?")[0]
+    assert any_site.service.get_by_id(new_id).concurrency == limit
+
+
+def test_the_job_page_shows_the_overlap_policy_and_reschedule_keeps_or_changes_it(site: Site):
+    client = site.client(auth=lambda request: True)
+    spec = RepeatSpec(
+        topic="dash.test", timezone="UTC", repeat=IntervalRepeat(every_ms=60_000), overlap="skip"
+    )
+    job = site.service.schedule_repeat(spec)
+    page = client.get(f"/jobs/{job.id}").text
+    assert re.search(r"<dt>Overlap</dt><dd[^>]*>skip</dd>", page)
+    form = client.get(f"/jobs/{job.id}/reschedule").text
+    assert '<option value="skip" selected>' in form
+
+    def reschedule(target: str, **fields: str):
+        data = {"csrf": csrf_page(client, f"/jobs/{target}/reschedule"), **fields}
+        return client.post(f"/jobs/{target}/reschedule", data=data, follow_redirects=False)
+
+    def new_id(response) -> str:
+        return response.headers["location"].split("/")[-1].split("?")[0]
+
+    kept = site.service.get_by_id(new_id(reschedule(job.id, every_seconds="90")))
+    assert kept.overlap == "skip" and kept.repeat == IntervalRepeat(every_ms=90_000)
+    changed = site.service.get_by_id(new_id(reschedule(kept.id, every_seconds="90", overlap="buffer_one")))
+    assert changed.overlap == "buffer_one"
+    bad = reschedule(changed.id, every_seconds="90", overlap="sometimes")
+    assert bad.status_code == 400 and "SCHEDULE_INVALID_OVERLAP" in bad.text
+    assert site.service.get_by_id(changed.id).status is JobStatus.PENDING  # nothing written
+    cleared = site.service.get_by_id(new_id(reschedule(changed.id, every_seconds="90", overlap="")))
+    assert cleared.overlap is None
+    assert "none (the misfire policy decides)" in client.get(f"/jobs/{cleared.id}").text
+
+
+def test_a_runs_page_names_the_job_it_runs_for_and_shows_that_occurrences_fires(site: Site):
+    client = site.client(auth=lambda request: True)
+    spec = RepeatSpec(
+        topic="dash.test", timezone="UTC", repeat=IntervalRepeat(every_ms=60_000), overlap="allow"
+    )
+    job = site.service.schedule_repeat(spec)
+    assert re.search(r"<dt>Overlap</dt><dd[^>]*>allow</dd>", client.get(f"/jobs/{job.id}").text)
+    assert '<option value="allow" selected>' in client.get(f"/jobs/{job.id}/reschedule").text
+    run = job.evolve(occurrence=2).run_for("01900000-0000-7000-8000-0000000000b2", T0)
+    with site.store.transaction() as tx:
+        tx.insert(run)
+    site.fires(
+        fire(job.id, T0 - timedelta(minutes=2), occurrence=1, worker_id="w-one"),
+        fire(job.id, T0 - timedelta(minutes=1), occurrence=2, worker_id="w-two"),
+    )
+    page = client.get(f"/jobs/{run.id}").text
+    assert re.search(rf'<dd id="run-of">run of <a class="mono" href="[^"]*/jobs/{job.id}">', page)
+    history = page.split('id="history"')[1]
+    assert "w-two" in history and "w-one" not in history  # the job's entries of the run's occurrence
+    parent_page = client.get(f"/jobs/{job.id}").text
+    assert 'id="run-of"' not in parent_page and "w-one" in parent_page and "w-two" in parent_page
+
+
+def test_the_job_page_shows_the_time_limit_and_the_reschedule_form_changes_it(site: Site):
+    client = site.client(auth=lambda request: True)
+    job_id = site.one_shot(run_at=T0 + timedelta(hours=2), time_limit=timedelta(seconds=90))
+    site.fires(
+        fire(job_id, T0 - timedelta(minutes=1), outcome=FireOutcome.TIMEOUT, error="ListenerTimedOut: x")
+    )
+    page = client.get(f"/jobs/{job_id}").text
+    assert '<dt>Time limit</dt><dd class="mono">90 s</dd>' in page and "timeout" in page
+    form = client.get(f"/jobs/{job_id}/reschedule").text
+    assert 'name="time_limit_seconds" value="90"' in form
+
+    def reschedule(target: str, **fields: str):
+        data = {"csrf": csrf_page(client, f"/jobs/{target}/reschedule"), **fields}
+        return client.post(f"/jobs/{target}/reschedule", data=data, follow_redirects=False)
+
+    kept = reschedule(job_id, run_at="2030-03-05T08:30:00", time_limit_seconds="2.5")
+    new_id = kept.headers["location"].split("/")[-1].split("?")[0]
+    assert site.service.get_by_id(new_id).time_limit == timedelta(milliseconds=2500)
+    for bad in ("0", "-1", "abc", "604801", "0.0001"):
+        refused = reschedule(new_id, run_at="2030-03-05T08:30:00", time_limit_seconds=bad)
+        assert refused.status_code == 400 and "SCHEDULE_INVALID_TIME_LIMIT" in refused.text, bad
+        assert site.service.get_by_id(new_id).status is JobStatus.PENDING  # nothing written
+    cleared = reschedule(new_id, run_at="2030-03-05T08:30:00", time_limit_seconds="")
+    assert site.service.get_by_id(cleared.headers["location"].split("/")[-1].split("?")[0]).time_limit is None

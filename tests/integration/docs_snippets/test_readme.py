@@ -38,7 +38,7 @@ def test_readme_example(tmp_path, monkeypatch, capsys):
                 payload={"userId": "u-42"},
             )
         )
-        time.sleep(1.5)
+        time.sleep(3)  # the worker starts, then fires it at its due instant
     # --8<-- [end:readme-use]
     container.shutdown_resources()
     assert "remind u-42, due" in capsys.readouterr().out

@@ -86,9 +86,9 @@ class MeteredJobStore(JobStore, WorkerRegistry, Retention):
         self.calls["release_expired"] += 1
         return self._inner.release_expired(now, limit)
 
-    def next_due_at(self) -> datetime | None:
+    def next_due_at(self, now: datetime | None = None) -> datetime | None:
         self.calls["next_due_at"] += 1
-        return self._inner.next_due_at()
+        return self._inner.next_due_at(now)
 
     def scan_open(self, after_id: str | None, limit: int) -> list[ScheduledJob]:
         self.calls["scan_open"] += 1
@@ -120,6 +120,9 @@ class MeteredJobStore(JobStore, WorkerRegistry, Retention):
 
     def forget_workers(self, beat_before: datetime) -> int:
         return self._registry.forget_workers(beat_before)
+
+    def store_clock(self) -> datetime | None:
+        return self._registry.store_clock()
 
     # -- Retention -------------------------------------------------------------------------------
 

@@ -135,3 +135,46 @@ def test_list_pages_walk_an_index_in_id_order(database: str, name: str) -> None:
     nodes = explain(database, str(compiled))
     assert_reads_index(nodes, index)
     assert not [n for n in nodes if n["Node Type"] == "Sort"], nodes
+
+
+@pytest.fixture
+def burst(postgres_databases: Any) -> Iterator[str]:
+    """A table analysed while every row was pending, then 5,000 rows claimed by one worker (what
+    the statistics look like while a burst is being fired: they count no active row)."""
+    url = postgres_databases.create("burst")
+    with psycopg.connect(sa.make_url(url).set(drivername="postgresql").render_as_string(False)) as conn:
+        conn.execute(
+            FILL.replace(
+                "(ARRAY['completed', 'completed', 'cancelled', 'pending', 'active', 'paused'])[i %% 6 + 1]",
+                "'pending'",
+            ),
+            {"rows": 20_000},
+        )
+        conn.commit()
+        conn.execute("ANALYZE schedule_jobs")
+        conn.commit()
+        conn.execute(
+            "UPDATE schedule_jobs SET status = 'active', claimed_by = 'w' WHERE id IN "
+            "(SELECT id FROM schedule_jobs ORDER BY id LIMIT 5000)"
+        )
+        conn.commit()
+    yield url
+    postgres_databases.drop(url)
+
+
+def test_a_fire_outcome_updates_its_row_by_key_during_a_burst(burst: str) -> None:
+    """The guarded update that writes each fire's outcome finds its row by id (an index condition
+    on id), never by walking every row the worker holds."""
+    engine = make_engine(burst)
+    statement = store._update_statement(frozenset({JobStatus.ACTIVE}), True)
+    compiled = statement.compile(dialect=engine.dialect)
+    engine.dispose()
+    params: dict[str, Any] = dict.fromkeys(compiled.params)
+    params.update(b_id="01900000-0000-7000-8000-000000000042", b_claimed_by="w", b_occurrence=1)
+    nodes = explain(burst, str(compiled), params)
+    scans = [n for n in nodes if n.get("Relation Name") == "schedule_jobs" and "Scan" in n["Node Type"]]
+    assert scans, nodes
+    for scan in scans:
+        assert "(id)::text" in scan.get("Index Cond", ""), {
+            k: scan.get(k) for k in ("Index Name", "Index Cond", "Filter")
+        }

@@ -68,6 +68,14 @@
       main.addEventListener(name, function () { lastPointer = Date.now(); }, { passive: true });
     });
   }
+  // Say at once that a tick, a focus or a selection pauses the refresh, not at the next period.
+  ["change", "focusin", "selectionchange"].forEach(function (name) {
+    document.addEventListener(name, function () {
+      if (!live || !live.checked) return;
+      var why = reading();
+      if (why) show("(paused: " + why + ")");
+    });
+  });
   bind();
   window.setInterval(refresh, PERIOD);
 })();

@@ -1,0 +1,138 @@
+"""``StoreTime``: the store's clock as this process knows it, the clock every claim is made by.
+
+A row is due when its ``run_at`` has passed on the *store's* clock: the one clock every worker
+shares. A worker's own clock may run ahead of it or behind it (hosts' clocks disagree by
+milliseconds to seconds); a worker claiming by its own clock would fire early by as much as its
+clock runs ahead. So a worker measures its offset from the store's clock, at start and with each
+heartbeat (:meth:`StoreTime.measure`)::
+
+    start = monotonic; local = local clock; store = WorkerRegistry.store_clock(); end = monotonic
+    offset = store - (local + (end - start) / 2)        error = (end - start) / 2
+
+The store read its clock after the local read and before ``end``, both within [start, end], so the
+store's clock is within ``error`` of ``local + offset``. ``now()`` is the best estimate (``local +
+offset``: lateness, leases, heartbeats, misfire checks); ``claim_now()`` is the earliest the
+store's clock can be (``local + offset - error``), so a claim by it is never early.
+``claim_now()`` is None, and the process claims nothing, while the offset is unknown (never
+measured, or the last measurement is older than ``refresh_after`` seconds and a new one fails) or
+beyond ``max_offset``: a clock that far off is not kept in step, and a step of it between two
+measurements would move every claim by the step until the next one.
+
+On a store without a clock of its own (SQLite, whose clock is the clock of the machine its
+processes share, and the in-memory store) the offset is 0 and the error 0, by definition.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from schedule_sdk.domain.errors import ScheduleError
+from schedule_sdk.ports import ClaimClock, Clock, JobStore, WorkerRegistry
+
+logger = logging.getLogger(__name__)
+
+#: Seconds a measurement is used for without a new one (a worker's heartbeat measures every
+#: second at most; a process without one, a stock ``rq worker``, measures when it claims).
+REFRESH_AFTER = 5.0
+
+
+@dataclass(frozen=True, slots=True)
+class ClockReading:
+    """One measurement: seconds to add to the local clock to read the store's (``offset``), the
+    bound of its error (half the round trip), and when it was made (``time.monotonic()``)."""
+
+    offset: float
+    error: float
+    taken: float
+
+
+class StoreTime(ClaimClock):
+    """``clock`` (this process's own) corrected by its measured offset from ``store``'s clock."""
+
+    def __init__(
+        self,
+        *,
+        clock: Clock,
+        store: JobStore,
+        max_offset: float = 5.0,
+        refresh_after: float = REFRESH_AFTER,
+    ) -> None:
+        self._clock = clock
+        self._registry = store if isinstance(store, WorkerRegistry) else None
+        self.max_offset = max_offset
+        self._refresh_after = refresh_after
+        self._reading: ClockReading | None = None
+        self._measuring = threading.Lock()
+        self._refusing = False
+
+    @property
+    def reading(self) -> ClockReading | None:
+        """The last measurement (None before the first)."""
+        return self._reading
+
+    def measure(self) -> ClockReading:
+        """Measure the offset from the store's clock now (one round trip) and use it from now on.
+
+        :raises StoreUnavailable: the store did not answer (the last reading stands until it ages).
+        """
+        with self._measuring:
+            if self._registry is None:
+                reading = ClockReading(0.0, 0.0, time.monotonic())
+            else:
+                # The local clock is read after ``start``: the store's read and the local one
+                # then both fall within [start, end], whatever thread switch comes between them.
+                start = time.monotonic()
+                local = self._clock.now()
+                store = self._registry.store_clock()
+                end = time.monotonic()
+                half = (end - start) / 2
+                if store is None:
+                    reading = ClockReading(0.0, 0.0, end)
+                else:
+                    offset = (store - (local + timedelta(seconds=half))).total_seconds()
+                    reading = ClockReading(offset, half, end)
+            self._reading = reading
+        self._judge(reading)
+        return reading
+
+    def within_bound(self, reading: ClockReading) -> bool:
+        """Whether a process with this reading may claim: its offset, error included, is at most
+        ``max_offset`` seconds."""
+        return abs(reading.offset) + reading.error <= self.max_offset
+
+    def now(self) -> datetime:
+        """The store's clock, best estimate (this process's own clock while never measured)."""
+        reading = self._reading
+        now = self._clock.now()
+        return now if reading is None else now + timedelta(seconds=reading.offset)
+
+    def claim_now(self) -> datetime | None:
+        reading = self._reading
+        if reading is None or time.monotonic() - reading.taken > self._refresh_after:
+            try:
+                reading = self.measure()
+            except ScheduleError as error:
+                logger.warning("cannot measure the offset from the store's clock: %s", error)
+                return None
+        if not self.within_bound(reading):
+            return None
+        return self._clock.now() + timedelta(seconds=reading.offset - reading.error)
+
+    def _judge(self, reading: ClockReading) -> None:
+        """Log when claims stop (and start again) for an offset beyond the bound."""
+        refusing = not self.within_bound(reading)
+        if refusing and not self._refusing:
+            logger.error(
+                "this process's clock is %+.3f s (± %.3f s) off the store's clock, beyond the "
+                "bound of %.3f s (max_clock_offset): it claims nothing until its clock is in step",
+                reading.offset,
+                reading.error,
+                self.max_offset,
+            )
+        elif self._refusing and not refusing:
+            logger.warning("clock offset %+.3f s is within the bound again: claiming", reading.offset)
+        self._refusing = refusing

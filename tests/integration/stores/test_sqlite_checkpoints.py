@@ -1,0 +1,43 @@
+"""SQLite: the store's writer never checkpoints inside a commit; the store's thread does."""
+
+from __future__ import annotations
+
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from schedule_sdk import OneShotSpec
+from schedule_sdk.adapters.stores import schema
+from schedule_sdk.adapters.stores.engine import make_engine
+from schedule_sdk.adapters.stores.sqlalchemy import SQLAlchemyJobStore
+from schedule_sdk.domain.ids import new_id
+from schedule_sdk.domain.jobs import ScheduledJob
+
+
+def test_the_writer_does_not_checkpoint_and_the_store_thread_keeps_the_wal_copied(tmp_path: Path) -> None:
+    path = tmp_path / "jobs.db"
+    engine = make_engine(f"sqlite:///{path}")
+    schema.upgrade(engine)
+    store = SQLAlchemyJobStore(engine)
+    try:
+        now = datetime.now(UTC)
+        for _ in range(250):  # one write transaction each, as outcomes at a steady rate are
+            spec = OneShotSpec(topic="t.ckpt", run_at=now + timedelta(hours=1), timezone="UTC")
+            with store.transaction() as tx:
+                tx.insert(ScheduledJob.first_of(spec, new_id(), now))
+        writer = store._writer_conn
+        assert writer is not None
+        driver = writer.connection.driver_connection
+        assert driver is not None
+        assert driver.execute("PRAGMA wal_autocheckpoint").fetchone()[0] == 0
+        checkpoints = store._checkpoints
+        assert checkpoints is not None
+        commits = checkpoints._commits
+        assert commits >= 250
+        # Every 100 commits, then the quiet spell: every commit is checkpointed in the end.
+        deadline = time.monotonic() + 10
+        while checkpoints._done < commits and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert checkpoints._done == commits, "the store's thread did not checkpoint what was written"
+    finally:
+        store.close()

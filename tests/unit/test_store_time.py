@@ -1,0 +1,96 @@
+"""StoreTime: claims by the store's clock, from the offset measured against it."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from schedule_sdk import StoreUnavailable
+from schedule_sdk.core.store_time import StoreTime
+from schedule_sdk.ports import claim_time
+from schedule_sdk.testing import FakeClock, MemoryJobStore
+
+T0 = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)
+
+
+class StoreWithClock(MemoryJobStore):
+    """The in-memory store, with a clock of its own ``ahead`` seconds ahead of ``clock``; it does
+    not answer while ``down``."""
+
+    def __init__(self, clock: FakeClock, ahead: float) -> None:
+        super().__init__()
+        self.clock = clock
+        self.ahead = ahead
+        self.down = False
+        self.reads = 0
+
+    def store_clock(self) -> datetime | None:
+        if self.down:
+            raise StoreUnavailable("down")
+        self.reads += 1
+        return self.clock.now() + timedelta(seconds=self.ahead)
+
+
+@pytest.mark.parametrize("ahead", [2.0, -2.0, 0.0])
+def test_claims_read_the_stores_clock_whatever_the_local_clock_says(ahead: float) -> None:
+    clock = FakeClock(T0)
+    time = StoreTime(clock=clock, store=StoreWithClock(clock, ahead), max_offset=5.0)
+    reading = time.measure()
+    assert reading.offset == pytest.approx(ahead, abs=0.01)
+    assert 0 <= reading.error < 0.01
+    assert time.now() == clock.now() + timedelta(seconds=reading.offset)
+    claim = claim_time(time)
+    assert claim is not None
+    # never later than the store's now: the error bound is taken off
+    assert claim <= T0 + timedelta(seconds=ahead) and claim == time.now() - timedelta(seconds=reading.error)
+
+
+def test_nothing_is_claimed_beyond_the_bound_and_claims_resume_within_it() -> None:
+    clock = FakeClock(T0)
+    store = StoreWithClock(clock, 2.0)
+    time = StoreTime(clock=clock, store=store, max_offset=1.0)
+    time.measure()
+    assert claim_time(time) is None
+    store.ahead = 0.5
+    time.measure()
+    assert claim_time(time) is not None
+
+
+def test_nothing_is_claimed_while_the_offset_is_unknown() -> None:
+    clock = FakeClock(T0)
+    store = StoreWithClock(clock, 1.0)
+    store.down = True
+    time = StoreTime(clock=clock, store=store, refresh_after=0.0)
+    assert time.reading is None and claim_time(time) is None
+    assert time.now() == T0  # the local clock while never measured
+    store.down = False
+    assert claim_time(time) is not None  # measured when it claims
+    store.down = True
+    assert claim_time(time) is None  # the reading is older than refresh_after and cannot be renewed
+
+
+def test_a_fresh_reading_is_reused_and_a_stale_one_renewed() -> None:
+    clock = FakeClock(T0)
+    store = StoreWithClock(clock, 1.0)
+    time = StoreTime(clock=clock, store=store, refresh_after=3600.0)
+    claim_time(time)
+    claim_time(time)
+    assert store.reads == 1
+    stale = StoreTime(clock=clock, store=store, refresh_after=0.0)
+    claim_time(stale)
+    claim_time(stale)
+    assert store.reads == 3
+
+
+def test_a_store_without_a_clock_of_its_own_has_offset_zero() -> None:
+    clock = FakeClock(T0)
+    time = StoreTime(clock=clock, store=MemoryJobStore())
+    reading = time.measure()
+    assert (reading.offset, reading.error) == (0.0, 0.0)
+    assert claim_time(time) == T0
+
+
+def test_a_plain_clock_is_taken_as_the_stores() -> None:
+    clock = FakeClock(T0)
+    assert claim_time(clock) == T0
