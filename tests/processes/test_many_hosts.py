@@ -11,7 +11,6 @@ and the killed host's claims were released by a live one within the documented b
 
 from __future__ import annotations
 
-import time
 from collections import Counter
 from datetime import UTC, datetime, timedelta
 
@@ -31,7 +30,7 @@ LEASE = 60.0
 DEAD_AFTER = 3.0
 #: The documented bound of the takeover: ``dead_after`` plus one heartbeat of a live worker.
 TAKEOVER = DEAD_AFTER + 1.0
-#: What a loaded test machine adds to it (the claims' fires must also run): still far below LEASE.
+#: What a loaded test machine adds to it: still far below LEASE.
 SLACK = 12.0
 
 
@@ -47,6 +46,13 @@ def query(database_url: str, sql: str, *params: object) -> list[tuple]:
 def held_by(database_url: str, worker_id: str) -> list[str]:
     sql = "SELECT id FROM schedule_jobs WHERE status = 'active' AND claimed_by = %s"
     return [row[0] for row in query(database_url, sql, worker_id)]
+
+
+def still_claimed(database_url: str, jobs: list[str], worker_id: str) -> list[str]:
+    """Those of ``jobs`` still in a claim of ``worker_id`` (a released job is pending again, or
+    claimed by another worker, or done)."""
+    sql = "SELECT id FROM schedule_jobs WHERE status = 'active' AND claimed_by = %s AND id = ANY(%s)"
+    return [row[0] for row in query(database_url, sql, worker_id, jobs)]
 
 
 def all_completed(database_url: str, jobs: list[str]) -> bool:
@@ -89,13 +95,13 @@ def test_four_hosts_fire_10000_jobs_once_and_take_over_a_killed_hosts_claims(pos
         assert wait_until(lambda: observed_count(url) >= JOBS // 4, 120)
         assert wait_until(lambda: len(held_by(url, "worker-0")) > 0, 30)
         victim.kill()
-        killed = time.monotonic()
         held = held_by(url, "worker-0")
         assert held, "the victim held no claims when it was killed"
-        # released by a live worker that declared it dead, and fired: well before the lease
-        assert wait_until(lambda: all_completed(url, held), TAKEOVER + SLACK)
-        takeover = time.monotonic() - killed
-        assert takeover < LEASE / 2, takeover
+        # released by a live worker that declared it dead, within the documented bound and long
+        # before the claims' lease ends; then fired by the survivors behind their own backlog (on a
+        # loaded machine that takes longer than the takeover itself: the victim held ~2,000 claims)
+        released = wait_until(lambda: not still_claimed(url, held, "worker-0"), TAKEOVER + SLACK)
+        assert released, f"{len(still_claimed(url, held, 'worker-0'))} of {len(held)} claims still held"
         assert wait_until(lambda: all_completed(url, acknowledged), 240)
     finally:
         codes = [w.terminate() for w in survivors]
