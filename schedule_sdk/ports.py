@@ -305,7 +305,9 @@ class JobStore(ABC):
 
     @abstractmethod
     def extend_claims(self, worker_id: str, job_ids: Sequence[str], lease_until: datetime) -> None:
-        """Push the lease of these active jobs claimed by ``worker_id`` to ``lease_until``."""
+        """Push the lease of these active jobs claimed by ``worker_id`` to ``lease_until``. A
+        store may skip a row another transaction is writing at that moment (its outcome being
+        recorded) rather than wait for it: the next beat extends it if it is still held."""
 
     @abstractmethod
     def release_claims(self, worker_id: str, job_ids: Sequence[str]) -> int:

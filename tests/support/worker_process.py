@@ -49,16 +49,24 @@ class WorkerProcess:
         environ.update(own)
         environ.update(SDK_TEST_EVENTS=str(events), SDK_TEST_SLEEP=str(sleep), PYTHONPATH=str(ROOT))
         environ.update(env or {})
-        self.proc = subprocess.Popen(
-            [*prefix, sys.executable, "-m", "tests.procs.worker"],
-            env=environ,
-            cwd=ROOT,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
+        # Its log goes to a file, never to a pipe: nobody drains a pipe while the test runs, and a
+        # worker whose warnings fill one blocks in mid-write (its heartbeat stops, its stop hangs).
+        self.log_path = _log_path(events, environ.get("SCHEDULE_WORKER_ID") or host)
+        with open(self.log_path, "ab") as log:
+            self.proc = subprocess.Popen(
+                [*prefix, sys.executable, "-m", "tests.procs.worker"],
+                env=environ,
+                cwd=ROOT,
+                stdout=subprocess.PIPE,
+                stderr=log,
+                text=True,
+            )
         line = self.proc.stdout.readline() if self.proc.stdout else ""
-        assert line.strip() == "ready", self.proc.stderr.read() if self.proc.stderr else line
+        assert line.strip() == "ready", self.log() or line
+
+    def log(self) -> str:
+        """What the worker logged (its standard error) so far."""
+        return self.log_path.read_text(errors="replace")
 
     def kill(self) -> None:
         self.proc.send_signal(signal.SIGKILL)
@@ -74,7 +82,21 @@ class WorkerProcess:
             children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
             for child in children:
                 os.kill(int(child), signal.SIGTERM)
-        return self.proc.wait(timeout=15)
+        try:
+            return self.proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            tail = self.log()[-4000:]
+            raise AssertionError(f"no exit within 15 s of SIGTERM; the worker's log:\n{tail}") from None
+
+
+def _log_path(events: Path, name: str | None) -> Path:
+    """A log file of its own beside ``events`` for each worker process."""
+    stem = f"{events.stem}.{name or 'worker'}"
+    for n in range(1000):
+        path = events.with_name(f"{stem}.{n}.log")
+        if not path.exists():
+            return path
+    raise AssertionError(f"too many worker logs beside {events}")
 
 
 def fired(events: Path) -> Counter[str]:

@@ -268,9 +268,12 @@ def _update_params(job: ScheduledJob, guard: Guard) -> dict[str, Any]:
 
 
 #: PostgreSQL's lease renewal (the heartbeat's, for every fire the worker holds).
+#: Rows another transaction holds (the worker's own recorder, completing them) are skipped, not
+#: waited for: waiting could deadlock with a recorder locking the same rows in another order.
 _EXTEND_PG = (
-    f"UPDATE {t.name} SET claimed_until = %s "
-    "WHERE claimed_by = %s AND status = 'active' AND id = ANY(%s::varchar[])"
+    f"WITH held AS MATERIALIZED (SELECT id FROM {t.name} "
+    "WHERE claimed_by = %s AND status = 'active' AND id = ANY(%s::varchar[]) FOR UPDATE SKIP LOCKED) "
+    f"UPDATE {t.name} s SET claimed_until = %s FROM held WHERE s.id = held.id"
 )
 #: The mutable columns whose values are datetimes (bound through ``UTCDateTime``).
 _UTC_MUTABLE = frozenset(name for name in MUTABLE_FIELDS if isinstance(t.c[name].type, UTCDateTime))
@@ -796,7 +799,7 @@ class SQLAlchemyJobStore(JobStore, JoinableStore, WorkerRegistry, FireHistory, R
         if self._is_pg:  # one array parameter: a worker holding 2,000 fires binds 2,000 ids
             with self._write() as conn:
                 until = _FIRE_TIME.process_bind_param(lease_until, conn.dialect)
-                conn.exec_driver_sql(_EXTEND_PG, (until, worker_id, list(job_ids)))
+                conn.exec_driver_sql(_EXTEND_PG, (worker_id, list(job_ids), until))
             return
         statement = (
             sa.update(t)
