@@ -12,6 +12,7 @@ kill it with SIGKILL."""
 
 from __future__ import annotations
 
+import faulthandler
 import os
 import select
 import signal
@@ -97,6 +98,7 @@ def main() -> int:
         time.sleep = sleep_relative
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    faulthandler.register(signal.SIGUSR1, all_threads=True)  # every thread's stack, to stderr
     container = ScheduleContainer()
     container.listeners().register(record)
     if MISSED:

@@ -12,6 +12,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from tests.support.waiting import wait_until
+
 ROOT = Path(__file__).resolve().parents[2]
 #: Debian's libfaketime, the multi-threaded flavour (scripts/ensure-services.sh installs it).
 FAKETIME_GLOB = "/usr/lib/*/faketime/libfaketimeMT.so.1"
@@ -64,6 +66,15 @@ class WorkerProcess:
         line = self.proc.stdout.readline() if self.proc.stdout else ""
         assert line.strip() == "ready", self.log() or line
 
+    def signal_children(self, signum: int) -> None:
+        """Send ``signum`` to the worker (inside its namespaces, when it has a host of its own)."""
+        if self.host is None:
+            self.proc.send_signal(signum)
+            return
+        pid = self.proc.pid
+        for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split():
+            os.kill(int(child), signum)
+
     def log(self) -> str:
         """What the worker logged (its standard error) so far."""
         return self.log_path.read_text(errors="replace")
@@ -75,17 +86,14 @@ class WorkerProcess:
     def terminate(self) -> int:
         """SIGTERM the worker (inside its namespaces, when it has a host of its own: ``unshare``
         would die of it and kill the worker); its exit code."""
-        if self.host is None:
-            self.proc.send_signal(signal.SIGTERM)
-        else:
-            pid = self.proc.pid
-            children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
-            for child in children:
-                os.kill(int(child), signal.SIGTERM)
+        self.signal_children(signal.SIGTERM)
         try:
             return self.proc.wait(timeout=15)
         except subprocess.TimeoutExpired:
-            tail = self.log()[-4000:]
+            before = len(self.log())
+            self.signal_children(signal.SIGUSR1)  # its threads' stacks, to its log
+            wait_until(lambda: "Thread 0x" in self.log()[before:], 3)
+            tail = self.log()[-8000:]
             raise AssertionError(f"no exit within 15 s of SIGTERM; the worker's log:\n{tail}") from None
 
 
