@@ -75,7 +75,10 @@ def main(argv: list[str] | None = None) -> int:
     gc.freeze()
     try:
         logger.info("timer service ready (db %s)", masked_url(settings.database_url))
-        stop.wait()
+        # Timed: a signal another thread received is handled only when this (the main) thread
+        # runs Python code again; an untimed wait can sit through SIGTERM.
+        while not stop.wait(0.5):
+            pass
         logger.info("stopping the timer service")
     finally:
         timer.close()

@@ -108,7 +108,10 @@ def main() -> int:
     with container.worker():
         sys.stdout.write("ready\n")
         sys.stdout.flush()
-        stop.wait()
+        # a timed wait: a signal delivered to another thread is only handled once the main thread
+        # runs Python code again (an untimed wait once sat through SIGTERM)
+        while not stop.wait(0.5):
+            pass
     container.shutdown_resources()
     return 0
 
