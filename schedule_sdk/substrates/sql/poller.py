@@ -48,9 +48,6 @@ class DuePoller:
         self._wakeup = threading.Event()
         self._stop = threading.Event()
         self._planned: datetime | None = None
-        #: Whether the last cycle found no room in the dispatcher: only then does freed capacity
-        #: wake the poller (every fire's end would otherwise cost a cycle that claims nothing).
-        self._starved = False
         self._thread: threading.Thread | None = None
         self._cleanups: list[Callable[[], None]] = []
 
@@ -60,13 +57,9 @@ class DuePoller:
         if due_at is None or planned is None or due_at < planned:
             self._wakeup.set()
 
-    def _capacity_freed(self) -> None:
-        if self._starved:
-            self._wakeup.set()
-
     def start(self) -> None:
         self._stop.clear()
-        self._dispatcher.on_capacity = self._capacity_freed
+        self._dispatcher.on_capacity = self.wake
         watching = self._store.watch(self.wake)  # first: it may refuse (ListenNotDelivered)
         self._cleanups = [self._queue.subscribe(self.wake), watching]
         self._thread = threading.Thread(target=self._run, name="schedule-sdk-poller", daemon=True)
@@ -99,10 +92,8 @@ class DuePoller:
         """Claim what is due; return how long to sleep (0: go again at once)."""
         self._planned = None
         self._wakeup.clear()
-        self._starved = True  # before reading the room: a fire ending meanwhile still wakes us
         room = min(self._batch, self._dispatcher.capacity())
         if room > 0:
-            self._starved = False
             now = claim_time(self._clock)
             if now is None:  # the offset from the store's clock is unknown or beyond its bound
                 return self._poll
