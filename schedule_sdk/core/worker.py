@@ -5,8 +5,9 @@
 heartbeat measures again at each beat), registers the worker (its row in the worker registry,
 with that offset), releases the claims of workers
 found dead, runs the boot reconciler, then starts the listener pool, the substrate's runner (the
-due-time poller, or the RQ worker) and a heartbeat that beats the worker's row, renews its leases,
-releases the claims of workers whose beat stopped for ``dead_after`` seconds (see
+due-time poller, or the RQ worker), a heartbeat that beats the worker's row and renews its leases
+(on a thread of its own, so no maintenance pass delays a beat), and a maintenance thread at the
+same pace that releases the claims of workers whose beat stopped for ``dead_after`` seconds (see
 :mod:`~schedule_sdk.core.liveness`; on ``rq`` it also takes over a dead worker's pump lock and,
 for a few seconds, hands over the entries its consumer had popped) and, as the fallback, expired
 leases, hands over again the entries a dead process left stranded for longer than the lease
@@ -94,6 +95,7 @@ class ScheduleWorker:
         self._on_start = on_start
         self._stop = threading.Event()
         self._heartbeat: threading.Thread | None = None
+        self._maintenance: threading.Thread | None = None
         self._lock = threading.Lock()
         self._dead_after = dead_after
         self._substrate = substrate
@@ -137,6 +139,10 @@ class ScheduleWorker:
                 raise
             self._heartbeat = threading.Thread(target=self._beat, name="schedule-sdk-heartbeat", daemon=True)
             self._heartbeat.start()
+            self._maintenance = threading.Thread(
+                target=self._maintain, name="schedule-sdk-maintenance", daemon=True
+            )
+            self._maintenance.start()
             logger.info("worker %s started", self.dispatcher.worker_id)
             if self._listeners is not None and self._listeners.count() == 0:
                 logger.warning(
@@ -155,9 +161,10 @@ class ScheduleWorker:
             self._stop.set()
             self._runner.stop()
             self.dispatcher.stop(self._stop_timeout if timeout is None else timeout)
-            assert self._heartbeat is not None
+            assert self._heartbeat is not None and self._maintenance is not None
             self._heartbeat.join(timeout=2)
-            self._heartbeat = None
+            self._maintenance.join(timeout=2)
+            self._heartbeat = self._maintenance = None
             try:
                 self._registry.remove_worker(self.dispatcher.worker_id)
             except ScheduleError as error:  # the row ages out; peers find no claims to release
@@ -240,8 +247,9 @@ class ScheduleWorker:
         await self.stop_async()
 
     def _beat(self) -> None:
+        """Beat the worker's row and renew its claims, every ``beat_interval``: nothing else runs
+        on this thread, so a long maintenance pass never makes a live worker look dead."""
         assert self.liveness is not None
-        last_reconcile = time.monotonic()
         while not self._stop.wait(self.beat_interval):
             try:
                 held = self.dispatcher.held_ids()
@@ -251,6 +259,15 @@ class ScheduleWorker:
                 if held:
                     until = Lease(self._lease).until(self._clock.now())
                     self._store.extend_claims(self.dispatcher.worker_id, held, until)
+            except ScheduleError as error:
+                logger.warning("heartbeat failed: %s", error)
+
+    def _maintain(self) -> None:
+        """At the heartbeat's pace, on a thread of its own: release the claims of dead peers and
+        expired leases, hand over stranded entries, heal a moved substrate, reconcile, purge."""
+        last_reconcile = time.monotonic()
+        while not self._stop.wait(self.beat_interval):
+            try:
                 self._watch_peers()
                 self.reconciler.release_expired()
                 self.reconciler.rescue()
@@ -263,4 +280,4 @@ class ScheduleWorker:
                 if self._purger is not None:
                     self._purger.tick()  # retention: a time-boxed slice of the purge
             except ScheduleError as error:
-                logger.warning("heartbeat failed: %s", error)
+                logger.warning("maintenance failed: %s", error)
