@@ -138,7 +138,10 @@ def test_skip_after_a_pause_reports_the_missed_occurrences(backend):
 
 
 def test_a_worker_with_retention_purges_old_finished_jobs_only(backend):
-    h = backend.harness(retention="1s").start()
+    h = backend.harness(retention="1s")
+    # before the start: a tick that finds nothing to purge rests for the interval (60 s by default)
+    h.container.purger()._interval = 0.1
+    h.start()
     done = h.service.schedule_at(OneShotSpec(topic="tests.steer", run_at=at(0.5), timezone="UTC"))
     cancelled = h.service.schedule_at(OneShotSpec(topic="tests.steer", run_at=at(3600), timezone="UTC"))
     paused = h.service.schedule_at(OneShotSpec(topic="tests.steer", run_at=at(3600), timezone="UTC"))
@@ -146,7 +149,6 @@ def test_a_worker_with_retention_purges_old_finished_jobs_only(backend):
     h.service.cancel(cancelled.id)
     h.service.pause(paused.id)
     h.wait_status(done.id, "completed")
-    h.container.purger()._interval = 0.1
     assert h.wait_for(lambda: h.service.get_by_id(done.id) is None, timeout=10)
     assert h.wait_for(lambda: h.service.get_by_id(cancelled.id) is None, timeout=10)
     assert h.job(paused.id).status is JobStatus.PAUSED and h.job(pending.id).status is JobStatus.PENDING

@@ -281,8 +281,9 @@ def test_redelivery_after_store_failures_is_capped_then_dead_lettered(nats_timer
     assert wait_until(lambda: _settled(probe), timeout=5)
     info = _consumer(probe)
     assert info.config.max_deliver == 3 + SPARE_DELIVERIES and info.config.ack_wait == 3.0
-    # 3 deliveries, the last one tried alone (a batch of several is retried one by one first)
-    assert 3 <= len(deliveries) <= 4 and deliveries[-1] == 1
+    # 3 deliveries, the last one tried alone (a batch of several is retried one by one first); a
+    # delivery the server counted but never handed over (above) reaches the store as none
+    assert 2 <= len(deliveries) <= 4 and deliveries[-1] == 1, deliveries
     assert len(probe.dead) == 1
 
 
