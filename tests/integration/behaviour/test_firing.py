@@ -15,6 +15,7 @@ from schedule_sdk import (
     IntervalRepeat,
     JobMetadata,
     JobStatus,
+    MisfirePolicy,
     OneShotSpec,
     RepeatSpec,
     RetryPolicy,
@@ -119,8 +120,17 @@ def test_exponential_backoff_and_exhausted_retries_fail_a_one_shot(backend):
 
 def test_interval_repeats_are_fixed_rate_and_end_at_their_limit(backend):
     h = backend.harness().start()
+    # a grace no loaded machine exceeds: an occurrence fired late is fired, not coalesced (fire_once
+    # skips to the next one past its default grace), so the grid below holds whatever the load
+    never_coalesced = MisfirePolicy(mode="fire_once", grace_ms=60_000)
     job = h.service.schedule_repeat(
-        RepeatSpec(topic="tests.tick", timezone="UTC", repeat=IntervalRepeat(every_ms=250), limit=4)
+        RepeatSpec(
+            topic="tests.tick",
+            timezone="UTC",
+            repeat=IntervalRepeat(every_ms=250),
+            limit=4,
+            misfire=never_coalesced,
+        )
     )
     events = h.wait_events(job.id, 4)
     done = h.wait_status(job.id, "completed")
