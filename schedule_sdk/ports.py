@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Protocol, TypeVar, cast
+from typing import Any, NamedTuple, Protocol, TypeVar, cast
 
 from schedule_sdk.domain.declared import StoredDeclaration
 from schedule_sdk.domain.errors import ScheduleValidationError, StoreLacksCapability
@@ -49,6 +49,17 @@ def claim_time(clock: Clock) -> datetime | None:
     else ``clock.now()`` (a plain clock, e.g. a test's fake one, is taken as the store's). None:
     claim nothing now."""
     return clock.claim_now() if isinstance(clock, ClaimClock) else clock.now()
+
+
+class DueClaim(NamedTuple):
+    """What :meth:`JobStore.claim_due_planned` answers: the claimed jobs, the next instant a claim
+    could find more (None: nothing pending but what waits for a slot, or a full claim), and
+    whether jobs due by the claim's ``now`` were left waiting for a concurrency slot (True when
+    the store cannot tell)."""
+
+    jobs: list[ScheduledJob]
+    next_due_at: datetime | None
+    waiting: bool = True
 
 
 #: ``(job_id, occurrence, attempt)``: which fire of which job.
@@ -325,6 +336,18 @@ class JobStore(ABC):
         concurrency key due at or before ``now`` are left out: a claim at ``now`` left them
         waiting for a slot, and whoever frees one wakes the runners (so a poller does not spin)."""
 
+    def claim_due_planned(self, now: datetime, limit: int, worker_id: str, lease_until: datetime) -> DueClaim:
+        """``claim_due``, and what a poller waits for next: when fewer than ``limit`` jobs were
+        claimed, the earliest ``run_at`` of a pending job that this claim neither took nor left
+        waiting for a slot (None: no such job; the field is None too when the claim was full).
+
+        The default calls ``claim_due`` then ``next_due_at(now)``; a store may answer both in one
+        round trip, and may then leave out rows another claim is taking at that moment (they are
+        active once it commits, or pending again and announced by the store's watch or found by
+        the poller's next periodic read if it fails)."""
+        claimed = self.claim_due(now, limit, worker_id, lease_until)
+        return DueClaim(claimed, None if len(claimed) >= limit else self.next_due_at(now))
+
     @abstractmethod
     def scan_open(self, after_id: str | None, limit: int) -> list[ScheduledJob]:
         """Up to ``limit`` pending or active jobs with ``id > after_id``, in id order."""
@@ -376,9 +399,15 @@ class JobStore(ABC):
         return [TopicBacklog(topic, *found[topic]) for topic in sorted(found)]
 
     @abstractmethod
-    def watch(self, on_change: Callable[[datetime | None], None]) -> Callable[[], None]:
+    def watch(
+        self,
+        on_change: Callable[[datetime | None], None],
+        on_slot_freed: Callable[[], None] | None = None,
+    ) -> Callable[[], None]:
         """Call ``on_change(due_at)`` (from any thread) soon after another process schedules a job
         (``due_at`` its due time, or None when unknown); return a function that stops watching.
+        A store that announces a freed concurrency slot as such calls ``on_slot_freed`` for it
+        (``on_change(None)`` when that is not given); another may report it as ``on_change``.
         Best effort: a missed call only delays a fire until the poller's safety-net interval. A
         store no other process writes to (in memory) has nothing to report: it returns a stop
         function at once."""

@@ -644,7 +644,11 @@ class Firing(FirePath):
             if self._history is not None:
                 fires = [f for r in results for f in (r.fire, r.overlapped) if f is not None]
                 self._history.record_fires(tx, fires)
-            if freed:  # the fires waiting for the freed slots go to the queue again (idempotent)
+            # The fires waiting for the freed slots go to a queue that holds entries again
+            # (idempotent). Where the store is the queue (``sql``), the poller's own claim finds
+            # them: this process's freed capacity wakes it when its last claim left rows waiting,
+            # another process's freed slot through the store's watch.
+            if freed and self._queue.holds_entries:
                 handed = {o.job_id for o in following}
                 # one more than freed: two fires of a key recorded at once by two workers each
                 # hand over the earliest waiting one, the extra fills the other slot

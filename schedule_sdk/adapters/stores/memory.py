@@ -540,7 +540,11 @@ class MemoryJobStore(JobStore, JoinableStore, WorkerRegistry, FireHistory, Reten
             pairs = [(row, self._rows.get(row.job_id)) for _, row in sorted(self._declared.items())]
         return pairs
 
-    def watch(self, on_change: Callable[[datetime | None], None]) -> Callable[[], None]:
+    def watch(
+        self,
+        on_change: Callable[[datetime | None], None],
+        on_slot_freed: Callable[[], None] | None = None,
+    ) -> Callable[[], None]:
         """No other process can write to this store, so there is nothing to watch."""
         return lambda: None
 

@@ -9,6 +9,7 @@ import json
 import os
 import sqlite3
 import threading
+import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -56,6 +57,7 @@ from schedule_sdk.domain.jobs import (
 from schedule_sdk.domain.status import JobStatus
 from schedule_sdk.domain.time_limits import limit_ms
 from schedule_sdk.ports import (
+    DueClaim,
     FireHistory,
     Guard,
     JobStore,
@@ -442,6 +444,9 @@ _PENDING = t.c.status == sa.literal_column("'pending'")
 _ACTIVE = t.c.status == sa.literal_column("'active'")
 _FINISHED = sa.text(FINISHED_CONDITION)
 _NOT_PENDING = sa.text(NOT_PENDING_CONDITION)
+#: How long after rows with a concurrency key were last due a PostgreSQL claim keeps claiming them
+#: with the rest in one round trip (rather than asking first whether any is due).
+_KEYED_PIPELINE_SECONDS = 60.0
 #: The PostgreSQL advisory lock key held by the transaction of each purge batch.
 PURGE_LOCK_KEY = 0x5C4ED_9C6
 
@@ -522,11 +527,23 @@ def _keyed_claim(*, given: bool) -> sa.Update:
     return _claiming([t.c.id.in_(chosen), _PENDING])
 
 
+#: The earliest pending run_at; with ``n_now`` bound, leaving out keyed rows due by then (waiting).
+_NEXT_DUE = sa.select(sa.func.min(t.c.run_at)).where(_PENDING)
+_NEXT_DUE_UNWAITING = _NEXT_DUE.where(sa.or_(_UNKEYED, t.c.run_at > sa.bindparam("n_now", type_=UTCDateTime)))
 _CLAIM_KEYED = _keyed_claim(given=False)
 _CLAIM_KEYED_MANY = _keyed_claim(given=True)
 #: The poller's claims on SQLite, compiled once (sqlite_claims).
 _DRIVER_DUE = sqlite_claims.DriverClaim(_CLAIM_DUE)
 _DRIVER_KEYED = sqlite_claims.DriverClaim(_CLAIM_KEYED)
+#: SQLite: after a claim, when to claim next and whether rows with a key are left waiting.
+_DRIVER_PLAN = sqlite_claims.DriverPlan(
+    sa.select(
+        _NEXT_DUE_UNWAITING.scalar_subquery(),
+        sa.exists().where(
+            sa.text(KEYED_PENDING_CONDITION), t.c.run_at <= sa.bindparam("n_now", type_=UTCDateTime)
+        ),
+    )
+)
 
 
 # Retention: the oldest finished rows, read through the partial index ix_schedule_jobs_finished
@@ -613,6 +630,8 @@ class SQLAlchemyJobStore(JobStore, JoinableStore, WorkerRegistry, FireHistory, R
         # claim need not survive a database crash: a lost claim leaves the row pending, so the
         # occurrence fires again (at least once). Job rows and outcomes use the durable pool.
         self._claims = _claims_engine(engine) if self._is_pg else None
+        #: Until when a claim takes rows with a concurrency key first (monotonic clock).
+        self._keyed_until = 0.0
 
     @property
     def one_writer(self) -> bool:
@@ -732,22 +751,39 @@ class SQLAlchemyJobStore(JobStore, JoinableStore, WorkerRegistry, FireHistory, R
     def claim_due(
         self, now: datetime, limit: int, worker_id: str, lease_until: datetime
     ) -> list[ScheduledJob]:
+        return self._claim_due(now, limit, worker_id, lease_until, planned=False).jobs
+
+    def claim_due_planned(self, now: datetime, limit: int, worker_id: str, lease_until: datetime) -> DueClaim:
+        """One round trip on PostgreSQL (the claim statement also reads the next due instant;
+        rows another claim is taking are left out), one write transaction on SQLite."""
+        return self._claim_due(now, limit, worker_id, lease_until, planned=True)
+
+    def _claim_due(
+        self, now: datetime, limit: int, worker_id: str, lease_until: datetime, *, planned: bool
+    ) -> DueClaim:
         if self._claims is not None:
             params = {"now": now, "worker": worker_id, "lease": lease_until, "limit": limit}
-            rows, keyed_due = pg_claims.claim_flagged(self._claims, pg_claims.CLAIM_DUE, params)
-            if keyed_due and len(rows) < limit:
+            rows: list[dict[str, Any]] = []
+            if time.monotonic() >= self._keyed_until:  # no keyed row lately: the plain claim
+                rows, waiting, next_due = pg_claims.claim_due(self._claims, params)
+                if not waiting or len(rows) >= limit:
+                    return DueClaim(_sorted(rows), None if len(rows) >= limit else next_due, waiting)
                 params["limit"] = limit - len(rows)
-                rows += pg_claims.claim_keyed(
-                    self._claims, pg_claims.LOCK_DUE_KEYS_HANDED, pg_claims.CLAIM_KEYED, params
-                )
-            return _sorted(rows)
+            # rows with a key are due: both claims in one transaction, one round trip, for a while
+            self._keyed_until = time.monotonic() + _KEYED_PIPELINE_SECONDS
+            more, waiting, next_due = pg_claims.claim_keyed_first(self._claims, params)
+            rows += more
+            return DueClaim(_sorted(rows), None if len(rows) >= limit else next_due, waiting)
         params = {"c_now": now, "c_worker": worker_id, "c_lease": lease_until, "c_limit": limit}
         with self._claiming() as conn:  # SQLite: as _claim, through the compiled driver statements
             rows = _DRIVER_DUE.run(conn, params)
             if len(rows) < limit:
                 params["c_limit"] = limit - len(rows)
                 rows += _DRIVER_KEYED.run(conn, params)
-        return _sorted(rows)
+            if len(rows) >= limit or not planned:
+                return DueClaim(_sorted(rows), None)
+            next_due, waiting = _DRIVER_PLAN.plan(conn, {"n_now": now})
+        return DueClaim(_sorted(rows), next_due, waiting)
 
     def claim_many(
         self,
@@ -920,13 +956,9 @@ class SQLAlchemyJobStore(JobStore, JoinableStore, WorkerRegistry, FireHistory, R
         return [TopicBacklog(topic, int(n), int(due), oldest) for topic, n, due, oldest in rows]
 
     def next_due_at(self, now: datetime | None = None) -> datetime | None:
-        statement = sa.select(sa.func.min(t.c.run_at)).where(_PENDING)
-        if now is not None:  # keyed rows due by now wait for a slot
-            statement = statement.where(
-                sa.or_(_UNKEYED, t.c.run_at > sa.bindparam("n_now", now, type_=UTCDateTime))
-            )
+        statement, params = (_NEXT_DUE, {}) if now is None else (_NEXT_DUE_UNWAITING, {"n_now": now})
         with self._claiming() if self._claims is not None else self._read() as conn:
-            value = conn.execute(statement).scalar()
+            value = conn.execute(statement, params).scalar()
         return value if isinstance(value, datetime) or value is None else None
 
     def concurrency_load(self, now: datetime) -> list[KeyLoad]:
@@ -1036,10 +1068,15 @@ class SQLAlchemyJobStore(JobStore, JoinableStore, WorkerRegistry, FireHistory, R
 
     # -----------------------------------------------------------------------------------------
 
-    def watch(self, on_change: Callable[[datetime | None], None]) -> Callable[[], None]:
+    def watch(
+        self,
+        on_change: Callable[[datetime | None], None],
+        on_slot_freed: Callable[[], None] | None = None,
+    ) -> Callable[[], None]:
         """PostgreSQL: ``LISTEN`` on the listen URL, after checking that a notification sent there
-        is delivered (:func:`.watch.check_listen`); behind a transaction pooler without a listen
-        URL, nothing (the poller polls). SQLite: ``data_version``.
+        is delivered (:func:`.watch.check_listen`), a freed slot announced as such (migration
+        0023); behind a transaction pooler without a listen URL, nothing (the poller polls).
+        SQLite: ``data_version`` (any commit of another connection, as ``on_change(None)``).
 
         :raises ListenNotDelivered: a notification was not delivered on the listen connection."""
         if not self._is_pg:
@@ -1051,7 +1088,7 @@ class SQLAlchemyJobStore(JobStore, JoinableStore, WorkerRegistry, FireHistory, R
         else:
             url = self.engine.url
         watch.check_listen(url)
-        return watch.listen_postgres(url, self._channel, on_change)
+        return watch.listen_postgres(url, self._channel, on_change, on_slot_freed)
 
     def close(self) -> None:
         if self._checkpoints is not None:

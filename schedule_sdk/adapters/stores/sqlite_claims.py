@@ -33,7 +33,7 @@ _UTC_COLUMNS = tuple(i for i, c in enumerate(t.c) if isinstance(c.type, UTCDateT
 class DriverClaim:
     """One claim statement (an ``UPDATE ... RETURNING`` of every column) compiled for SQLite."""
 
-    def __init__(self, statement: sa.Update) -> None:
+    def __init__(self, statement: sa.Update | sa.Select[Any]) -> None:
         compiled = statement.compile(dialect=_DIALECT)
         self.sql = compiled.string
         self._names = tuple(compiled.positiontup or ())
@@ -55,14 +55,28 @@ class DriverClaim:
         """Run it on ``conn``'s driver connection, in its transaction; the claimed rows as column
         mappings (aware UTC). A driver error is raised as SQLAlchemy's (``DBAPIError``), as a
         statement run through ``conn`` would raise it."""
+        return [mapping(row) for row in self._execute(conn, values)]
+
+    def _execute(self, conn: Connection, values: Mapping[str, Any]) -> list[Any]:
         driver = conn.connection.driver_connection
         assert isinstance(driver, sqlite3.Connection)
         parameters = self.parameters(values)
         try:
-            rows = driver.execute(self.sql, parameters).fetchall()
+            return driver.execute(self.sql, parameters).fetchall()
         except sqlite3.Error as error:
             raise exc.DBAPIError.instance(self.sql, parameters, error, sqlite3.Error) from error
-        return [mapping(row) for row in rows]
+
+
+class DriverPlan(DriverClaim):
+    """A ``SELECT`` of one row, a timestamp (``min(run_at)``) and a flag, compiled for SQLite and
+    run like a claim."""
+
+    def plan(self, conn: Connection, values: Mapping[str, Any]) -> tuple[datetime | None, bool]:
+        """The timestamp (aware UTC; None for NULL) and the flag."""
+        rows = self._execute(conn, values)
+        value, flag = rows[0] if rows else (None, False)
+        parsed = _TIME.process_result_value(value, _DIALECT) if value is not None else None
+        return (parsed if isinstance(parsed, datetime) else None), bool(flag)
 
 
 def mapping(row: Sequence[Any]) -> dict[str, Any]:

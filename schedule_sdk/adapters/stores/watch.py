@@ -62,8 +62,15 @@ def check_listen(url: URL, timeout: float = LISTEN_CHECK_SECONDS) -> None:
         )
 
 
-def listen_postgres(url: URL, channel: str, on_change: OnChange) -> Callable[[], None]:
-    """LISTEN on ``channel``; each notification's payload is the new job's due time (ISO 8601)."""
+#: The payload of the notification sent when a concurrency slot frees (migration 0023).
+SLOT_PAYLOAD = "slot"
+
+
+def listen_postgres(
+    url: URL, channel: str, on_change: OnChange, on_slot: Callable[[], None] | None = None
+) -> Callable[[], None]:
+    """LISTEN on ``channel``; a notification's payload is a job's due time (ISO 8601), or
+    :data:`SLOT_PAYLOAD` for a freed slot (``on_slot``, else ``on_change(None)``)."""
     import psycopg
 
     stop = threading.Event()
@@ -79,7 +86,10 @@ def listen_postgres(url: URL, channel: str, on_change: OnChange) -> Callable[[],
             on_change(None)  # anything sent while we were away
             while not stop.is_set():
                 for note in conn.notifies(timeout=0.5):
-                    on_change(_parse(note.payload))
+                    if note.payload == SLOT_PAYLOAD and on_slot is not None:
+                        on_slot()
+                    else:
+                        on_change(_parse(note.payload))
         return 0.0
 
     def run() -> None:

@@ -48,6 +48,15 @@ class DuePoller:
         self._wakeup = threading.Event()
         self._stop = threading.Event()
         self._planned: datetime | None = None
+        #: The last cycle claimed all the dispatcher had room for (or it had none): freed
+        #: capacity is then worth a cycle.
+        self._starved = False
+        #: The last claim left rows with a concurrency key due, waiting for a slot (or a cycle is
+        #: under way): a freed slot (a fire of this process ending, or another's announced by
+        #: the store's watch) is then worth a cycle. Otherwise neither changes what a claim would
+        #: find: rows that fall due later are in the plan, rows made pending again announce
+        #: themselves.
+        self._waiting = True
         self._thread: threading.Thread | None = None
         self._cleanups: list[Callable[[], None]] = []
 
@@ -57,10 +66,22 @@ class DuePoller:
         if due_at is None or planned is None or due_at < planned:
             self._wakeup.set()
 
+    def _capacity_freed(self) -> None:
+        """A fire of this process ended (its outcome recorded): worth a claim if the last one was
+        short of room, or left rows waiting for a slot this fire may have held."""
+        if self._starved or self._waiting:
+            self._wakeup.set()
+
+    def _slot_freed(self) -> None:
+        """A concurrency slot freed (in any process): worth a claim only if rows wait for one."""
+        if self._waiting:
+            self._wakeup.set()
+
     def start(self) -> None:
         self._stop.clear()
-        self._dispatcher.on_capacity = self.wake
-        watching = self._store.watch(self.wake)  # first: it may refuse (ListenNotDelivered)
+        self._dispatcher.on_capacity = self._capacity_freed
+        # first: it may refuse (ListenNotDelivered)
+        watching = self._store.watch(self.wake, on_slot_freed=self._slot_freed)
         self._cleanups = [self._queue.subscribe(self.wake), watching]
         self._thread = threading.Thread(target=self._run, name="schedule-sdk-poller", daemon=True)
         self._thread.start()
@@ -92,22 +113,29 @@ class DuePoller:
         """Claim what is due; return how long to sleep (0: go again at once)."""
         self._planned = None
         self._wakeup.clear()
-        room = min(self._batch, self._dispatcher.capacity())
-        if room > 0:
-            now = claim_time(self._clock)
-            if now is None:  # the offset from the store's clock is unknown or beyond its bound
-                return self._poll
-            claimed = self._store.claim_due(now, room, self._dispatcher.worker_id, self._lease.until(now))
-            if claimed:
-                self._dispatcher.submit(claimed)
-            if len(claimed) == room:
-                return 0.0
-        else:
+        self._waiting = True  # a slot freed during this claim may be one it found taken
+        capacity = self._dispatcher.capacity()
+        room = min(self._batch, capacity)
+        self._starved = room == capacity  # set before the claim: a fire may end during it
+        if room <= 0:
             return self._poll  # the dispatcher wakes us when capacity frees up
+        now = claim_time(self._clock)
+        if now is None:  # the offset from the store's clock is unknown or beyond its bound
+            return self._poll
+        claimed, next_due, self._waiting = self._store.claim_due_planned(
+            now, room, self._dispatcher.worker_id, self._lease.until(now)
+        )
+        if claimed:
+            self._dispatcher.submit(claimed)
+        if len(claimed) == room:
+            return 0.0
+        self._starved = False  # it took everything due: freed room would find nothing more
         # Keyed rows still due after the claim wait for a slot: whoever frees one wakes us (this
         # process's fire path through the queue, another's through the store's watch).
-        next_due = self._store.next_due_at(now)
         if next_due is None:
             return self._poll
         self._planned = next_due
-        return max(0.0, min((next_due - self._clock.now()).total_seconds(), self._poll))
+        # until the row is due on the claim's own reading of the store's clock (which trails
+        # ``now()`` by the reading's error): waking by ``now()`` would claim nothing, then go again
+        until = claim_time(self._clock) or self._clock.now()
+        return max(0.0, min((next_due - until).total_seconds(), self._poll))

@@ -190,6 +190,14 @@ class ConcurrencyContract(StoreContract):
         assert self.job_store.next_due_at() == at(-3)
         assert self.job_store.next_due_at(NOW) == later.run_at
 
+    def test_claim_due_planned_leaves_the_waiting_rows_out_of_the_next_due_instant(self) -> None:
+        first = insert(self.job_store, keyed(limit=1, run_at=at(-5)), keyed(limit=1, run_at=at(-3)))[0]
+        later = insert(self.job_store, keyed(limit=1, run_at=at(20)), job(run_at=at(40)))[0]
+        claimed, next_due, waiting = self.job_store.claim_due_planned(NOW, 100, "w1", at(30))
+        assert ids(claimed) == [first.id]
+        assert next_due == later.run_at
+        assert waiting  # the second row of the key waits for its slot
+
     def test_next_due_at_with_now_keeps_due_rows_without_a_key(self) -> None:
         insert(self.job_store, keyed(run_at=at(-5)), job(run_at=at(-2)))
         assert self.job_store.next_due_at(NOW) == at(-2)

@@ -718,6 +718,21 @@ class JobStoreContract(StoreContract):
         assert self.job_store.next_due_at() == at(10)
         assert self.job_store.next_due_at().utcoffset().total_seconds() == 0  # type: ignore[union-attr]
 
+    def test_claim_due_planned_claims_and_tells_the_next_due_instant(self) -> None:
+        first, second = insert(self.job_store, job(run_at=at(-5)), job(run_at=at(-1)))
+        insert(self.job_store, job(run_at=at(20)), job(run_at=at(10)), held("w9", run_at=at(5)))
+        claimed, next_due, _ = self.job_store.claim_due_planned(NOW, 10, "w1", at(30))
+        assert ids(claimed) == [first.id, second.id]
+        assert next_due == at(10)
+        assert next_due.utcoffset().total_seconds() == 0  # type: ignore[union-attr]
+        assert self.job_store.get(first.id).status is ACTIVE  # type: ignore[union-attr]
+        # a full claim may not say when the rest is due: the caller claims again at once
+        more = insert(self.job_store, job(run_at=at(-3)), job(run_at=at(-2)))
+        claimed, next_due, _ = self.job_store.claim_due_planned(NOW, 1, "w1", at(30))
+        assert ids(claimed) == [more[0].id] and next_due is None
+        claimed, next_due, _ = self.job_store.claim_due_planned(at(100), 10, "w1", at(130))
+        assert len(claimed) == 3 and next_due is None
+
     def test_scan_open_pages_pending_and_active_rows_in_id_order(self) -> None:
         rows = insert(self.job_store, *(job(status=[PENDING, ACTIVE, *CLOSED][n % 5]) for n in range(15)))
         open_ids = sorted(j.id for j in rows if j.status in (PENDING, ACTIVE))

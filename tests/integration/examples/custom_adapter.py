@@ -94,8 +94,12 @@ class MeteredJobStore(JobStore, WorkerRegistry, Retention):
         self.calls["scan_open"] += 1
         return self._inner.scan_open(after_id, limit)
 
-    def watch(self, on_change: Callable[[datetime | None], None]) -> Callable[[], None]:
-        return self._inner.watch(on_change)
+    def watch(
+        self,
+        on_change: Callable[[datetime | None], None],
+        on_slot_freed: Callable[[], None] | None = None,
+    ) -> Callable[[], None]:
+        return self._inner.watch(on_change, on_slot_freed)
 
     def close(self) -> None:
         self._inner.close()

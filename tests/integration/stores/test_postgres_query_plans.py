@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import psycopg
@@ -178,3 +178,61 @@ def test_a_fire_outcome_updates_its_row_by_key_during_a_burst(burst: str) -> Non
         assert "(id)::text" in scan.get("Index Cond", ""), {
             k: scan.get(k) for k in ("Index Name", "Index Cond", "Filter")
         }
+
+
+#: A claim's now in ``all_keyed``: 14,000 of its rows are due by then.
+KEYED_NOW = datetime.now(UTC) + timedelta(seconds=14_000)
+
+
+@pytest.fixture
+def all_keyed(postgres_databases: Any) -> Iterator[str]:
+    """A table whose every row has a concurrency key, due a second apart, analysed while every row
+    was pending; then the rows due by ``KEYED_NOW`` but the last ten fired (finished): what the
+    statistics of a fresh table of keyed jobs look like while they fire. They count thousands of
+    due pending rows where ten are left, and no row without a key."""
+    url = postgres_databases.create("keyed")
+    fill = FILL.replace(
+        "(ARRAY['completed', 'completed', 'cancelled', 'pending', 'active', 'paused'])[i %% 6 + 1]",
+        "'pending'",
+    )
+    with psycopg.connect(sa.make_url(url).set(drivername="postgresql").render_as_string(False)) as conn:
+        conn.execute(fill, {"rows": 20_000})
+        conn.execute("UPDATE schedule_jobs SET concurrency_key = 'k', concurrency_limit = 8")
+        conn.commit()
+        conn.execute("ANALYZE schedule_jobs")
+        conn.commit()
+        conn.execute(
+            "UPDATE schedule_jobs SET status = 'completed' WHERE run_at <= %(now)s - interval '10 seconds'",
+            {"now": KEYED_NOW},
+        )
+        conn.commit()
+    yield url
+    postgres_databases.drop(url)
+
+
+@pytest.mark.parametrize("name", ["keyed", "rest"])
+def test_the_claim_of_keyed_rows_reads_indexes_only(all_keyed: str, name: str) -> None:
+    """The transaction that claims rows with a key and then the rest (its settings, its keys and
+    the count it hands on as it sets them) never reads the whole table, and updates the rows it
+    chose by id: the statistics here would have it read every row, or every pending row."""
+    sql = pg_claims.CLAIM_KEYED_COUNTED if name == "keyed" else pg_claims.CLAIM_DUE_REST
+    params = {"now": KEYED_NOW, "worker": "w", "lease": KEYED_NOW, "limit": 50}
+    url = sa.make_url(all_keyed).set(drivername="postgresql").render_as_string(False)
+    with psycopg.connect(url) as conn:  # one transaction: the settings are local to it
+        conn.execute(f"SELECT {pg_claims.CLAIM_SETTINGS}")
+        conn.execute("SELECT set_config('schedule_sdk.claim_keys', '{k}', true)")
+        conn.execute("SELECT set_config('schedule_sdk.keyed_claimed', '0', true)")
+        [(plan,)] = conn.execute("EXPLAIN (FORMAT JSON) " + sql, params).fetchall()
+        conn.rollback()
+    document = plan if isinstance(plan, list) else json.loads(plan)
+    nodes = list(_nodes(document[0]["Plan"]))
+    scans = [n for n in nodes if n.get("Relation Name") == "schedule_jobs" and "Scan" in n["Node Type"]]
+    assert scans and not [n for n in scans if n["Node Type"] == "Seq Scan"], scans
+    updates = [n for n in nodes if n["Node Type"] == "ModifyTable"]
+    assert len(updates) == 1
+    by_id = [
+        n
+        for n in _nodes(updates[0])
+        if n.get("Relation Name") == "schedule_jobs" and "Scan" in n["Node Type"]
+    ]
+    assert by_id and all("(id)::text" in n.get("Index Cond", "") for n in by_id), by_id
