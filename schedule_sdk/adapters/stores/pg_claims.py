@@ -46,15 +46,15 @@ _RETURNING = ", ".join(f"s.{name}" for name in _COLUMNS)
 #: whether a row with a key is due, and the earliest ``run_at`` after ``now`` of a pending row
 #: (the poller's next wake-up: rows due by ``now`` are claimed, skipped as another claim's, or
 #: waiting for a slot). One row of NULLs and those two when none was claimed.
-_CLAIM_DUE = """
+CLAIM_DUE = f"""
 WITH chosen AS MATERIALIZED (
     SELECT id FROM schedule_jobs
     WHERE status = 'pending' AND run_at <= %(now)s AND concurrency_key IS NULL
-    ORDER BY run_at LIMIT {limit}
+    ORDER BY run_at LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
 ), claimed AS (
-    UPDATE schedule_jobs s SET {set} FROM chosen WHERE s.id = chosen.id
-    RETURNING {returning}
+    UPDATE schedule_jobs s SET {_SET} FROM chosen WHERE s.id = chosen.id
+    RETURNING {_RETURNING}
 )
 SELECT claimed.*, keyed.due, keyed.next_due FROM (
     SELECT EXISTS (
@@ -64,7 +64,6 @@ SELECT claimed.*, keyed.due, keyed.next_due FROM (
         SELECT min(run_at) FROM schedule_jobs WHERE status = 'pending' AND run_at > %(now)s
     ) AS next_due
 ) keyed LEFT JOIN claimed ON true"""
-CLAIM_DUE = _CLAIM_DUE.format(limit="%(limit)s", set=_SET, returning=_RETURNING)
 
 #: Bind ``now``, ``worker``, ``lease`` and the keys as three arrays ``ids``, ``occurrences``,
 #: ``attempts``.
@@ -148,24 +147,29 @@ RETURNING {returning}"""
 _UPDATE = _KEYED_UPDATE.format(set=_SET, returning=_RETURNING)
 CLAIM_KEYED = _KEYED.format(keys=_LOCKED_KEYS, given="", claim=_UPDATE)
 
-#: The transaction-local setting through which ``CLAIM_KEYED_COUNTED`` tells ``CLAIM_DUE_REST`` how
-#: many rows it claimed.
-_COUNT = "schedule_sdk.keyed_claimed"
-#: ``CLAIM_KEYED`` that also stores how many rows it claimed in :data:`_COUNT` (one row of NULLs
-#: when it claimed none).
-CLAIM_KEYED_COUNTED = _KEYED.format(
+#: Claim the waiting rows of the keys this transaction locked, then rows without a key in the room
+#: left, in one statement; bind ``now``, ``worker``, ``lease``, ``limit``. Two last columns, as
+#: ``CLAIM_DUE``'s: whether rows with a key are left waiting (the locked keys' due rows outnumber
+#: those chosen), and the next due instant after ``now``.
+CLAIM_KEYED_FIRST = _KEYED.format(
     keys=_LOCKED_KEYS,
     given="",
-    claim=f""", claimed AS ({_UPDATE}
-), counted AS (
-    SELECT set_config('{_COUNT}', count(*)::text, true) AS n FROM claimed
+    claim=f""", plain AS MATERIALIZED (
+    SELECT id FROM schedule_jobs
+    WHERE status = 'pending' AND run_at <= %(now)s AND concurrency_key IS NULL
+    ORDER BY run_at LIMIT greatest(%(limit)s - (SELECT count(*) FROM chosen), 0)
+    FOR UPDATE SKIP LOCKED
+), claimed AS (
+UPDATE schedule_jobs s SET {_SET}
+WHERE s.id = ANY(ARRAY(SELECT id FROM chosen UNION ALL SELECT id FROM plain))
+  AND coalesce(s.status, '') = 'pending'
+RETURNING {_RETURNING}
 )
-SELECT claimed.* FROM counted LEFT JOIN claimed ON true""",
-)
-#: ``CLAIM_DUE`` after ``CLAIM_KEYED_COUNTED`` in the same transaction: the room it left; its flag
-#: then says whether rows with a key are still due (waiting: their keys are full).
-CLAIM_DUE_REST = _CLAIM_DUE.format(
-    limit=f"greatest(%(limit)s - current_setting('{_COUNT}')::int, 0)", set=_SET, returning=_RETURNING
+SELECT claimed.*, left_over.due, left_over.next_due FROM (
+    SELECT (SELECT count(*) FROM waiting) > (SELECT count(*) FROM chosen) AS due, (
+        SELECT min(run_at) FROM schedule_jobs WHERE status = 'pending' AND run_at > %(now)s
+    ) AS next_due
+) left_over LEFT JOIN claimed ON true""",
 )
 #: ``CLAIM_KEYED`` among the given occurrences only; bind ``ids``, ``occurrences``, ``attempts`` too.
 CLAIM_KEYED_MANY = _KEYED.format(
@@ -261,30 +265,23 @@ def claim_keyed_first(
     engine: Engine, params: dict[str, Any]
 ) -> tuple[list[dict[str, Any]], bool, datetime | None]:
     """Claim rows with a concurrency key, then rows without one in the room left, in one
-    transaction sent as one pipeline (one round trip): ``LOCK_DUE_KEYS_SET``,
-    ``CLAIM_KEYED_COUNTED``, ``CLAIM_DUE_REST``. The claimed rows, whether rows with a key are
-    still due (waiting for a slot), and the next due instant after ``now`` (UTC).
+    transaction sent as one pipeline (one round trip): ``LOCK_DUE_KEYS_SET``, then
+    ``CLAIM_KEYED_FIRST``. The claimed rows, whether rows with a key are left waiting for a slot,
+    and the next due instant after ``now`` (UTC).
 
-    The transaction is the pipeline's implicit one (every statement up to its synchronisation):
+    The transaction is the pipeline's implicit one (both statements, up to its synchronisation):
     an explicit ``BEGIN`` and ``COMMIT``, and the driver's transaction block (which synchronises
     at its end and then the pipeline again) cost about 0.3 ms more. A failed statement aborts it:
-    the statements after it are skipped, and the synchronisation rolls it back."""
+    the statement after it is skipped, and the synchronisation rolls it back."""
     with _session(engine) as driver:
         prepares = driver.prepare_threshold is not None
-        with (
-            driver.pipeline() as pipeline,
-            driver.cursor() as locking,
-            driver.cursor() as keyed,
-            driver.cursor() as rest,
-        ):
+        with driver.pipeline() as pipeline, driver.cursor() as locking, driver.cursor() as claiming:
             locking.execute(LOCK_DUE_KEYS_SET, {**params, "space": KEY_LOCK_SPACE}, prepare=prepares)
-            keyed.execute(CLAIM_KEYED_COUNTED, params, prepare=prepares)
-            rest.execute(CLAIM_DUE_REST, params, prepare=prepares)
+            claiming.execute(CLAIM_KEYED_FIRST, params, prepare=prepares)
             pipeline.sync()
-            keyed_rows, rest_rows = keyed.fetchall(), rest.fetchall()
-    rows = [_mapping(row) for row in keyed_rows if row[0] is not None]
-    still_due, next_due = _flags(rest_rows)
-    return rows + [_mapping(row[:-2]) for row in rest_rows if row[0] is not None], still_due, next_due
+            rows = claiming.fetchall()
+    still_waiting, next_due = _flags(rows)
+    return [_mapping(row[:-2]) for row in rows if row[0] is not None], still_waiting, next_due
 
 
 def _flags(rows: list[tuple[Any, ...]]) -> tuple[bool, datetime | None]:
