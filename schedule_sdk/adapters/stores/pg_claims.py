@@ -11,16 +11,19 @@ Both choose and lock pending rows inside a materialized CTE (``FOR UPDATE SKIP L
 once, so a batch never claims more than asked; a locked row is re-checked against the condition
 before it is chosen) and then update exactly those rows by primary key.
 
-They claim rows without a concurrency key only. ``CLAIM_DUE`` also answers, in its last column,
-whether any row with a key is due (through the keyed partial index, so a store without keyed
-jobs pays no extra round trip); the store then claims those in a short transaction of its own
-(:func:`claim_keyed`): it takes a transaction-scoped advisory lock per key (in one order, so two
-claimers never deadlock), and only then counts the key's active rows and chooses its waiting ones
+``CLAIM_DUE`` and ``CLAIM_MANY`` claim rows without a concurrency key only. ``CLAIM_DUE`` also
+answers, in its last two columns, whether any row with a key is due (through the keyed partial
+index, so a store without keyed jobs pays no extra round trip) and the next due instant (what the
+poller sleeps until). Rows with a key are claimed in a short transaction: it takes a
+transaction-scoped advisory lock per key (in one order, so two claimers never deadlock), and only
+then counts the key's active rows and chooses its waiting ones
 (:mod:`schedule_sdk.domain.concurrency`): two workers racing for a key's last slot take turns,
 and the second one's statement, started after the first committed, sees the slot taken. The
 locking statement hands the keys it locked to the claiming one through a transaction-local
-setting, so neither waits for the other's result in the client: the whole transaction (begin,
-lock, claim, commit) goes to the server in one pipeline, one round trip.
+setting, so neither waits for the other's result in the client: the whole transaction goes to
+the server in one pipeline, one round trip. While rows with a key have been due lately, the store
+claims through :func:`claim_keyed_first` alone (the keys' waiting rows, then the rest, with the
+same two answers); :func:`claim_keyed` serves ``claim_many``.
 """
 
 from __future__ import annotations
@@ -137,15 +140,10 @@ WITH running AS (
 # row, and a plain status test lets the planner read ix_schedule_jobs_pending_due whole (every
 # pending row) while statistics undercount pending rows (a fresh table); no index condition
 # matches ``coalesce(status, '')`` (as the outcome update, migration 0021).
-_KEYED_UPDATE = """
-UPDATE schedule_jobs s SET {set}
-WHERE s.id = ANY(ARRAY(SELECT id FROM chosen)) AND coalesce(s.status, '') = 'pending'
-RETURNING {returning}"""
-
-#: Claim the waiting rows of the keys this transaction locked; bind ``now``, ``worker``,
-#: ``lease``, ``limit``.
-_UPDATE = _KEYED_UPDATE.format(set=_SET, returning=_RETURNING)
-CLAIM_KEYED = _KEYED.format(keys=_LOCKED_KEYS, given="", claim=_UPDATE)
+_KEYED_UPDATE = f"""
+UPDATE schedule_jobs s SET {_SET}
+WHERE s.id = ANY(ARRAY({{ids}})) AND coalesce(s.status, '') = 'pending'
+RETURNING {_RETURNING}"""
 
 #: Claim the waiting rows of the keys this transaction locked, then rows without a key in the room
 #: left, in one statement; bind ``now``, ``worker``, ``lease``, ``limit``. Two last columns, as
@@ -159,11 +157,7 @@ CLAIM_KEYED_FIRST = _KEYED.format(
     WHERE status = 'pending' AND run_at <= %(now)s AND concurrency_key IS NULL
     ORDER BY run_at LIMIT greatest(%(limit)s - (SELECT count(*) FROM chosen), 0)
     FOR UPDATE SKIP LOCKED
-), claimed AS (
-UPDATE schedule_jobs s SET {_SET}
-WHERE s.id = ANY(ARRAY(SELECT id FROM chosen UNION ALL SELECT id FROM plain))
-  AND coalesce(s.status, '') = 'pending'
-RETURNING {_RETURNING}
+), claimed AS ({_KEYED_UPDATE.format(ids="SELECT id FROM chosen UNION ALL SELECT id FROM plain")}
 )
 SELECT claimed.*, left_over.due, left_over.next_due FROM (
     SELECT (SELECT count(*) FROM waiting) > (SELECT count(*) FROM chosen) AS due, (
@@ -171,14 +165,16 @@ SELECT claimed.*, left_over.due, left_over.next_due FROM (
     ) AS next_due
 ) left_over LEFT JOIN claimed ON true""",
 )
-#: ``CLAIM_KEYED`` among the given occurrences only; bind ``ids``, ``occurrences``, ``attempts`` too.
+#: Claim the waiting rows of the keys this transaction locked among the given occurrences; bind
+#: ``now``, ``worker``, ``lease``, ``limit`` and the occurrences as ``ids``, ``occurrences``,
+#: ``attempts``.
 CLAIM_KEYED_MANY = _KEYED.format(
     keys=_LOCKED_KEYS,
     given="""
       AND j.id = ANY(%(ids)s::varchar[])
       AND (j.id, j.occurrence, j.attempt) IN (
           SELECT * FROM unnest(%(ids)s::varchar[], %(occurrences)s::int[], %(attempts)s::int[]))""",
-    claim=_UPDATE,
+    claim=_KEYED_UPDATE.format(ids="SELECT id FROM chosen"),
 )
 
 

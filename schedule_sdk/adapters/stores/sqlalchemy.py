@@ -769,9 +769,10 @@ class SQLAlchemyJobStore(JobStore, JoinableStore, WorkerRegistry, FireHistory, R
                 if not waiting or len(rows) >= limit:
                     return DueClaim(_sorted(rows), None if len(rows) >= limit else next_due, waiting)
                 params["limit"] = limit - len(rows)
-            # rows with a key are due: both claims in one transaction, one round trip, for a while
-            self._keyed_until = time.monotonic() + _KEYED_PIPELINE_SECONDS
+            # rows with a key are due: both claims in one transaction, one round trip
             more, waiting, next_due = pg_claims.claim_keyed_first(self._claims, params)
+            if waiting or any(row["concurrency_key"] is not None for row in more):
+                self._keyed_until = time.monotonic() + _KEYED_PIPELINE_SECONDS  # so for a while
             rows += more
             return DueClaim(_sorted(rows), None if len(rows) >= limit else next_due, waiting)
         params = {"c_now": now, "c_worker": worker_id, "c_lease": lease_until, "c_limit": limit}

@@ -130,8 +130,8 @@ class DuePoller:
         if len(claimed) == room:
             return 0.0
         self._starved = False  # it took everything due: freed room would find nothing more
-        # Keyed rows still due after the claim wait for a slot: whoever frees one wakes us (this
-        # process's fire path through the queue, another's through the store's watch).
+        # Keyed rows still due after the claim wait for a slot and are not in the plan: a fire of
+        # this process ending wakes us (_capacity_freed), another's through the store's watch.
         if next_due is None:
             return self._poll
         self._planned = next_due

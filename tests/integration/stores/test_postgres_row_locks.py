@@ -10,7 +10,6 @@ and the next beat renews it if it is still held.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
 import psycopg
@@ -19,21 +18,12 @@ import sqlalchemy as sa
 
 from schedule_sdk import OneShotSpec
 from tests.conftest import Backend
-from tests.conftest import _backend as backend_of
 
 pytestmark = pytest.mark.postgres
 
 
-@pytest.fixture
-def backend(request: pytest.FixtureRequest, database_url_factory) -> Iterator[Backend]:
-    backend = backend_of(request, database_url_factory, "postgres", "sql")
-    yield backend
-    for harness in backend.harnesses:
-        harness.close()
-
-
-def test_renewing_claims_skips_a_row_locked_elsewhere_and_renews_the_rest(backend: Backend) -> None:
-    h = backend.harness()
+def test_renewing_claims_skips_a_row_locked_elsewhere_and_renews_the_rest(postgres_sql: Backend) -> None:
+    h = postgres_sql.harness()
     store = h.container.store()
     spec = OneShotSpec(topic="locks.job", run_at=datetime.now(UTC) + timedelta(seconds=1), timezone="UTC")
     jobs = h.service.schedule_many([spec, spec, spec])
@@ -42,7 +32,7 @@ def test_renewing_claims_skips_a_row_locked_elsewhere_and_renews_the_rest(backen
     assert sorted(j.id for j in claimed) == sorted(j.id for j in jobs)
     locked, *free = sorted(j.id for j in jobs)
     until = now + timedelta(seconds=60)
-    conninfo = sa.make_url(backend.database_url).set(drivername="postgresql").render_as_string(False)
+    conninfo = sa.make_url(postgres_sql.database_url).set(drivername="postgresql").render_as_string(False)
     with psycopg.connect(conninfo) as other:  # a transaction holding one of the rows, uncommitted
         other.execute("SELECT id FROM schedule_jobs WHERE id = %s FOR UPDATE", (locked,))
         renewal = threading.Thread(target=store.extend_claims, args=("w1", [locked, *free], until))

@@ -5,28 +5,18 @@ to ``on_slot_freed``."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
 import pytest
 
 from schedule_sdk import ConcurrencyLimit, OneShotSpec
 from tests.conftest import Backend
-from tests.conftest import _backend as backend_of
 
 pytestmark = pytest.mark.postgres
 
 
-@pytest.fixture
-def backend(request: pytest.FixtureRequest, database_url_factory) -> Iterator[Backend]:
-    backend = backend_of(request, database_url_factory, "postgres", "sql")
-    yield backend
-    for harness in backend.harnesses:
-        harness.close()
-
-
-def test_a_freed_slot_is_announced_as_such_and_a_new_job_by_its_due_instant(backend: Backend) -> None:
-    h = backend.harness()
+def test_a_freed_slot_is_announced_as_such_and_a_new_job_by_its_due_instant(postgres_sql: Backend) -> None:
+    h = postgres_sql.harness()
     store = h.container.store()
     changes: list[datetime | None] = []
     slots = threading.Event()

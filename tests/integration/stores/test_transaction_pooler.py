@@ -11,7 +11,6 @@ from __future__ import annotations
 import io
 import socket
 import threading
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -22,19 +21,9 @@ from schedule_sdk.adapters.stores.watch import check_listen
 from schedule_sdk.entrypoints.cli import USAGE, main
 from schedule_sdk.errors import ListenNotDelivered
 from tests.conftest import Backend
-from tests.conftest import _backend as backend_of
 from tests.harness import Harness
 
 pytestmark = [pytest.mark.postgres, pytest.mark.pgbouncer]
-
-
-@pytest.fixture
-def pooled(request: pytest.FixtureRequest, database_url_factory) -> Iterator[Backend]:
-    """PostgreSQL through PgBouncer on the sql substrate (the settings of the suites' backend)."""
-    backend = backend_of(request, database_url_factory, "pgbouncer", "sql")
-    yield backend
-    for harness in backend.harnesses:
-        harness.close()
 
 
 def _threads(prefix: str) -> list[str]:
