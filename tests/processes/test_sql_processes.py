@@ -131,7 +131,7 @@ def _claimed_by(h, jobs: list[str], worker_id: str) -> list[str]:
     return [j for j in jobs if (row := h.job(j)).status is JobStatus.ACTIVE and row.claimed_by == worker_id]
 
 
-def _start_victim_and_survivor(backend, events: Path, dead_after: float):
+def _start_victim_and_survivor(backend, events: Path, dead_after: float, listener_sleep: float = 2.5):
     """A slow victim holding fires, then a fast survivor; returns them and the victim's held jobs."""
     h = backend.harness(lease_seconds=LONG_LEASE, dead_after=dead_after)
     victim = WorkerProcess(
@@ -140,7 +140,7 @@ def _start_victim_and_survivor(backend, events: Path, dead_after: float):
         worker_id="victim",
         lease_seconds=LONG_LEASE,
         dead_after=dead_after,
-        listener_sleep=2.5,
+        listener_sleep=listener_sleep,
         worker_concurrency=4,
     )
     jobs = [h.service.schedule_at(due(0.3)).id for _ in range(12)]
@@ -166,12 +166,20 @@ def test_a_killed_workers_fires_are_released_by_a_live_worker_long_before_its_le
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(90)  # two worker processes, 4 s listeners, a 3 s pause and the settling marker
 def test_a_worker_paused_for_less_than_dead_after_fires_nothing_twice(backend, tmp_path):
     events = tmp_path / "events.log"
-    h, victim, survivor, jobs, held = _start_victim_and_survivor(backend, events, dead_after=6.0)
+    # listeners of 4 s: the victim still holds its first fires while the survivor starts
+    h, victim, survivor, jobs, _ = _start_victim_and_survivor(
+        backend, events, dead_after=6.0, listener_sleep=4.0
+    )
     try:
-        victim.proc.send_signal(signal.SIGSTOP)
+        victim.pause()
         stopped = datetime.now(UTC)
+        # what it holds is read once it is stopped: a fire it completed a moment before the stop
+        # is no longer its own, and must not be mistaken for one taken from it
+        held = _claimed_by(h, jobs, "victim")
+        assert held, "the victim held nothing when it was paused"
         # paused 3 s: less than dead_after minus one beat interval (1 s)
         assert wait_until(lambda: datetime.now(UTC) > stopped + timedelta(seconds=3), 5)
         assert all(h.job(j).claimed_by == "victim" for j in held)  # nobody released them

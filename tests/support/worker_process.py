@@ -75,6 +75,13 @@ class WorkerProcess:
         for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split():
             os.kill(int(child), signum)
 
+    def pause(self) -> None:
+        """SIGSTOP the worker and return once the kernel shows it stopped (state ``T``)."""
+        self.proc.send_signal(signal.SIGSTOP)
+        stat = Path(f"/proc/{self.proc.pid}/stat")
+        # the state is the field after the parenthesised command name
+        assert wait_until(lambda: stat.read_text().rpartition(")")[2].split()[0] == "T", 5), "never stopped"
+
     def log(self) -> str:
         """What the worker logged (its standard error) so far."""
         return self.log_path.read_text(errors="replace")
