@@ -45,17 +45,31 @@ _UTC_COLUMNS = frozenset(c.name for c in t.c if isinstance(c.type, UTCDateTime))
 _SET = "status = 'active', claimed_by = %(worker)s, claimed_until = %(lease)s, updated_at = %(now)s"
 _RETURNING = ", ".join(f"s.{name}" for name in _COLUMNS)
 
+
+def _due_unkeyed(limit: str) -> str:
+    """Choose and lock up to ``limit`` (an SQL expression) due pending rows without a key, in due
+    order, skipping those another claim holds: every claim of rows without a key chooses so."""
+    return f"""
+    SELECT id FROM schedule_jobs
+    WHERE status = 'pending' AND run_at <= %(now)s AND concurrency_key IS NULL
+    ORDER BY run_at LIMIT {limit}
+    FOR UPDATE SKIP LOCKED
+"""
+
+
+#: The earliest ``run_at`` after ``now`` of a pending row: what a poller sleeps until (rows due
+#: by ``now`` are claimed, held by another claim, or waiting for a slot).
+_NEXT_DUE = """(
+        SELECT min(run_at) FROM schedule_jobs WHERE status = 'pending' AND run_at > %(now)s
+    )"""
+
+
 #: Bind ``now``, ``worker``, ``lease``, ``limit``. Rows without a key, then two last columns:
 #: whether a row with a key is due, and the earliest ``run_at`` after ``now`` of a pending row
 #: (the poller's next wake-up: rows due by ``now`` are claimed, skipped as another claim's, or
 #: waiting for a slot). One row of NULLs and those two when none was claimed.
 CLAIM_DUE = f"""
-WITH chosen AS MATERIALIZED (
-    SELECT id FROM schedule_jobs
-    WHERE status = 'pending' AND run_at <= %(now)s AND concurrency_key IS NULL
-    ORDER BY run_at LIMIT %(limit)s
-    FOR UPDATE SKIP LOCKED
-), claimed AS (
+WITH chosen AS MATERIALIZED ({_due_unkeyed("%(limit)s")}), claimed AS (
     UPDATE schedule_jobs s SET {_SET} FROM chosen WHERE s.id = chosen.id
     RETURNING {_RETURNING}
 )
@@ -63,9 +77,7 @@ SELECT claimed.*, keyed.due, keyed.next_due FROM (
     SELECT EXISTS (
         SELECT 1 FROM schedule_jobs
         WHERE status = 'pending' AND concurrency_key IS NOT NULL AND run_at <= %(now)s
-    ) AS due, (
-        SELECT min(run_at) FROM schedule_jobs WHERE status = 'pending' AND run_at > %(now)s
-    ) AS next_due
+    ) AS due, {_NEXT_DUE} AS next_due
 ) keyed LEFT JOIN claimed ON true"""
 
 #: Bind ``now``, ``worker``, ``lease`` and the keys as three arrays ``ids``, ``occurrences``,
@@ -145,6 +157,9 @@ UPDATE schedule_jobs s SET {_SET}
 WHERE s.id = ANY(ARRAY({{ids}})) AND coalesce(s.status, '') = 'pending'
 RETURNING {_RETURNING}"""
 
+#: The room a keyed claim leaves for rows without a key, and the rows it then updates.
+_ROOM_LEFT = "greatest(%(limit)s - (SELECT count(*) FROM chosen), 0)"
+_BOTH = "SELECT id FROM chosen UNION ALL SELECT id FROM plain"
 #: Claim the waiting rows of the keys this transaction locked, then rows without a key in the room
 #: left, in one statement; bind ``now``, ``worker``, ``lease``, ``limit``. Two last columns, as
 #: ``CLAIM_DUE``'s: whether rows with a key are left waiting (the locked keys' due rows outnumber
@@ -152,17 +167,11 @@ RETURNING {_RETURNING}"""
 CLAIM_KEYED_FIRST = _KEYED.format(
     keys=_LOCKED_KEYS,
     given="",
-    claim=f""", plain AS MATERIALIZED (
-    SELECT id FROM schedule_jobs
-    WHERE status = 'pending' AND run_at <= %(now)s AND concurrency_key IS NULL
-    ORDER BY run_at LIMIT greatest(%(limit)s - (SELECT count(*) FROM chosen), 0)
-    FOR UPDATE SKIP LOCKED
-), claimed AS ({_KEYED_UPDATE.format(ids="SELECT id FROM chosen UNION ALL SELECT id FROM plain")}
+    claim=f""", plain AS MATERIALIZED ({_due_unkeyed(_ROOM_LEFT)}), claimed AS (
+{_KEYED_UPDATE.format(ids=_BOTH)}
 )
 SELECT claimed.*, left_over.due, left_over.next_due FROM (
-    SELECT (SELECT count(*) FROM waiting) > (SELECT count(*) FROM chosen) AS due, (
-        SELECT min(run_at) FROM schedule_jobs WHERE status = 'pending' AND run_at > %(now)s
-    ) AS next_due
+    SELECT (SELECT count(*) FROM waiting) > (SELECT count(*) FROM chosen) AS due, {_NEXT_DUE} AS next_due
 ) left_over LEFT JOIN claimed ON true""",
 )
 #: Claim the waiting rows of the keys this transaction locked among the given occurrences; bind
