@@ -463,7 +463,10 @@ class WorkerRegistry(ABC):
         """Return to ``pending`` (same occurrence and attempt) up to ``limit`` active jobs claimed
         by a *registered* worker whose last beat is before ``beat_before`` or whose id is in
         ``also``, deciding in one statement (a worker that beats meanwhile keeps its claims);
-        return them as released. Claims of workers absent from the registry are left to leases."""
+        return them as released. Claims of workers absent from the registry are left to leases.
+        A store whose sessions can outlive their process (a server database: a paused process's
+        open transaction keeps its row locks) ends those of the dead workers first, so no claim
+        stays locked out of the release (the SQL store does on PostgreSQL)."""
 
     @abstractmethod
     def forget_workers(self, beat_before: datetime) -> int:

@@ -37,7 +37,7 @@ from schedule_sdk.adapters.metrics import InMemoryMetrics
 from schedule_sdk.adapters.publishers.blinker import BlinkerEventPublisher
 from schedule_sdk.adapters.stores import schema
 from schedule_sdk.adapters.stores.declared import SQLAlchemyDeclaredRows
-from schedule_sdk.adapters.stores.engine import make_async_engine, make_engine
+from schedule_sdk.adapters.stores.engine import make_async_engine, make_engine, session_name
 from schedule_sdk.adapters.stores.sqlalchemy import SQLAlchemyJobStore
 from schedule_sdk.bootstrap.settings import Settings
 from schedule_sdk.bootstrap.tracing import tracing_for
@@ -79,6 +79,7 @@ def _engine(settings: Settings) -> Iterator[Engine]:
         pool_size=settings.pool_size,
         pre_ping=settings.pool_pre_ping,
         pooler=settings.database_pooler,
+        application_name=session_name(settings.worker_id),
     )
     if settings.auto_migrate:
         schema.upgrade(engine)
@@ -112,6 +113,7 @@ def _async_engine(settings: Settings, migrated: Engine) -> Iterator[AsyncEngine]
         pool_size=settings.pool_size,
         pre_ping=settings.pool_pre_ping,
         pooler=settings.database_pooler,
+        application_name=session_name(settings.worker_id),
     )
     yield engine
     engine.sync_engine.dispose(close=False)

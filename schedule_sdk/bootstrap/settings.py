@@ -127,7 +127,9 @@ class Settings:
     #: process left mid-hand-off is handed over sooner, by the heartbeat, after ``lease_seconds``),
     #: 0 on ``sql`` (the row is the queue entry).
     reconcile_interval: float | None = field(default=None, metadata=env_var("SCHEDULE_RECONCILE_INTERVAL"))
-    #: This worker's identity in claims (default: host:pid:random).
+    #: This process's identity in claims and in the worker registry (default: host:pid:random);
+    #: its PostgreSQL sessions are named ``schedule-sdk <worker id>``, which is how a peer that
+    #: declares it dead finds the transactions it left open. Give each process its own.
     worker_id: str = field(default_factory=default_worker_id, metadata=env_var("SCHEDULE_WORKER_ID"))
     #: Modules the ``schedule-sdk worker`` command imports so their ``@on_event`` listeners register.
     listener_modules: tuple[str, ...] = field(default=(), metadata=env_var("SCHEDULE_LISTENER_MODULES"))

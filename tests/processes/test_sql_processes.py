@@ -4,17 +4,21 @@ claimed twice by racing workers."""
 from __future__ import annotations
 
 import signal
+import sqlite3
+import time
 from collections import Counter
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+import sqlalchemy as sa
 
 from schedule_sdk import JobStatus, OneShotSpec, StoreUnavailable
 from schedule_sdk.adapters.stores import schema
-from schedule_sdk.adapters.stores.engine import make_engine
-from tests.conftest import Backend
+from schedule_sdk.adapters.stores.engine import make_engine, session_name
+from tests.conftest import COMBINATIONS, Backend
+from tests.conftest import _backend as backend_of
 from tests.support import control, services
 from tests.support.waiting import wait_until
 from tests.support.worker_process import WorkerProcess, fired
@@ -195,12 +199,100 @@ def test_a_worker_paused_for_less_than_dead_after_fires_nothing_twice(backend, t
     assert sorted(counts) == sorted(jobs) and set(counts.values()) == {1}, counts
 
 
+def _pause_outside_a_write(backend: Backend, victim: WorkerProcess) -> None:
+    """Pause ``victim``; on SQLite, only at an instant it holds no write transaction: a process
+    paused inside one holds the database's one write lock, and every writer waits until it resumes
+    (on PostgreSQL the peer that declares it dead ends such a session: see the next test)."""
+    victim.pause()
+    if backend.store != "sqlite":
+        return
+    path = sa.make_url(backend.database_url).database
+    assert path
+
+    def write_lock_free() -> bool:
+        db = sqlite3.connect(path, timeout=0, isolation_level=None)
+        try:
+            db.execute("BEGIN IMMEDIATE")
+            db.execute("ROLLBACK")
+            return True
+        except sqlite3.OperationalError:  # held: by the victim, or by a live process for a moment
+            victim.proc.send_signal(signal.SIGCONT)
+            time.sleep(0.01)
+            victim.pause()
+            return False
+        finally:
+            db.close()
+
+    assert wait_until(write_lock_free, 30), "the victim never paused outside a write transaction"
+
+
+def _paused_holding_locks(
+    h, victim: WorkerProcess, worker_id: str, held: list[str], within: float = 60
+) -> bool:
+    """Pause ``victim`` inside a transaction that holds some of ``held`` locked (a lease renewal
+    between its UPDATE and its COMMIT): watch its sessions for one in a transaction that wrote,
+    stop it at once, and keep it stopped if the rows are indeed locked (else resume and watch
+    again). True once caught; False if nothing was caught within ``within`` seconds."""
+    sessions = "SELECT count(*) FROM pg_stat_activity WHERE application_name = :name AND "
+    writing = sa.text(sessions + "backend_xid IS NOT NULL AND state <> 'idle'")
+    active = sa.text(sessions + "state = 'active'")
+    idle_in_transaction = sa.text(sessions + "state = 'idle in transaction'")
+    locked = sa.text("SELECT id FROM schedule_jobs WHERE id = ANY(:ids) FOR UPDATE SKIP LOCKED")
+    name = {"name": session_name(worker_id)}
+    deadline = time.monotonic() + within
+    # pg_stat_activity is read once per transaction: each look is a transaction of its own
+    with h.store.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+        while time.monotonic() < deadline:
+            if not conn.execute(writing, name).scalar():
+                continue
+            victim.pause()
+            # what the server was running for it finishes; a COMMIT it sent ends its transaction
+            assert wait_until(lambda: not conn.execute(active, name).scalar(), 5, every=0.01)
+            if conn.execute(idle_in_transaction, name).scalar():
+                if len(conn.execute(locked, {"ids": held}).all()) < len(held):
+                    return True
+            victim.proc.send_signal(signal.SIGCONT)
+    return False
+
+
+@pytest.fixture(params=[p for p in COMBINATIONS if p.values[0][0] != "sqlite"])
+def server_backend(request: pytest.FixtureRequest, database_url_factory) -> Iterator[Backend]:
+    """The backends whose store is a database server (a paused SQLite writer holds the whole
+    file: there is no session of its own to end)."""
+    backend = backend_of(request, database_url_factory, *request.param)
+    yield backend
+    for harness in backend.harnesses:
+        harness.close()
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(120)
+def test_a_worker_paused_inside_a_transaction_loses_its_claims_once_declared_dead(server_backend, tmp_path):
+    """A worker stopped between two statements of a transaction keeps it open, with the row locks
+    of the claims it was renewing; the peer that declares it dead ends that session, so those
+    claims are released with the rest and fire long before their lease ends."""
+    events = tmp_path / "events.log"
+    # listeners of 60 s: the victim holds its claims (and renews them) for the whole test
+    h, victim, survivor, jobs, held = _start_victim_and_survivor(
+        server_backend, events, dead_after=2.0, listener_sleep=60.0
+    )
+    try:
+        caught = _paused_holding_locks(h, victim, "victim", held)
+        assert caught, "never caught the victim inside a transaction"
+        assert wait_until(lambda: all(h.job(j).status is JobStatus.COMPLETED for j in jobs), 2.0 + 1 + 12)
+    finally:
+        victim.kill()
+        assert survivor.terminate() == 0
+    assert all(h.job(j).occurrence_count == 1 for j in jobs)
+    assert sorted(fired(events)) == sorted(jobs)
+
+
 @pytest.mark.slow
 def test_a_worker_paused_longer_than_dead_after_repeats_its_in_flight_fires_at_most_once(backend, tmp_path):
     events = tmp_path / "events.log"
     h, victim, survivor, jobs, held = _start_victim_and_survivor(backend, events, dead_after=2.0)
     try:
-        victim.proc.send_signal(signal.SIGSTOP)
+        _pause_outside_a_write(backend, victim)
         # declared dead: its fires are released and fired by the survivor meanwhile
         assert wait_until(lambda: all(h.job(j).status is JobStatus.COMPLETED for j in jobs), 2.0 + 1 + 12)
         victim.proc.send_signal(signal.SIGCONT)  # its listeners finish: those fires repeat

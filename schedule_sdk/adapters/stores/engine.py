@@ -9,6 +9,7 @@ deferred ``BEGIN``. Python 3.11's pysqlite has no ``autocommit`` attribute, henc
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import sqlite3
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, Literal
@@ -28,6 +29,26 @@ WRITE = "schedule_sdk_write"
 #: ``database_pooler`` setting): ``"none"`` or ``"transaction"``.
 POOLER = "schedule_sdk_pooler"
 Pooler = Literal["none", "transaction"]
+#: The engine's execution option holding its sessions' ``application_name`` (or None).
+SESSION_NAME = "schedule_sdk_session_name"
+#: PostgreSQL keeps this many bytes of an ``application_name`` (``NAMEDATALEN - 1``).
+_NAME_BYTES = 63
+_SESSION_PREFIX = "schedule-sdk "
+
+
+def session_name(worker_id: str) -> str:
+    """The ``application_name`` of the PostgreSQL sessions of the process whose worker id is
+    ``worker_id``: ``schedule-sdk <worker id>``, shown as is in ``pg_stat_activity``. An id that
+    would not fit PostgreSQL's 63 bytes, or that is not printable ASCII, is shortened to a prefix
+    and a digest of the whole id, so two ids never share a name by truncation. Peers find a dead
+    worker's sessions by this name (:meth:`SQLAlchemyJobStore.release_dead
+    <schedule_sdk.adapters.stores.sqlalchemy.SQLAlchemyJobStore.release_dead>`)."""
+    name = _SESSION_PREFIX + worker_id
+    if len(name) <= _NAME_BYTES and name.isascii() and name.isprintable():
+        return name
+    digest = hashlib.sha256(worker_id.encode()).hexdigest()[:16]
+    shown = "".join(c if c.isascii() and c.isprintable() else "?" for c in worker_id)
+    return f"{_SESSION_PREFIX}{shown[: _NAME_BYTES - len(_SESSION_PREFIX) - 17]}~{digest}"
 
 
 def make_engine(
@@ -39,6 +60,7 @@ def make_engine(
     echo: bool = False,
     wal_autocheckpoint: int | None = None,
     pooler: Pooler = "none",
+    application_name: str | None = None,
 ) -> Engine:
     """A SQLAlchemy engine for ``url`` (``sqlite:///path`` or ``postgresql+psycopg://...``).
 
@@ -46,7 +68,8 @@ def make_engine(
     operation). Without it, the first operation after a database restart fails with
     ``StoreUnavailable`` and the pool is renewed, so the next one succeeds. ``pooler`` says what
     sits in front of PostgreSQL (:func:`pooled_options`); the engine carries it for the engines and
-    connections made from it (:func:`transaction_pooled`).
+    connections made from it (:func:`transaction_pooled`). ``application_name`` names the
+    PostgreSQL sessions (:func:`session_name`; a transaction pooler forwards it too).
     """
     try:
         parsed = sa.make_url(url)
@@ -64,7 +87,7 @@ def make_engine(
             max_overflow=pool_size,
             pool_pre_ping=pre_ping,
             echo=echo,
-            **pooled_options(pooler),
+            **pooled_options(pooler, application_name),
         )
     except (exc.ArgumentError, exc.NoSuchModuleError, ImportError) as error:
         detail = without_secret(str(error), url)
@@ -79,18 +102,30 @@ def _sqlite_engine(url: sa.URL, busy_timeout_ms: int, echo: bool, wal_autocheckp
     return engine
 
 
-def pooled_options(pooler: Pooler) -> dict[str, Any]:
-    """``create_engine`` arguments of a PostgreSQL engine behind ``pooler``. Behind a transaction
-    pooler, consecutive transactions of one client connection may run on different server
-    sessions, so nothing may outlive a transaction: psycopg prepares no statement
+def pooled_options(pooler: Pooler, application_name: str | None = None) -> dict[str, Any]:
+    """``create_engine`` arguments of a PostgreSQL engine behind ``pooler`` whose sessions are
+    named ``application_name`` (a startup parameter, which PgBouncer forwards). Behind a
+    transaction pooler, consecutive transactions of one client connection may run on different
+    server sessions, so nothing may outlive a transaction: psycopg prepares no statement
     (``prepare_threshold=None``, which also overrides an explicit ``prepare=True``), and no session
     setting is sent at connect time."""
     if pooler not in ("none", "transaction"):
         raise InvalidSetting(f"database_pooler must be 'none' or 'transaction', not {pooler!r}")
-    options: dict[str, Any] = {"execution_options": {POOLER: pooler}}
+    options: dict[str, Any] = {"execution_options": {POOLER: pooler, SESSION_NAME: application_name}}
+    connect_args: dict[str, Any] = {}
     if pooler == "transaction":
-        options["connect_args"] = {"prepare_threshold": None}
+        connect_args["prepare_threshold"] = None
+    if application_name is not None:
+        connect_args["application_name"] = application_name
+    if connect_args:
+        options["connect_args"] = connect_args
     return options
+
+
+def application_name_of(engine: Engine) -> str | None:
+    """The ``application_name`` of ``engine``'s sessions (see :func:`make_engine`)."""
+    name = engine.get_execution_options().get(SESSION_NAME)
+    return name if isinstance(name, str) else None
 
 
 def transaction_pooled(engine: Engine) -> bool:
@@ -99,7 +134,12 @@ def transaction_pooled(engine: Engine) -> bool:
 
 
 def make_async_engine(
-    url: str, *, pool_size: int = 10, pre_ping: bool = False, pooler: Pooler = "none"
+    url: str,
+    *,
+    pool_size: int = 10,
+    pre_ping: bool = False,
+    pooler: Pooler = "none",
+    application_name: str | None = None,
 ) -> AsyncEngine:
     """The asyncio twin of :func:`make_engine` for the same database: ``sqlite+aiosqlite`` or
     ``postgresql+psycopg_async``, with the same SQLite set-up (WAL, ``BEGIN IMMEDIATE`` writes)."""
@@ -118,7 +158,7 @@ def make_async_engine(
             pool_size=pool_size,
             max_overflow=pool_size,
             pool_pre_ping=pre_ping,
-            **pooled_options(pooler),
+            **pooled_options(pooler, application_name),
         )
     except (exc.ArgumentError, exc.NoSuchModuleError, ImportError) as error:
         raise InvalidSetting(f"cannot use database URL {parsed!r} with asyncio: {error}") from error

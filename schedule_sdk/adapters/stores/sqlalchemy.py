@@ -18,10 +18,20 @@ import sqlalchemy as sa
 from sqlalchemy import exc
 from sqlalchemy.engine import Connection, Dialect, Engine
 
-from schedule_sdk.adapters.stores import bulk, django, fire_minutes, joined, pg_claims, sqlite_claims, watch
+from schedule_sdk.adapters.stores import (
+    bulk,
+    django,
+    fire_minutes,
+    joined,
+    pg_claims,
+    sessions,
+    sqlite_claims,
+    watch,
+)
 from schedule_sdk.adapters.stores.checkpoints import Checkpointer
 from schedule_sdk.adapters.stores.engine import (
     WRITE,
+    application_name_of,
     make_engine,
     pooled_options,
     transaction_pooled,
@@ -581,10 +591,12 @@ def list_statement(query: JobQuery) -> sa.Select[Any]:
 def _claims_engine(engine: Engine) -> Engine:
     """The claims' autocommit pool; its sessions do not wait for the WAL flush, unless a
     transaction pooler is in front: it forwards no session setting (claims then commit durably)."""
+    name = application_name_of(engine)
     if transaction_pooled(engine):
-        options = pooled_options("transaction")
+        options = pooled_options("transaction", name)
     else:
-        options = {**pooled_options("none"), "connect_args": {"options": "-c synchronous_commit=off"}}
+        options = pooled_options("none", name)
+        options["connect_args"] = {**options.get("connect_args", {}), "options": "-c synchronous_commit=off"}
     return sa.create_engine(
         engine.url,
         pool_size=2,
@@ -932,6 +944,8 @@ class SQLAlchemyJobStore(JobStore, JoinableStore, WorkerRegistry, FireHistory, R
             .returning(*t.c)
         )
         with self._write() as conn:
+            if self._is_pg:  # their sessions left inside a transaction would hide locked claims
+                sessions.end_sessions_of(conn, conn.execute(dead).scalars().all())
             rows = conn.execute(statement).mappings().all()
         return [from_row(r) for r in rows]
 

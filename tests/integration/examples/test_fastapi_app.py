@@ -75,6 +75,18 @@ class Server:
 
         return wait_for(sent, f"reminder {reminder_id} to be sent")
 
+    def wait_status(self, reminder_id: str, status: str) -> dict[str, Any]:
+        """The reminder once it reads ``status``: a fire's outcome is recorded after its listener
+        returns, so the listener's own writes can be visible before it."""
+
+        def reached() -> dict[str, Any] | None:
+            response = self.http.get(f"/reminders/{reminder_id}")
+            assert response.status_code == 200, response.text
+            reminder: dict[str, Any] = response.json()
+            return reminder if reminder["status"] == status else None
+
+        return wait_for(reached, f"reminder {reminder_id} to be {status}")
+
     def digests(self, count: int) -> list[dict[str, Any]]:
         """The digests of the declared schedule, once this process made ``count`` of them."""
 
@@ -114,8 +126,7 @@ def test_the_async_listener_calls_the_webhook_through_the_apps_one_client(
     called = [body["reminder_id"] for body in webhook.received if body["reminder_id"] in ids]
     assert sorted(called) == sorted(ids)  # each once (the webhook is shared by the backends' servers)
     for reminder_id in ids:
-        reminder = server.http.get(f"/reminders/{reminder_id}").json()
-        assert reminder["status"] == "completed"
+        server.wait_status(reminder_id, "completed")
 
 
 def test_a_rolled_back_request_leaves_no_job_and_a_committed_one_fires(server: Server) -> None:
@@ -152,7 +163,7 @@ def test_a_reminder_fires_at_its_due_time(server: Server) -> None:
     server.wait_sent(reminder["id"])
     sent = [row for row in server.http.get("/sent").json() if row["reminder_id"] == reminder["id"]]
     assert [(row["user_id"], row["message"]) for row in sent] == [("ana", "hello ana")]
-    assert server.http.get(f"/reminders/{reminder['id']}").json()["status"] == "completed"
+    server.wait_status(reminder["id"], "completed")
 
 
 def test_a_cancelled_reminder_never_fires(server: Server) -> None:
