@@ -271,6 +271,14 @@ class JobStore(ABC):
     def transaction(self) -> AbstractContextManager[JobTransaction]:
         """A write transaction: commits when the block ends normally, rolls back on an exception."""
 
+    def outcome_transaction(self) -> AbstractContextManager[JobTransaction]:
+        """:meth:`transaction` for recording the outcomes of fires (derived: it is that
+        transaction). A store may commit this one without waiting until it is durable (the SQL
+        store on PostgreSQL does not wait for the WAL flush): an outcome lost in a crash of the
+        database leaves its fire claimed, so it fires again once its lease ends (at least once),
+        and a fire's slot and next occurrence wait for no disk flush."""
+        return self.transaction()
+
     @abstractmethod
     def get(self, job_id: str) -> ScheduledJob | None:
         """The job with this id, or None."""

@@ -634,7 +634,7 @@ class Firing(FirePath):
         changes = [(r.outcome, _claim_guard(r)) for r in results if r.run is None]
         spawning = [r for r in results if r.run is not None]
         freed = freed_slots(results)
-        with write_order(self._store, self._queue) as (tx, hand_off):
+        with write_order(self._store, self._queue, outcomes=True) as (tx, hand_off):
             tx.update_many(changes)
             for result in spawning:  # a run only with its job's outcome, never twice per occurrence
                 assert result.run is not None

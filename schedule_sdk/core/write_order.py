@@ -54,11 +54,14 @@ class HandOff:
 
 
 @contextlib.contextmanager
-def write_order(store: JobStore, queue: ExecutionQueue) -> Iterator[tuple[JobTransaction, HandOff]]:
-    """A store transaction whose hand-offs follow the write order (see the module docstring)."""
+def write_order(
+    store: JobStore, queue: ExecutionQueue, *, outcomes: bool = False
+) -> Iterator[tuple[JobTransaction, HandOff]]:
+    """A store transaction whose hand-offs follow the write order (see the module docstring);
+    ``outcomes``: it records fires' outcomes (:meth:`JobStore.outcome_transaction`)."""
     hand_off = HandOff(queue)
     try:
-        with store.transaction() as tx:
+        with store.outcome_transaction() if outcomes else store.transaction() as tx:
             yield tx, hand_off
     except BaseException:
         if hand_off.occurrences:  # the commit failed after the queue accepted: compensate

@@ -16,6 +16,7 @@ import re
 import secrets
 import socket
 import time
+import warnings
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -249,13 +250,27 @@ class PostgresDatabases:
         self._drop(name)
         self._created.remove(name)
 
+    #: How long the run's last statement, the template's ``DROP DATABASE``, may take (seconds).
+    template_drop_timeout = 15.0
+
     def drop_all(self) -> None:
-        """Drop every database this object created, the template included."""
+        """Drop every database this object created, the template included. A template whose drop
+        does not finish within ``template_drop_timeout`` (once, at the end of a CI run, it waited
+        more than 30 s with nothing in the server's log) is left with a warning: the next run's
+        :meth:`cleanup_stale` drops it."""
         for name in reversed(self._created):
             self._drop(name)
         self._created.clear()
         if self._template is not None:
-            self._drop(self._template)
+            conn = self._admin()
+            conn.execute(f"SET statement_timeout = {int(self.template_drop_timeout * 1000)}")
+            try:
+                self._drop(self._template)
+            except psycopg.errors.QueryCanceled:
+                late = f"dropping template {self._template} took too long: left for cleanup_stale"
+                warnings.warn(late, stacklevel=1)
+            finally:
+                conn.execute("RESET statement_timeout")
             self._template = None
 
     def cleanup_stale(self, max_age_hours: float = 6) -> list[str]:

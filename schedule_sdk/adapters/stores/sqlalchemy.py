@@ -450,6 +450,8 @@ def _claiming(where: list[sa.ColumnElement[bool]]) -> sa.Update:
 
 # Status tests as literals, not bound parameters, so the planner can use the partial indexes
 # (ix_schedule_jobs_pending_due, ix_schedule_jobs_active_claimed) rather than read every row.
+#: Outcomes: a lost one leaves its fire claimed, to fire again (see ``outcome_transaction``).
+_NO_FLUSH_WAIT = sa.text("SET LOCAL synchronous_commit = off")
 _PENDING = t.c.status == sa.literal_column("'pending'")
 _ACTIVE = t.c.status == sa.literal_column("'active'")
 _FINISHED = sa.text(FINISHED_CONDITION)
@@ -640,7 +642,8 @@ class SQLAlchemyJobStore(JobStore, JoinableStore, WorkerRegistry, FireHistory, R
         # PostgreSQL: claims are single statements, so they run in autocommit (one round trip, not
         # BEGIN/SET/UPDATE/COMMIT) on a small pool whose sessions do not wait for the WAL flush. A
         # claim need not survive a database crash: a lost claim leaves the row pending, so the
-        # occurrence fires again (at least once). Job rows and outcomes use the durable pool.
+        # occurrence fires again (at least once). Outcomes commit the same way, on the main pool
+        # (``outcome_transaction``); every other write waits for the flush.
         self._claims = _claims_engine(engine) if self._is_pg else None
         #: Until when a claim takes rows with a concurrency key first (monotonic clock).
         self._keyed_until = 0.0
@@ -653,6 +656,15 @@ class SQLAlchemyJobStore(JobStore, JoinableStore, WorkerRegistry, FireHistory, R
     @contextlib.contextmanager
     def transaction(self) -> Iterator[JobTransaction]:
         with self._write() as conn:
+            yield _Transaction(conn)
+
+    @contextlib.contextmanager
+    def outcome_transaction(self) -> Iterator[JobTransaction]:
+        """On PostgreSQL its commit does not wait for the WAL flush (``SET LOCAL``: this
+        transaction only, so it also holds behind a transaction pooler)."""
+        with self._write() as conn:
+            if self._is_pg:
+                conn.execute(_NO_FLUSH_WAIT)
             yield _Transaction(conn)
 
     @contextlib.contextmanager

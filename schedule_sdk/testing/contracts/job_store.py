@@ -294,6 +294,20 @@ class JobStoreContract(StoreContract):
         insert(self.job_store, new)  # the id is free again: nothing of the failed transaction remains
         assert self.job_store.get(new.id) == new
 
+    def test_an_outcome_transaction_commits_and_rolls_back_as_any_other(self) -> None:
+        existing = insert(self.job_store, job())[0]
+        kept, dropped = job(), job()
+        with self.job_store.outcome_transaction() as tx:
+            tx.insert(kept)
+            assert tx.update(existing.evolve(status=JobStatus.CANCELLED), Guard(OPEN_STATUSES))
+        with pytest.raises(RuntimeError, match="abort"), self.job_store.outcome_transaction() as tx:
+            tx.insert(dropped)
+            raise RuntimeError("abort")
+        assert self.job_store.get(kept.id) == kept
+        cancelled = self.job_store.get(existing.id)
+        assert cancelled is not None and cancelled.status is JobStatus.CANCELLED
+        assert self.job_store.get(dropped.id) is None
+
     def test_a_used_client_request_id_is_refused_and_nothing_is_written(self) -> None:
         first = job(metadata=JobMetadata(client_request_id="req-1"), status=JobStatus.CANCELLED)
         insert(self.job_store, first)
