@@ -448,10 +448,10 @@ def _claiming(where: list[sa.ColumnElement[bool]]) -> sa.Update:
     )
 
 
-# Status tests as literals, not bound parameters, so the planner can use the partial indexes
-# (ix_schedule_jobs_pending_due, ix_schedule_jobs_active_claimed) rather than read every row.
 #: Outcomes: a lost one leaves its fire claimed, to fire again (see ``outcome_transaction``).
 _NO_FLUSH_WAIT = sa.text("SET LOCAL synchronous_commit = off")
+# Status tests as literals, not bound parameters, so the planner can use the partial indexes
+# (ix_schedule_jobs_pending_due, ix_schedule_jobs_active_claimed) rather than read every row.
 _PENDING = t.c.status == sa.literal_column("'pending'")
 _ACTIVE = t.c.status == sa.literal_column("'active'")
 _FINISHED = sa.text(FINISHED_CONDITION)

@@ -26,3 +26,12 @@ def postgres_sql(request: pytest.FixtureRequest, database_url_factory) -> Iterat
 def pooled(request: pytest.FixtureRequest, database_url_factory) -> Iterator[Backend]:
     """PostgreSQL through PgBouncer on the sql substrate (the settings of the suites' backend)."""
     yield from _closed_after(backend_of(request, database_url_factory, "pgbouncer", "sql"))
+
+
+@pytest.fixture(params=["postgres_sql", "pooled"])
+def postgres_either(request: pytest.FixtureRequest) -> Backend:
+    """PostgreSQL directly, then through PgBouncer (``postgres_sql``, ``pooled``)."""
+    if request.param == "pooled":
+        request.applymarker(pytest.mark.pgbouncer)
+    backend: Backend = request.getfixturevalue(request.param)
+    return backend

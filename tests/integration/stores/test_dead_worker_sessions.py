@@ -28,11 +28,9 @@ from tests.harness import Harness
 pytestmark = pytest.mark.postgres
 
 
-@pytest.fixture(params=["postgres_sql", "pooled"])
-def backend(request: pytest.FixtureRequest) -> Backend:
-    if request.param == "pooled":
-        request.applymarker(pytest.mark.pgbouncer)
-    return request.getfixturevalue(request.param)
+@pytest.fixture
+def backend(postgres_either: Backend) -> Backend:
+    return postgres_either
 
 
 def _register(h: Harness, worker_id: str, beat: datetime) -> None:

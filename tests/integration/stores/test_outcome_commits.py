@@ -22,11 +22,9 @@ pytestmark = pytest.mark.postgres
 SHOW = sa.text("SHOW synchronous_commit")
 
 
-@pytest.fixture(params=["postgres_sql", "pooled"])
-def backend(request: pytest.FixtureRequest) -> Backend:
-    if request.param == "pooled":
-        request.applymarker(pytest.mark.pgbouncer)
-    return request.getfixturevalue(request.param)
+@pytest.fixture
+def backend(postgres_either: Backend) -> Backend:
+    return postgres_either
 
 
 def test_only_the_outcome_transaction_skips_the_flush_wait(backend: Backend) -> None:
