@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 
 import pytest
 
@@ -256,7 +257,8 @@ def test_redelivery_after_store_failures_is_capped_then_dead_lettered(nats_timer
     nats-server 2.9 sometimes answers a delayed nak by delivering one message twice in place of
     another, and counts the lost one delivered: that one comes back only after ack_wait (3 s
     here), as its next delivery. So the others are looked for within ack_wait of the dead-letter,
-    and the batches the store saw are not counted exactly."""
+    the batches the store saw are not counted exactly, and the dead-letter may name the server's
+    count of 4 deliveries when the third was one of those the timer never saw."""
     timer = nats_timer(max_deliver=3, ack_wait=3.0)
     probe.listen()
     persist = timer.service.handle_each
@@ -275,7 +277,9 @@ def test_redelivery_after_store_failures_is_capped_then_dead_lettered(nats_timer
     raw, headers = probe.dead[0]
     assert raw == stuck.to_json()
     assert headers["Timer-Error-Code"] == "SCHEDULE_STORE_UNAVAILABLE"
-    assert "after 3 deliveries" in headers["Timer-Error"]
+    # the server's count: 3, or more when a delivery it counted never reached the timer (above)
+    counted = re.search(r"after (\d+) deliveries", headers["Timer-Error"])
+    assert counted is not None and 3 <= int(counted[1]) <= 3 + SPARE_DELIVERIES, headers["Timer-Error"]
     assert wait_until(lambda: _stored(timer, ("tenant-a", "ok-a"), ("tenant-b", "ok-b")), timeout=8)
     assert timer.queries.get("tenant-x", "stuck") is None
     assert wait_until(lambda: _settled(probe), timeout=5)
