@@ -68,11 +68,15 @@ def sdk_produce(config: dict[str, Any], dues: list[datetime]) -> list[str]:
 def _trace(path: str) -> None:
     """``INDEP_TRACE=FILE``: append the worker's own timings to FILE (one line per event,
     ``kind wall_start wall_end detail``): each claim (its job ids), each outcome batch recorded,
-    each poller cycle. For finding where a late fire waited; off by default."""
+    each poller cycle, each measurement of the offset from the store's clock (offset, error); on
+    the rq substrate also each release by the pump (the entries it released), each pop of
+    released batches and each hold for a due instant. For finding where a late fire waited; off
+    by default. ``INDEP_SWITCH=SECONDS`` sets the worker's ``sys.setswitchinterval``."""
     import threading
 
     from schedule_sdk.adapters.stores.sqlalchemy import SQLAlchemyJobStore
     from schedule_sdk.core.firing import Firing
+    from schedule_sdk.core.store_time import StoreTime
 
     lock = threading.Lock()
     out = open(path, "a", buffering=1)  # lives as long as the worker
@@ -111,6 +115,14 @@ def _trace(path: str) -> None:
         line("claim", start, time.time(), due or "-")
         return rows
 
+    def traced_measure(self: Any) -> Any:
+        start = time.time()
+        reading = measure(self)
+        line("clock", start, time.time(), f"{reading.offset:.6f} {reading.error:.6f}")
+        return reading
+
+    measure = StoreTime.measure
+    StoreTime.measure = traced_measure  # type: ignore[method-assign]
     claim_many = SQLAlchemyJobStore.claim_many
     SQLAlchemyJobStore.claim_many = traced_claim_many  # type: ignore[method-assign]
     SQLAlchemyJobStore.claim_due = traced_claim  # type: ignore[method-assign]
@@ -134,6 +146,14 @@ def _trace(path: str) -> None:
         hold(due_ms, *args, **kwargs)
         line("hold", start, time.time(), str(due_ms))
 
+    def traced_release(self: Any, *args: Any, **kwargs: Any) -> Any:
+        start = time.time()
+        released, earliest = release(self, *args, **kwargs)
+        line("release", start, time.time(), ",".join(released) or "-")
+        return released, earliest
+
+    release = RQExecutionQueue.release
+    RQExecutionQueue.release = traced_release  # type: ignore[method-assign]
     RQExecutionQueue.pop_released = traced_pop  # type: ignore[method-assign]
     consumer.hold_until = traced_hold  # type: ignore[assignment]
 
@@ -143,6 +163,8 @@ def sdk_work(config: dict[str, Any]) -> None:
 
     if os.environ.get("INDEP_TRACE"):
         _trace(os.environ["INDEP_TRACE"])
+    if os.environ.get("INDEP_SWITCH"):
+        sys.setswitchinterval(float(os.environ["INDEP_SWITCH"]))
 
     @on_event(SCHEDULE_ARRIVED_EVENT)
     def record(event: Any) -> None:

@@ -12,7 +12,10 @@ heartbeat (:meth:`StoreTime.measure`)::
 The store read its clock after the local read and before ``end``, both within [start, end], so the
 store's clock is within ``error`` of ``local + offset``. ``now()`` is the best estimate (``local +
 offset``: lateness, leases, heartbeats, misfire checks); ``claim_now()`` is the earliest the
-store's clock can be (``local + offset - error``), so a claim by it is never early.
+store's clock can be (``local + offset - error``), so a claim by it is never early. Each
+measurement makes :data:`SAMPLES` round trips back to back and keeps the one with the smallest
+error: on a busy process a thread switch inside one round trip would otherwise widen every
+claim's margin (and delay every fire by it) until the next measurement.
 ``claim_now()`` is None, and the process claims nothing, while the offset is unknown (never
 measured, or the last measurement is older than ``refresh_after`` seconds and a new one fails) or
 beyond ``max_offset``: a clock that far off is not kept in step, and a step of it between two
@@ -38,6 +41,8 @@ logger = logging.getLogger(__name__)
 #: Seconds a measurement is used for without a new one (a worker's heartbeat measures every
 #: second at most; a process without one, a stock ``rq worker``, measures when it claims).
 REFRESH_AFTER = 5.0
+#: Round trips per measurement; the one with the smallest error is kept.
+SAMPLES = 3
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,24 +85,35 @@ class StoreTime(ClaimClock):
         :raises StoreUnavailable: the store did not answer (the last reading stands until it ages).
         """
         with self._measuring:
-            if self._registry is None:
+            reading = self._sample(self._registry) if self._registry is not None else None
+            if reading is None:
                 reading = ClockReading(0.0, 0.0, time.monotonic())
-            else:
-                # The local clock is read after ``start``: the store's read and the local one
-                # then both fall within [start, end], whatever thread switch comes between them.
-                start = time.monotonic()
-                local = self._clock.now()
-                store = self._registry.store_clock()
-                end = time.monotonic()
-                half = (end - start) / 2
-                if store is None:
-                    reading = ClockReading(0.0, 0.0, end)
-                else:
-                    offset = (store - (local + timedelta(seconds=half))).total_seconds()
-                    reading = ClockReading(offset, half, end)
             self._reading = reading
         self._judge(reading)
         return reading
+
+    def _sample(self, registry: WorkerRegistry) -> ClockReading | None:
+        """The tightest of ``SAMPLES`` round trips to the store's clock (None: it has none).
+
+        Each one alone bounds the offset; a busy process (a thread switch, a pool checkout
+        between the reads) widens a round trip, and so every claim's margin, until the next
+        measurement, so the narrowest is kept. They are made back to back: none is older than
+        the others by more than a round trip."""
+        best: ClockReading | None = None
+        for _ in range(SAMPLES):
+            # The local clock is read after ``start``: the store's read and the local one
+            # then both fall within [start, end], whatever thread switch comes between them.
+            start = time.monotonic()
+            local = self._clock.now()
+            store = registry.store_clock()
+            end = time.monotonic()
+            if store is None:
+                return None
+            half = (end - start) / 2
+            if best is None or half < best.error:
+                offset = (store - (local + timedelta(seconds=half))).total_seconds()
+                best = ClockReading(offset, half, end)
+        return best
 
     def within_bound(self, reading: ClockReading) -> bool:
         """Whether a process with this reading may claim: its offset, error included, is at most

@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from schedule_sdk import StoreUnavailable
-from schedule_sdk.core.store_time import StoreTime
+from schedule_sdk.core.store_time import SAMPLES, StoreTime
 from schedule_sdk.ports import claim_time
 from schedule_sdk.testing import FakeClock, MemoryJobStore
 
@@ -76,11 +76,11 @@ def test_a_fresh_reading_is_reused_and_a_stale_one_renewed() -> None:
     time = StoreTime(clock=clock, store=store, refresh_after=3600.0)
     claim_time(time)
     claim_time(time)
-    assert store.reads == 1
+    assert store.reads == SAMPLES  # one measurement
     stale = StoreTime(clock=clock, store=store, refresh_after=0.0)
     claim_time(stale)
     claim_time(stale)
-    assert store.reads == 3
+    assert store.reads == 3 * SAMPLES
 
 
 def test_a_store_without_a_clock_of_its_own_has_offset_zero() -> None:
@@ -94,3 +94,31 @@ def test_a_store_without_a_clock_of_its_own_has_offset_zero() -> None:
 def test_a_plain_clock_is_taken_as_the_stores() -> None:
     clock = FakeClock(T0)
     assert claim_time(clock) == T0
+
+
+class StoreWithSlowReads(StoreWithClock):
+    """Its round trips take the given seconds in turn (on the fake clock's monotonic time)."""
+
+    def __init__(self, clock: FakeClock, ahead: float, trips: list[float]) -> None:
+        super().__init__(clock, ahead)
+        self.trips = trips
+
+    def store_clock(self) -> datetime | None:
+        trip = self.trips[self.reads % len(self.trips)]
+        self.clock.advance(trip / 2)
+        value = super().store_clock()
+        self.clock.advance(trip / 2)
+        return value
+
+
+def test_a_measurement_keeps_the_tightest_of_its_round_trips(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A round trip widened by a busy process (here the second of three) does not widen the
+    margin every claim takes off: the narrowest one is kept, and its bound still holds."""
+    clock = FakeClock(T0)
+    monkeypatch.setattr("schedule_sdk.core.store_time.time.monotonic", lambda: clock.now().timestamp())
+    store = StoreWithSlowReads(clock, 1.5, [0.004, 0.0002, 0.010])
+    time = StoreTime(clock=clock, store=store)
+    reading = time.measure()
+    assert store.reads == SAMPLES == 3
+    assert reading.error == pytest.approx(0.0001, abs=1e-6)
+    assert abs(reading.offset - 1.5) <= reading.error + 1e-6

@@ -178,7 +178,11 @@ class DuePump:
             return 0.0
         if earliest is None:
             return self.renew_every
-        wait = (earliest - now) / 1000.0 - RELEASE_AHEAD
+        # from now, not from before the release (which took round trips): the sleep starts now
+        after = self._store_ms()
+        if after is None:
+            return 0.0
+        wait = (earliest - after) / 1000.0 - RELEASE_AHEAD
         return max(0.0, min(wait, self.renew_every))
 
     def _sleep(self, timeout: float) -> None:
