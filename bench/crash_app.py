@@ -10,7 +10,6 @@ import os
 import random
 import signal
 import sys
-import threading
 import time
 from datetime import UTC, datetime, timedelta
 
@@ -21,6 +20,7 @@ from schedule_sdk import (
     ScheduleContainer,
     on_event,
 )
+from schedule_sdk.entrypoints.stopping import StopSignals
 
 _fd = os.open(os.environ["CRASH_LOG"], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
 
@@ -35,11 +35,9 @@ def fired(event: ScheduleArrivedEvent) -> None:
 
 
 def main() -> int:
-    stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
     container = ScheduleContainer()
     service = container.schedule_service()
-    with container.worker():
+    with StopSignals((signal.SIGTERM,)) as stop, container.worker():
         sys.stdout.write("ready\n")
         sys.stdout.flush()
         while not os.environ.get("CRASH_QUIET") and not stop.wait(0.01):

@@ -14,9 +14,7 @@ import importlib
 import json
 import logging
 import os
-import signal
 import sys
-import threading
 import traceback
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass
@@ -48,6 +46,7 @@ from schedule_sdk.domain.text import masked_url, without_secret
 from schedule_sdk.domain.time_limits import limit_ms
 from schedule_sdk.domain.timing import FireTime
 from schedule_sdk.entrypoints import cli_schedules
+from schedule_sdk.entrypoints.stopping import StopSignals
 
 OK, ERROR, USAGE, NOT_FOUND, UNAVAILABLE = 0, 1, 2, 3, 4
 UNHEALTHY = 5  # `health`: a check failed (no live worker, old backlog); `db current`: upgrade pending
@@ -174,8 +173,7 @@ def cmd_worker(ctx: Context) -> int:
     modules = settings.listener_modules
     import_listener_modules(modules)
     ctx.container.listeners()  # binds the @on_event functions of these modules to this container
-    stop = threading.Event()
-    with _signals_set(stop):
+    with StopSignals() as stop:
         worker = ctx.container.worker()
         worker.start()
         if ctx.args.metrics_port:
@@ -192,8 +190,7 @@ def cmd_worker(ctx: Context) -> int:
             f"{len(modules)} listener module(s)); SIGTERM or Ctrl-C stops it\n"
         )
         ctx.err.flush()
-        while not stop.wait(0.5):
-            pass
+        stop.wait()
         ctx.err.write(f"schedule-sdk: stopping (in-flight fires get {settings.stop_timeout:g}s)\n")
         ctx.err.flush()
         worker.stop()
@@ -241,20 +238,6 @@ def cmd_dashboard(ctx: Context) -> int:
 
 
 # -----------------------------------------------------------------------------------------------
-
-
-@contextlib.contextmanager
-def _signals_set(stop: threading.Event) -> Iterator[None]:
-    """Make SIGTERM and SIGINT set ``stop`` (this is the main program), restoring them afterwards."""
-    handled = (signal.SIGTERM, signal.SIGINT)
-    previous = {sig: signal.getsignal(sig) for sig in handled}
-    for sig in handled:
-        signal.signal(sig, lambda *_: stop.set())
-    try:
-        yield
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
 
 
 def cmd_reconcile(ctx: Context) -> int:

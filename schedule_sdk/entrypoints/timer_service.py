@@ -13,14 +13,13 @@ import argparse
 import gc
 import logging
 import os
-import signal
-import threading
 
 from schedule_sdk.adapters.metrics import InMemoryMetrics, PrometheusMetrics
 from schedule_sdk.bootstrap.timer import Timer
 from schedule_sdk.bootstrap.timer_settings import TimerSettings
 from schedule_sdk.domain.errors import ScheduleError
 from schedule_sdk.domain.text import masked_url
+from schedule_sdk.entrypoints.stopping import StopSignals
 from schedule_sdk.ports import Metrics
 
 logger = logging.getLogger(__name__)
@@ -62,8 +61,12 @@ def main(argv: list[str] | None = None) -> int:
     except ScheduleError as error:
         logger.error("cannot start the timer service: %s", error)
         return 2
-    stop = threading.Event()
-    previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGTERM, signal.SIGINT)}
+    with StopSignals() as stop:
+        return _serve(timer, settings, stop)
+
+
+def _serve(timer: Timer, settings: TimerSettings, stop: StopSignals) -> int:
+    """Run ``timer`` until ``stop``; 1 when it cannot start."""
     try:
         timer.start()
     except ScheduleError as error:
@@ -75,15 +78,10 @@ def main(argv: list[str] | None = None) -> int:
     gc.freeze()
     try:
         logger.info("timer service ready (db %s)", masked_url(settings.database_url))
-        # Timed: a signal another thread received is handled only when this (the main) thread
-        # runs Python code again; an untimed wait can sit through SIGTERM.
-        while not stop.wait(0.5):
-            pass
+        stop.wait()
         logger.info("stopping the timer service")
     finally:
         timer.close()
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
     return 0
 
 

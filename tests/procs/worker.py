@@ -22,6 +22,7 @@ import threading
 import time
 
 from schedule_sdk import SCHEDULE_ARRIVED_EVENT, SCHEDULE_MISSED_EVENT, ScheduleContainer, on_event
+from schedule_sdk.entrypoints.stopping import StopSignals
 from tests.procs import crash
 
 EVENTS = os.environ["SDK_TEST_EVENTS"]
@@ -96,8 +97,6 @@ def sleep_relative(seconds: float) -> None:
 def main() -> int:
     if "FAKETIME" in os.environ:  # this process's clock is shifted (tests/support/worker_process.py)
         time.sleep = sleep_relative
-    stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
     faulthandler.register(signal.SIGUSR1, all_threads=True)  # every thread's stack, to stderr
     container = ScheduleContainer()
     container.listeners().register(record)
@@ -105,13 +104,10 @@ def main() -> int:
         container.listeners().connect(SCHEDULE_MISSED_EVENT, record_missed)
     if "SDK_TEST_CRASH_AT" in os.environ:
         crash.install(os.environ["SDK_TEST_CRASH_AT"], container)
-    with container.worker():
+    with StopSignals((signal.SIGTERM,)) as stop, container.worker():
         sys.stdout.write("ready\n")
         sys.stdout.flush()
-        # a timed wait: a signal delivered to another thread is only handled once the main thread
-        # runs Python code again (an untimed wait once sat through SIGTERM)
-        while not stop.wait(0.5):
-            pass
+        stop.wait()
     container.shutdown_resources()
     return 0
 

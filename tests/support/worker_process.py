@@ -101,6 +101,10 @@ class WorkerProcess:
             self.signal_children(signal.SIGUSR1)  # its threads' stacks, to its log
             wait_until(lambda: "Thread 0x" in self.log()[before:], 3)
             tail = self.log()[-8000:]
+            # a worker left running keeps its pump's lead and its connections: later tests on
+            # this test process would fail for it
+            self.proc.kill()
+            self.proc.wait(timeout=10)
             raise AssertionError(f"no exit within 15 s of SIGTERM; the worker's log:\n{tail}") from None
 
 

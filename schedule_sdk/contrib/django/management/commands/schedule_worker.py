@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import signal
-import threading
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
 
 from schedule_sdk.contrib.django import container
+from schedule_sdk.entrypoints.stopping import StopSignals
 
 
 class Command(BaseCommand):
@@ -25,16 +24,13 @@ class Command(BaseCommand):
         registry = built.listeners()
         for module in filter(None, (m.strip() for m in (options.get("listeners") or "").split(","))):
             registry.register(module)
-        stop = threading.Event()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            signal.signal(sig, lambda *_: stop.set())
-        worker = built.worker().start()  # reconciles first, then fires in this process
-        self.stderr.write(
-            f"schedule worker {built.settings().worker_id} started ({registry.count()} listener(s)); "
-            "Ctrl-C stops it"
-        )
-        while not stop.wait(0.5):
-            pass
+        with StopSignals() as stop:
+            worker = built.worker().start()  # reconciles first, then fires in this process
+            self.stderr.write(
+                f"schedule worker {built.settings().worker_id} started ({registry.count()} listener(s)); "
+                "Ctrl-C stops it"
+            )
+            stop.wait()
         self.stderr.write("stopping: in-flight fires finish or are released to other workers")
         worker.stop()
         built.shutdown_resources()
