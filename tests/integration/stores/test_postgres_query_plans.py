@@ -214,7 +214,7 @@ def test_the_claim_of_keyed_rows_reads_indexes_only(all_keyed: str) -> None:
     """The statement that claims rows with a key and then the rest (in the transaction of its
     settings and keys, as they are set) never reads the whole table, and updates the rows it
     chose by id: the statistics here would have it read every row, or every pending row."""
-    sql = pg_claims.CLAIM_KEYED_FIRST  # the statement the claim function returns, as parameters
+    sql = pg_claims.CLAIM_KEYED_FIRST
     params = {"now": KEYED_NOW, "worker": "w", "lease": KEYED_NOW, "limit": 50}
     url = sa.make_url(all_keyed).set(drivername="postgresql").render_as_string(False)
     with psycopg.connect(url) as conn:  # one transaction: the settings are local to it
@@ -234,21 +234,3 @@ def test_the_claim_of_keyed_rows_reads_indexes_only(all_keyed: str) -> None:
         if n.get("Relation Name") == "schedule_jobs" and "Scan" in n["Node Type"]
     ]
     assert by_id and all("(id)::text" in n.get("Index Cond", "") for n in by_id), by_id
-
-
-def test_the_installed_claim_function_is_the_code_s(all_keyed: str) -> None:
-    """A migrated database's keyed claim function runs exactly ``KEYED_FIRST_SOURCE`` (the
-    migration holds a copy: a change to the claim needs a migration that replaces it), and
-    answers one row per claimed row with the two flags after its columns."""
-    url = sa.make_url(all_keyed).set(drivername="postgresql").render_as_string(False)
-    with psycopg.connect(url) as conn:
-        [(source,)] = conn.execute(
-            "SELECT prosrc FROM pg_proc WHERE proname = %s", (pg_claims.KEYED_FIRST_FUNCTION,)
-        ).fetchall()
-        assert source.strip() == pg_claims.KEYED_FIRST_SOURCE.strip()
-        params = {"now": KEYED_NOW, "worker": "w", "lease": KEYED_NOW, "limit": 50}
-        rows = conn.execute(pg_claims.CALL_KEYED_FIRST, params).fetchall()
-        conn.rollback()
-    # ten due pending rows of key "k" (limit 8, nothing running): eight claimed, two left waiting
-    assert len(rows) == 8 and all(row[0] is not None for row in rows), rows
-    assert all(row[-2] is True for row in rows)
