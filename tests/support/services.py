@@ -247,30 +247,34 @@ class PostgresDatabases:
         name = urlsplit(url).path.lstrip("/")
         if name not in self._created:
             raise ValueError(f"{name!r} was not created by this PostgresDatabases")
-        self._drop(name)
+        self._drop_or_leave(name)
         self._created.remove(name)
 
-    #: How long the run's last statement, the template's ``DROP DATABASE``, may take (seconds).
-    template_drop_timeout = 15.0
+    #: How long a teardown's ``DROP DATABASE`` may take (seconds).
+    drop_timeout = 10.0
+
+    def _drop_or_leave(self, name: str) -> None:
+        """Drop ``name``, or leave it with a warning when the drop does not finish within
+        ``drop_timeout``: the next run's :meth:`cleanup_stale` drops it. A drop has waited more
+        than 30 s with nothing in the server's log (at the end of CI runs, and in a test's
+        teardown while other test processes were busy): housekeeping, not what a test tests."""
+        conn = self._admin()
+        conn.execute(f"SET statement_timeout = {int(self.drop_timeout * 1000)}")
+        try:
+            self._drop(name)
+        except psycopg.errors.QueryCanceled:
+            warnings.warn(f"dropping {name} took too long: left for cleanup_stale", stacklevel=2)
+        finally:
+            conn.execute("RESET statement_timeout")
 
     def drop_all(self) -> None:
-        """Drop every database this object created, the template included. A template whose drop
-        does not finish within ``template_drop_timeout`` (once, at the end of a CI run, it waited
-        more than 30 s with nothing in the server's log) is left with a warning: the next run's
-        :meth:`cleanup_stale` drops it."""
+        """Drop every database this object created, the template included (each as
+        :meth:`_drop_or_leave` does)."""
         for name in reversed(self._created):
-            self._drop(name)
+            self._drop_or_leave(name)
         self._created.clear()
         if self._template is not None:
-            conn = self._admin()
-            conn.execute(f"SET statement_timeout = {int(self.template_drop_timeout * 1000)}")
-            try:
-                self._drop(self._template)
-            except psycopg.errors.QueryCanceled:
-                late = f"dropping template {self._template} took too long: left for cleanup_stale"
-                warnings.warn(late, stacklevel=1)
-            finally:
-                conn.execute("RESET statement_timeout")
+            self._drop_or_leave(self._template)
             self._template = None
 
     def cleanup_stale(self, max_age_hours: float = 6) -> list[str]:
