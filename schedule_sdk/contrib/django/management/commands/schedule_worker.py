@@ -31,6 +31,6 @@ class Command(BaseCommand):
                 "Ctrl-C stops it"
             )
             stop.wait()
-        self.stderr.write("stopping: in-flight fires finish or are released to other workers")
-        worker.stop()
+            self.stderr.write("stopping: in-flight fires finish or are released to other workers")
+            worker.stop()  # a second signal meanwhile does not cut the stop short
         built.shutdown_resources()
