@@ -296,7 +296,11 @@ def test_a_worker_paused_longer_than_dead_after_repeats_its_in_flight_fires_at_m
         # declared dead: its fires are released and fired by the survivor meanwhile
         assert wait_until(lambda: all(h.job(j).status is JobStatus.COMPLETED for j in jobs), 2.0 + 1 + 12)
         victim.proc.send_signal(signal.SIGCONT)  # its listeners finish: those fires repeat
-        assert wait_until(lambda: sum(fired(events).values()) >= len(jobs) + len(held), 15)
+        assert wait_until(lambda: sum(fired(events).values()) >= len(jobs) + len(held), 15), (
+            fired(events),
+            held,
+            victim.log()[-4000:],
+        )
         marker = settle(h, events)
     finally:
         victim.proc.send_signal(signal.SIGCONT)
