@@ -259,13 +259,13 @@ class PostgresDatabases:
         than 30 s with nothing in the server's log (at the end of CI runs, and in a test's
         teardown while other test processes were busy): housekeeping, not what a test tests."""
         conn = self._admin()
-        conn.execute(f"SET statement_timeout = {int(self.drop_timeout * 1000)}")
         try:
+            conn.execute(f"SET statement_timeout = {int(self.drop_timeout * 1000)}")
             self._drop(name)
-        except psycopg.errors.QueryCanceled:
-            warnings.warn(f"dropping {name} took too long: left for cleanup_stale", stacklevel=2)
-        finally:
             conn.execute("RESET statement_timeout")
+        except psycopg.Error as error:  # cancelled, or the connection left busy: a fresh one next
+            conn.close()
+            warnings.warn(f"dropping {name} failed ({error}): left for cleanup_stale", stacklevel=2)
 
     def drop_all(self) -> None:
         """Drop every database this object created, the template included (each as
