@@ -39,6 +39,9 @@ class Backend:
     direct_url: str | None = None
     harnesses: list[Harness] = field(default_factory=list)
     service_kind: str = "sync"  # which service Harness.service is: "sync" or "async"
+    #: The rq queue: shared by the harnesses and processes of one test (they are one app), and by
+    #: no other test.
+    rq_queue: str = field(default_factory=lambda: services.queue_name("sdk_test"))
 
     def settings(self, **overrides: Any) -> dict[str, Any]:
         values: dict[str, Any] = {
@@ -50,7 +53,7 @@ class Backend:
             "stop_timeout": 2.0,
         }
         if self.substrate == "rq":
-            values["rq_queue"] = f"sdk_test_{services.RUN_ID}"  # shared: harnesses of one test are one app
+            values["rq_queue"] = self.rq_queue
         if self.store == "pgbouncer":
             values["database_pooler"] = "transaction"
             values["database_listen_url"] = self.direct_url

@@ -96,7 +96,7 @@ def test_a_failover_that_loses_writes_loses_no_job(
     harnesses: Callable[..., Harness],
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    queue = f"rqf_{services.RUN_ID}"
+    queue = services.queue_name("rqf")
     settings: dict[str, Any] = {
         "database_url": f"sqlite:///{tmp_path / 'jobs.db'}",
         "substrate": "rq",

@@ -36,7 +36,7 @@ def rq_settings(tmp_path: Path, redis_url: str) -> dict[str, Any]:
         "database_url": f"sqlite:///{tmp_path / 'jobs.db'}",
         "substrate": "rq",
         "redis_url": redis_url,
-        "rq_queue": f"rqt_{services.RUN_ID}",
+        "rq_queue": services.queue_name("rqt"),
         "lease_seconds": 3.0,
         "stop_timeout": 2.0,
     }

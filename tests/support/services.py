@@ -373,6 +373,19 @@ class RedisDbs:
         self._locks.close()
 
 
+# --- Redis queues: a name of its own per test ------------------------------------------------------
+
+_QUEUES = itertools.count(1)
+
+
+def queue_name(prefix: str) -> str:
+    """An rq queue name of this run's own and no other test's, e.g. ``"rqt_4711_a1b2c3_7"``: the
+    run's Redis db is flushed before each test, but a process an earlier test left behind (or one
+    still stopping) would otherwise consume this test's queue and drop the entries its own
+    database does not know."""
+    return f"{prefix}_{RUN_ID}_{next(_QUEUES)}"
+
+
 # --- NATS JetStream: stream names carry the run id -------------------------------------------------
 
 

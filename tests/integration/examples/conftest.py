@@ -17,13 +17,14 @@ class AppBackend:
     id: str
     database_url: str
     redis_url: str | None = None
+    rq_queue: str | None = None  # this backend's own queue (with Redis)
 
     def env(self) -> dict[str, str | None]:
         """What a user sets: the database URL and, for Redis, the Redis URL (+ this run's queue)."""
         values: dict[str, str | None] = {"SCHEDULE_DATABASE_URL": self.database_url}
         if self.redis_url:
             values["SCHEDULE_REDIS_URL"] = self.redis_url
-            values["SCHEDULE_RQ_QUEUE"] = f"examples_{services.RUN_ID}"
+            values["SCHEDULE_RQ_QUEUE"] = self.rq_queue
         return values
 
 
@@ -43,7 +44,7 @@ def make_backend(kind: str, request: pytest.FixtureRequest, directory: Path) -> 
         return AppBackend(kind, url)
     redis_url: str = request.getfixturevalue("redis_base_url")
     services.RedisDbs.flush(redis_url)
-    return AppBackend(kind, url, redis_url)
+    return AppBackend(kind, url, redis_url, services.queue_name("examples"))
 
 
 @pytest.fixture(scope="module", params=APP_BACKENDS)

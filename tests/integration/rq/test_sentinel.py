@@ -45,7 +45,7 @@ def settings(cluster: SentinelCluster, tmp_path: Path) -> dict[str, Any]:
     return {
         "database_url": f"sqlite:///{tmp_path / 'jobs.db'}",
         "redis_url": cluster.url,
-        "rq_queue": f"rqs_{services.RUN_ID}",
+        "rq_queue": services.queue_name("rqs"),
         "lease_seconds": 3.0,
         "stop_timeout": 2.0,
     }
