@@ -78,12 +78,18 @@ def zset(settings: dict[str, Any], name: str) -> list[str]:
 def fires_within_bound(settings: dict[str, Any], events: Path, wanted: tuple[str, int, int]) -> int:
     """Start a new worker; assert ``wanted`` (job id, occurrence, attempt) fires in it within the
     bound, counted from before the process is spawned; return its pid."""
-    deadline = time.monotonic() + BOUND  # the recovery bound is a guarantee: counted from the spawn
-    survivor = spawn_worker(settings, events)
+    log = events.with_name("survivor.log")
+    spawned = time.monotonic()
+    deadline = spawned + BOUND  # the recovery bound is a guarantee: counted from the spawn
+    survivor = spawn_worker(settings, events, log=log)
+    ready = time.monotonic() - spawned
     try:
         left = deadline - time.monotonic()
         fired = wait_until(lambda: wanted in [e[:3] for e in read_events(events)], timeout=max(left, 0.0))
-        assert fired, f"{wanted} did not fire within {BOUND} s of the spawn ({read_events(events)})"
+        assert fired, (
+            f"{wanted} did not fire within {BOUND} s of the spawn ({read_events(events)}); it was ready"
+            f" after {ready:.2f} s; its log:\n{log.read_text(errors='replace')[-6000:]}"
+        )
         return survivor.pid
     finally:
         stop(survivor)

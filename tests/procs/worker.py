@@ -4,11 +4,13 @@ sleep that many seconds first; $SDK_TEST_FAIL_ATTEMPTS makes it raise for attemp
 number (after recording the event); $SDK_TEST_CRASH_AT kills the process at that point of the rq
 hand-offs (tests/procs/crash.py). With $SDK_TEST_TIMES set, each line also has the listener's
 enter and exit times and the event's ``scheduled_for`` (epoch seconds); with $SDK_TEST_MISSED, each
-``schedule.missed`` event appends ``job_id reason count`` to that file. With $SDK_TEST_OBSERVE set
+``schedule.missed`` event appends ``job_id reason count`` to that file; $SDK_TEST_LOG_INFO logs
+at INFO level (with times and thread names) to standard error. With $SDK_TEST_OBSERVE set
 (PostgreSQL only), each fire is also inserted into the table ``observed_fires`` of the store's
 database, stamped by the database's own clock (``clock_timestamp()``): an observer whose clock is
 not this process's, which may be shifted (libfaketime). SIGTERM stops it gracefully; tests also
-kill it with SIGKILL."""
+kill it with SIGKILL. With $SDK_TEST_LOG_INFO set it logs at INFO level, with times and thread
+names, to standard error."""
 
 from __future__ import annotations
 
@@ -95,6 +97,11 @@ def sleep_relative(seconds: float) -> None:
 
 
 def main() -> int:
+    if os.environ.get("SDK_TEST_LOG_INFO"):  # a timeline for a test to show when it fails
+        import logging
+
+        fmt = "%(asctime)s.%(msecs)03d %(threadName)s %(name)s %(levelname)s %(message)s"
+        logging.basicConfig(level=logging.INFO, format=fmt, datefmt="%H:%M:%S")
     if "FAKETIME" in os.environ:  # this process's clock is shifted (tests/support/worker_process.py)
         time.sleep = sleep_relative
     faulthandler.register(signal.SIGUSR1, all_threads=True)  # every thread's stack, to stderr

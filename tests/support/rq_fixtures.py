@@ -3,6 +3,7 @@ redis-server that tests may stop and restart, and worker subprocesses."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -108,15 +109,23 @@ def env_of(settings: dict[str, Any], **extra: str) -> dict[str, str]:
     return env
 
 
-def spawn_worker(settings: dict[str, Any], events: Path, **extra: str) -> subprocess.Popen[str]:
-    """tests/procs/worker.py with these settings; returns once it printed "ready"."""
-    process = subprocess.Popen(
-        [sys.executable, "-m", "tests.procs.worker"],
-        cwd=ROOT,
-        env=env_of(settings, SDK_TEST_EVENTS=str(events), **extra),
-        stdout=subprocess.PIPE,
-        text=True,
-    )
+def spawn_worker(
+    settings: dict[str, Any], events: Path, log: Path | None = None, **extra: str
+) -> subprocess.Popen[str]:
+    """tests/procs/worker.py with these settings; returns once it printed "ready". With ``log``,
+    it logs at INFO level to that file (else its warnings go to this process's standard error)."""
+    if log is not None:
+        extra["SDK_TEST_LOG_INFO"] = "1"
+    with contextlib.ExitStack() as files:
+        stderr = None if log is None else files.enter_context(open(log, "ab"))
+        process = subprocess.Popen(
+            [sys.executable, "-m", "tests.procs.worker"],
+            cwd=ROOT,
+            env=env_of(settings, SDK_TEST_EVENTS=str(events), **extra),
+            stdout=subprocess.PIPE,
+            stderr=stderr,
+            text=True,
+        )
     assert process.stdout is not None
     assert process.stdout.readline().strip() == "ready"
     return process
