@@ -20,7 +20,7 @@ class AppBackend:
     rq_queue: str | None = None  # this backend's own queue (with Redis)
 
     def env(self) -> dict[str, str | None]:
-        """What a user sets: the database URL and, for Redis, the Redis URL (+ this run's queue)."""
+        """What a user sets: the database URL and, for Redis, the Redis URL (+ this backend's own queue)."""
         values: dict[str, str | None] = {"SCHEDULE_DATABASE_URL": self.database_url}
         if self.redis_url:
             values["SCHEDULE_REDIS_URL"] = self.redis_url
