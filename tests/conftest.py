@@ -115,7 +115,7 @@ def postgres_databases() -> Iterator[services.PostgresDatabases]:
     databases.cleanup_stale()
     databases.create_template(_migrate)
     yield databases
-    databases.drop_all()
+    databases.drop_all_within(services.DROP_ALL_SECONDS)
 
 
 @pytest.fixture(scope="session")

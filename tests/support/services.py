@@ -15,6 +15,7 @@ import os
 import re
 import secrets
 import socket
+import threading
 import time
 import warnings
 from collections.abc import Callable
@@ -40,6 +41,9 @@ CONNECT_TIMEOUT = 3.0
 
 #: Unique id of this pytest process, e.g. ``"4711_a1b2c3"``.
 RUN_ID = f"{os.getpid()}_{secrets.token_hex(3)}"
+#: How long a session's teardown waits for its databases to be dropped (seconds; its last test's
+#: time limit is 30 s).
+DROP_ALL_SECONDS = 15.0
 #: Unix time this process started; Postgres database names carry it so stale ones can be found.
 RUN_STARTED = int(time.time())
 _TEMPLATES = itertools.count(1)
@@ -276,6 +280,23 @@ class PostgresDatabases:
         if self._template is not None:
             self._drop_or_leave(self._template)
             self._template = None
+
+    def drop_all_within(self, seconds: float) -> None:
+        """:meth:`drop_all` and :meth:`close` on a thread of its own, waited for ``seconds`` at
+        most (a session's teardown runs inside its last test's time limit): what it has not
+        dropped by then is left for :meth:`cleanup_stale`, with a warning. A drop at the end of a
+        busy run has taken longer than its own bound (the test timed out in ``DROP DATABASE``)."""
+
+        def drop_and_close() -> None:
+            self.drop_all()
+            self.close()
+
+        worker = threading.Thread(target=drop_and_close, name="drop-all", daemon=True)
+        worker.start()
+        worker.join(seconds)
+        if worker.is_alive():  # its connection is still in use: it goes with the process
+            message = f"dropping this run's databases took over {seconds} s: left for cleanup_stale"
+            warnings.warn(message, stacklevel=2)
 
     def cleanup_stale(self, max_age_hours: float = 6) -> list[str]:
         """Drop ``sdk_<unixtime>_…`` databases older than ``max_age_hours`` (left by crashed runs)."""

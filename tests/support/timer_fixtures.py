@@ -81,8 +81,7 @@ def empty_postgres_databases() -> Iterator[services.PostgresDatabases]:
     services.require_postgres()
     databases = services.PostgresDatabases()
     yield databases
-    databases.drop_all()
-    databases.close()
+    databases.drop_all_within(services.DROP_ALL_SECONDS)
 
 
 @pytest.fixture
