@@ -17,10 +17,13 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 from collections.abc import Iterator
+from contextlib import AbstractContextManager
 
 from opentelemetry import propagate, trace
 from opentelemetry.context import Context
+from opentelemetry.environment_variables import OTEL_PYTHON_TRACER_PROVIDER
 from opentelemetry.trace import INVALID_SPAN, Link, SpanKind, Status, StatusCode, TracerProvider
 
 from schedule_sdk.domain.errors import ListenerFailed
@@ -51,10 +54,21 @@ class _NoSpan(FireSpan):
 
 
 _NO_SPAN = _NoSpan()
+#: The whole of an unrecorded fire's span: reusable, entered by every such fire.
+_NOTHING: AbstractContextManager[FireSpan] = contextlib.nullcontext(_NO_SPAN)
 
 
 def _unconfigured() -> bool:
-    """Whether the application has set no global tracer provider yet (spans would be no-ops)."""
+    """Whether the application has set no global tracer provider yet (spans would be no-ops).
+
+    Asked once per fire: the API's own question (``get_tracer_provider()``) looks up an
+    environment variable each time, which in a burst cost a few percent of a worker's CPU. The
+    provider, once set, stays set, so the quick answer is the module's own global; the API is
+    asked only while that is unset and the variable names a provider to load."""
+    if getattr(trace, "_TRACER_PROVIDER", None) is not None:
+        return False
+    if OTEL_PYTHON_TRACER_PROVIDER not in os.environ:
+        return True
     return isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider)
 
 
@@ -84,13 +98,15 @@ class OtelTracing(Tracing):
         propagate.inject(carrier)
         return json.dumps(carrier, separators=(",", ":"), sort_keys=True) if carrier else None
 
-    @contextlib.contextmanager
-    def fire(self, job: ScheduledJob, lateness: float) -> Iterator[FireSpan]:
+    def fire(self, job: ScheduledJob, lateness: float) -> AbstractContextManager[FireSpan]:
         if not job.trace_context and self._global and _unconfigured():
             # Nothing would be recorded and no stored context (baggage) to make current: the
             # span's set-up is skipped (a few microseconds a fire, a few percent of a burst).
-            yield _NO_SPAN
-            return
+            return _NOTHING
+        return self._span(job, lateness)
+
+    @contextlib.contextmanager
+    def _span(self, job: ScheduledJob, lateness: float) -> Iterator[FireSpan]:
         attributes: dict[str, str | int | float] = {
             "schedule.job.id": job.id,
             "schedule.topic": job.topic,

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from contextlib import AbstractContextManager
 
 from schedule_sdk.domain.jobs import ScheduledJob
 from schedule_sdk.ports import FireSpan, Metrics, Tracing
@@ -26,6 +26,7 @@ class _NoSpan(FireSpan):
 
 
 _NO_SPAN = _NoSpan()
+_NOTHING: AbstractContextManager[FireSpan] = contextlib.nullcontext(_NO_SPAN)
 
 
 class NoTracing(Tracing):
@@ -34,6 +35,5 @@ class NoTracing(Tracing):
     def capture(self) -> str | None:
         return None
 
-    @contextlib.contextmanager
-    def fire(self, job: ScheduledJob, lateness: float) -> Iterator[FireSpan]:
-        yield _NO_SPAN
+    def fire(self, job: ScheduledJob, lateness: float) -> AbstractContextManager[FireSpan]:
+        return _NOTHING

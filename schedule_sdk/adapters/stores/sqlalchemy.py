@@ -6,6 +6,7 @@ import contextlib
 import dataclasses
 import functools
 import json
+import operator
 import os
 import sqlite3
 import threading
@@ -148,11 +149,8 @@ def from_row(row: Mapping[Any, Any]) -> ScheduledJob:
         scheduled_for=row["scheduled_for"],
         timezone=row["timezone"],
         payload=None if row["payload"] is None else json.loads(row["payload"]),
-        metadata=JobMetadata(
-            owner_id=row["owner_id"],
-            tenant_id=row["tenant_id"],
-            correlation_id=row["correlation_id"],
-            client_request_id=row["client_request_id"],
+        metadata=_metadata(
+            row["owner_id"], row["tenant_id"], row["correlation_id"], row["client_request_id"]
         ),
         repeat=None if row["repeat"] is None else _repeat(row["repeat"]),
         retry=_retry(row["retry"]),
@@ -180,6 +178,23 @@ def from_row(row: Mapping[Any, Any]) -> ScheduledJob:
         jitter_ms=row["jitter_ms"],
         calendar=None if row["calendar"] is None else Calendar.from_dict(json.loads(row["calendar"])),
         run_of=row["run_of"],
+    )
+
+
+_NO_METADATA = JobMetadata()
+
+
+def _metadata(
+    owner_id: str | None, tenant_id: str | None, correlation_id: str | None, client_request_id: str | None
+) -> JobMetadata:
+    """A row's metadata (the many rows without any share one value)."""
+    if owner_id is None and tenant_id is None and correlation_id is None and client_request_id is None:
+        return _NO_METADATA
+    return JobMetadata(
+        owner_id=owner_id,
+        tenant_id=tenant_id,
+        correlation_id=correlation_id,
+        client_request_id=client_request_id,
     )
 
 
@@ -307,11 +322,20 @@ def _update_sql(statuses: frozenset[JobStatus], checks_claim: bool, paramstyle: 
     return f"UPDATE {t.name} SET {values} WHERE {where}"
 
 
+#: The mutable fields of a job, read in one call (each is its own column, the status as its value).
+_MUTABLE_OF = operator.attrgetter(*MUTABLE_FIELDS)
+_STATUS_AT = MUTABLE_FIELDS.index("status")
+
+
 def _update_values(job: ScheduledJob, guard: Guard, dialect: Dialect) -> tuple[Any, ...]:
-    """The parameters of :func:`_update_sql` for ``job`` under ``guard``."""
-    row = to_row(job)
+    """The parameters of :func:`_update_sql` for ``job`` under ``guard``: only the mutable
+    columns are read (not :func:`to_row`'s whole row, whose payload and policies are encoded)."""
     to_db = _FIRE_TIME.process_bind_param
-    values = [to_db(row[n], dialect) if n in _UTC_MUTABLE else row[n] for n in MUTABLE_FIELDS]
+    values = [
+        to_db(value, dialect) if name in _UTC_MUTABLE else value
+        for name, value in zip(MUTABLE_FIELDS, _MUTABLE_OF(job), strict=True)
+    ]
+    values[_STATUS_AT] = job.status.value
     values.append(job.id)
     if guard.claimed_by is not None:
         values += [guard.claimed_by, guard.occurrence]

@@ -221,3 +221,53 @@ def test_without_the_extra_nothing_changes_and_nothing_is_imported(tmp_path):
 def test_an_unknown_tracing_setting_is_refused_with_a_typed_error():
     with pytest.raises(InvalidSetting, match="tracing must be 'auto', 'otel' or 'none'"):
         Settings.load({"tracing": "traces"})
+
+
+# The global provider is set once per process: each case runs in a process of its own. A fire of
+# a job with no stored context records a span only once a global provider exists, whether the
+# application sets it after the tracing object was made or names it in the environment.
+_GLOBAL = """
+import sys
+from datetime import UTC, datetime
+from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from schedule_sdk import OneShotSpec
+from schedule_sdk.adapters.otel import OtelTracing
+from schedule_sdk.domain.jobs import ScheduledJob
+
+now = datetime.now(UTC)
+job = ScheduledJob.first_of(OneShotSpec(topic="t", run_at=now, timezone="UTC"), "j1", now)
+tracing = OtelTracing()
+
+def recording():
+    with tracing.fire(job, 0.0) as span:
+        return type(trace.get_current_span()).__name__, type(span).__name__
+
+print(recording())
+if sys.argv[1] == "set":
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    trace.set_tracer_provider(provider)
+    print(recording())
+    print([s.name for s in exporter.get_finished_spans()])
+"""
+
+
+@pytest.mark.parametrize(
+    ("how", "expected"),
+    [
+        ("set", ["('NonRecordingSpan', '_NoSpan')", "('_Span', '_Span')", "['schedule.fire t']"]),
+        ("env", ["('_Span', '_Span')"]),
+    ],
+)
+def test_a_global_provider_set_later_or_named_in_the_environment_records_fire_spans(how, expected):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+    if how == "env":
+        env["OTEL_PYTHON_TRACER_PROVIDER"] = "sdk_tracer_provider"
+    command = [sys.executable, "-c", _GLOBAL, how]
+    result = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout.splitlines() == expected
