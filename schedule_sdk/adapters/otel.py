@@ -54,6 +54,8 @@ class _NoSpan(FireSpan):
 
 
 _NO_SPAN = _NoSpan()
+#: Whether the environment names a tracer provider to load (read once: see :func:`_unconfigured`).
+_PROVIDER_NAMED = OTEL_PYTHON_TRACER_PROVIDER in os.environ
 #: The whole of an unrecorded fire's span: reusable, entered by every such fire.
 _NOTHING: AbstractContextManager[FireSpan] = contextlib.nullcontext(_NO_SPAN)
 
@@ -64,10 +66,11 @@ def _unconfigured() -> bool:
     Asked once per fire: the API's own question (``get_tracer_provider()``) looks up an
     environment variable each time, which in a burst cost a few percent of a worker's CPU. The
     provider, once set, stays set, so the quick answer is the module's own global; the API is
-    asked only while that is unset and the variable names a provider to load."""
+    asked only while that is unset and the variable named a provider to load when this module
+    was imported (set later, it is not seen: set the provider in code, or before start-up)."""
     if getattr(trace, "_TRACER_PROVIDER", None) is not None:
         return False
-    if OTEL_PYTHON_TRACER_PROVIDER not in os.environ:
+    if not _PROVIDER_NAMED:
         return True
     return isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider)
 

@@ -81,9 +81,36 @@ def _pg_insert(cursor: Any, sql: str, params: list[tuple[Any, ...]]) -> None:
     if len(params) == 1:
         cursor.execute(sql, params[0], prepare=cursor.connection.prepare_threshold is not None)
         return
-    with cursor.copy(f"COPY schedule_jobs ({', '.join(_NAMES)}) FROM STDIN") as copy:
-        for values in params:
+    _copy(cursor, t.name, _NAMES, params)
+
+
+def _copy(cursor: Any, table: str, names: Sequence[str], rows: Sequence[tuple[Any, ...]]) -> None:
+    """``COPY table (names) FROM STDIN`` of ``rows`` (driver values) on a psycopg cursor."""
+    with cursor.copy(f"COPY {table} ({', '.join(names)}) FROM STDIN") as copy:
+        for values in rows:
             copy.write_row(values)
+
+
+def copy_rows(conn: Connection, table: str, names: Sequence[str], rows: Sequence[tuple[Any, ...]]) -> bool:
+    """Insert ``rows`` (driver values of the columns ``names``) into ``table`` with one ``COPY``
+    inside the transaction of ``conn``, where it is PostgreSQL through psycopg; False (nothing
+    written) elsewhere, for the caller's own insert. A COPY of a few hundred rows costs about a
+    third of the client CPU of an executemany of them.
+
+    :raises StoreUnavailable: the database failed."""
+    dbapi = conn.connection.dbapi_connection
+    if conn.dialect.name != "postgresql" or dbapi is None or not _is_psycopg(dbapi):
+        return False
+    with translate_errors():
+        cursor = dbapi.cursor()
+        try:
+            _copy(cursor, table, names, rows)
+        except conn.dialect.loaded_dbapi.Error as error:
+            dbapi_error = conn.dialect.loaded_dbapi.Error
+            raise exc.DBAPIError.instance(f"COPY {table}", None, error, dbapi_error) from error
+        finally:
+            cursor.close()
+    return True
 
 
 @functools.cache

@@ -432,8 +432,9 @@ class _Transaction(JobTransaction):
                 rows = [fire_params(f, dialect) for f in records]
                 if dialect.name == "postgresql" and len(records) <= fire_minutes.PER_ENTRY_MAX:
                     fire_minutes.write_postgres(self._conn, _FIRE_FIELDS, rows, records)
-                else:  # one executemany, like the outcomes it goes with
-                    self._conn.exec_driver_sql(_insert_fires(str(dialect.paramstyle)), rows)
+                else:  # one COPY on PostgreSQL, else one executemany; then the summary
+                    if not bulk.copy_rows(self._conn, fires.name, _FIRE_FIELDS, rows):
+                        self._conn.exec_driver_sql(_insert_fires(str(dialect.paramstyle)), rows)
                     fire_minutes.add(self._conn, records)
 
 
