@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import operator
 import random
 import re
 from collections.abc import Mapping, Sequence
@@ -787,8 +788,22 @@ class ScheduledJob:
         return self.status is JobStatus.PENDING and (self.occurrence, self.attempt) == (occurrence, attempt)
 
     def evolve(self, **changes: Any) -> ScheduledJob:
-        """A copy with ``changes`` applied."""
-        return dataclasses.replace(self, **changes)
+        """A copy with ``changes`` applied (fields by name).
+
+        Copied slot by slot: a ScheduledJob has no ``__post_init__`` (nothing is derived or
+        checked at construction), so this is ``dataclasses.replace`` without its per-field
+        bookkeeping and keyword parsing, under half its cost; every fire's outcome is one.
+
+        :raises TypeError: a name in ``changes`` is not a field."""
+        if not changes.keys() <= _JOB_FIELD_SET:
+            unknown = ", ".join(sorted(changes.keys() - _JOB_FIELD_SET))
+            raise TypeError(f"ScheduledJob has no field {unknown}")
+        copy = object.__new__(ScheduledJob)
+        for name, value in zip(_JOB_FIELDS, _job_values(self), strict=True):
+            _set_slot(copy, name, value)
+        for name, value in changes.items():
+            _set_slot(copy, name, value)
+        return copy
 
     def requeued(self, run_at: datetime, now: datetime) -> ScheduledJob:
         """This finished job pending again as a new occurrence (the next number, attempt 1) due
@@ -796,8 +811,7 @@ class ScheduledJob:
         ``requeue``. The status table keeps finished statuses final for every other move; the
         fire history of earlier occurrences is kept."""
         assert self.status in FINISHED_STATUSES, "only a finished job is requeued"
-        return dataclasses.replace(
-            self,
+        return self.evolve(
             status=JobStatus.PENDING,
             occurrence=self.occurrence + 1,
             attempt=1,
@@ -816,7 +830,14 @@ class ScheduledJob:
         :raises InvalidTransition: the table does not allow this move.
         """
         check_transition(self.status, status)
-        return dataclasses.replace(self, status=status, updated_at=now, **changes)
+        return self.evolve(status=status, updated_at=now, **changes)
+
+
+assert not hasattr(ScheduledJob, "__post_init__"), "ScheduledJob.evolve copies slots without __init__"
+_JOB_FIELDS = tuple(f.name for f in dataclasses.fields(ScheduledJob))
+_JOB_FIELD_SET = frozenset(_JOB_FIELDS)
+_job_values = operator.attrgetter(*_JOB_FIELDS)
+_set_slot = object.__setattr__  # a frozen dataclass's own way of setting its fields
 
 
 #: The fields of a ScheduledJob that change after it is created (what a guarded update writes).
