@@ -12,9 +12,10 @@ processor, and driver errors are translated as everywhere else (:func:`.engine.t
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import operator
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import sqlalchemy as sa
@@ -39,7 +40,6 @@ def insert_rows(conn: Connection, rows: Sequence[dict[str, Any]]) -> None:
     """
     if not rows:
         return
-    is_pg = conn.dialect.name == "postgresql"
     values_of, binds = _binds(conn.dialect)
     params = []
     for row in rows:
@@ -48,33 +48,45 @@ def insert_rows(conn: Connection, rows: Sequence[dict[str, Any]]) -> None:
             if values[index] is not None:
                 values[index] = bind(values[index])
         params.append(tuple(values))
-    # The PEP 249 connection (under an async engine, SQLAlchemy's adapter of the async driver).
-    dbapi = conn.connection.dbapi_connection
-    assert dbapi is not None
     sql = _sql("?" if conn.dialect.paramstyle == "qmark" else "%s")
+    copies = _on_psycopg(conn)
     try:
-        with translate_errors():
-            cursor = dbapi.cursor()
-            try:
-                if is_pg and _is_psycopg(dbapi):
-                    _pg_insert(cursor, sql, params)
-                elif len(params) == 1:
-                    cursor.execute(sql, params[0])
-                else:
-                    cursor.executemany(sql, params)
-            except conn.dialect.loaded_dbapi.Error as error:
-                dbapi_error = conn.dialect.loaded_dbapi.Error
-                raise exc.DBAPIError.instance(sql, None, error, dbapi_error) from error
-            finally:
-                cursor.close()
+        with _driver_cursor(conn, sql) as cursor:
+            if copies:
+                _pg_insert(cursor, sql, params)
+            elif len(params) == 1:
+                cursor.execute(sql, params[0])
+            else:
+                cursor.executemany(sql, params)
     except ClientRequestIdInUse as error:  # a list of rows does not say which one clashed
         raise ClientRequestIdInUse(*_used_request_id(conn, rows, error)) from error.__cause__
 
 
-def _is_psycopg(dbapi: Any) -> bool:
+@contextlib.contextmanager
+def _driver_cursor(conn: Connection, sql: str) -> Iterator[Any]:
+    """A cursor of the PEP 249 connection in the transaction of ``conn`` (under an async engine,
+    SQLAlchemy's adapter of the async driver), closed afterwards; a driver error raised in the
+    block is translated as everywhere else (``sql`` names the statement in it)."""
+    dbapi = conn.connection.dbapi_connection
+    assert dbapi is not None
+    with translate_errors():
+        cursor = dbapi.cursor()
+        try:
+            yield cursor
+        except conn.dialect.loaded_dbapi.Error as error:
+            dbapi_error = conn.dialect.loaded_dbapi.Error
+            raise exc.DBAPIError.instance(sql, None, error, dbapi_error) from error
+        finally:
+            cursor.close()
+
+
+def _on_psycopg(conn: Connection) -> bool:
+    """Whether ``conn`` is PostgreSQL through a sync psycopg connection (which can ``COPY``)."""
+    if conn.dialect.name != "postgresql":
+        return False
     import psycopg  # the optional ``postgres`` extra: only PostgreSQL stores get here
 
-    return isinstance(dbapi, psycopg.Connection)
+    return isinstance(conn.connection.dbapi_connection, psycopg.Connection)
 
 
 def _pg_insert(cursor: Any, sql: str, params: list[tuple[Any, ...]]) -> None:
@@ -98,18 +110,10 @@ def copy_rows(conn: Connection, table: str, names: Sequence[str], rows: Sequence
     third of the client CPU of an executemany of them.
 
     :raises StoreUnavailable: the database failed."""
-    dbapi = conn.connection.dbapi_connection
-    if conn.dialect.name != "postgresql" or dbapi is None or not _is_psycopg(dbapi):
+    if not _on_psycopg(conn):
         return False
-    with translate_errors():
-        cursor = dbapi.cursor()
-        try:
-            _copy(cursor, table, names, rows)
-        except conn.dialect.loaded_dbapi.Error as error:
-            dbapi_error = conn.dialect.loaded_dbapi.Error
-            raise exc.DBAPIError.instance(f"COPY {table}", None, error, dbapi_error) from error
-        finally:
-            cursor.close()
+    with _driver_cursor(conn, f"COPY {table}") as cursor:
+        _copy(cursor, table, names, rows)
     return True
 
 
