@@ -63,7 +63,12 @@ def run_in_process(db_path: str, when: datetime) -> list[Envelope]:
 
 
 def test_in_process_example(timer_db):
-    when = (datetime.now(UTC) + timedelta(milliseconds=200)).replace(microsecond=0) + timedelta(seconds=1)
+    # Due 3 s from now (whole milliseconds, the timer's precision): the example reads the entry
+    # back as still scheduled, so it must be due after the Timer has started (its store
+    # created and migrated) and taken the command, however busy the machine. A due instant
+    # only 0.2 s ahead was reached before that read in a loaded CI run.
+    later = datetime.now(UTC) + timedelta(seconds=3)
+    when = later.replace(microsecond=later.microsecond // 1000 * 1000)
     received = run_in_process(timer_db, when)
     assert [(e.tenant_id, e.payload.service_call_id) for e in received] == [("acme", "sc-42")]
 
