@@ -9,8 +9,7 @@ at INFO level (with times and thread names) to standard error. With $SDK_TEST_OB
 (PostgreSQL only), each fire is also inserted into the table ``observed_fires`` of the store's
 database, stamped by the database's own clock (``clock_timestamp()``): an observer whose clock is
 not this process's, which may be shifted (libfaketime). SIGTERM stops it gracefully; tests also
-kill it with SIGKILL. With $SDK_TEST_LOG_INFO set it logs at INFO level, with times and thread
-names, to standard error."""
+kill it with SIGKILL."""
 
 from __future__ import annotations
 

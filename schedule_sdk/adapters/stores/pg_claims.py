@@ -304,6 +304,6 @@ def _mapping(row: tuple[Any, ...]) -> dict[str, Any]:
     values = dict(zip(_COLUMNS, row, strict=True))
     for name in _UTC_COLUMNS:
         value = values[name]
-        if isinstance(value, datetime) and value.tzinfo is not UTC:  # UTC already: the session's zone
+        if isinstance(value, datetime):
             values[name] = value.astimezone(UTC)
     return values
