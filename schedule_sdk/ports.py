@@ -11,7 +11,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, NamedTuple, Protocol, TypeVar, cast
 
 from schedule_sdk.domain.declared import StoredDeclaration
@@ -31,6 +31,13 @@ class Clock(ABC):
     def now(self) -> datetime:
         """The current instant, aware UTC."""
 
+    @property
+    def real_time(self) -> bool:
+        """Whether this clock moves on its own, with real time (a fake one in tests does not):
+        only then does a worker claim ahead of the due instant and wait the rest out
+        (:func:`claim_horizon`)."""
+        return False
+
 
 class ClaimClock(Clock):
     """The clock claims are made by: the store's clock as this process knows it (see
@@ -49,6 +56,23 @@ def claim_time(clock: Clock) -> datetime | None:
     else ``clock.now()`` (a plain clock, e.g. a test's fake one, is taken as the store's). None:
     claim nothing now."""
     return clock.claim_now() if isinstance(clock, ClaimClock) else clock.now()
+
+
+#: How long before its due instant a worker claims an occurrence (on a real-time clock): the
+#: claim's round trip is then made before the due instant, not after it, and the fire path holds
+#: the claimed job until the due instant (:meth:`~schedule_sdk.core.firing.Firing.run`), so the
+#: fire still starts no earlier than ``run_at`` on the store's clock.
+CLAIM_AHEAD = timedelta(milliseconds=10)
+
+
+def claim_horizon(clock: Clock) -> datetime | None:
+    """The instant a claimer claims the rows due by: :func:`claim_time` plus
+    :data:`CLAIM_AHEAD` on a real-time clock, :func:`claim_time` itself on any other (a fake clock
+    in tests does not move while the fire path would wait for it). None: claim nothing now."""
+    now = claim_time(clock)
+    if now is None or not clock.real_time:
+        return now
+    return now + CLAIM_AHEAD
 
 
 class DueClaim(NamedTuple):

@@ -10,3 +10,7 @@ from schedule_sdk.ports import Clock
 class SystemClock(Clock):
     def now(self) -> datetime:
         return datetime.now(UTC)
+
+    @property
+    def real_time(self) -> bool:
+        return True

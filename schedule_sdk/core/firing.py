@@ -56,9 +56,13 @@ from schedule_sdk.ports import (
     Metrics,
     Occurrence,
     Tracing,
+    claim_time,
 )
 
 logger = logging.getLogger(__name__)
+
+#: The longest single sleep of :meth:`Firing.hold` (seconds) before it reads the clock again.
+_HOLD_STEP = 0.05
 
 _ACTIVE = frozenset({JobStatus.ACTIVE})
 MAX_ERROR_LENGTH = 2000
@@ -417,7 +421,11 @@ class Firing(FirePath):
         (stuck); either way the attempt ends with the outcome ``timeout``.
 
         An occurrence of a job with the overlap policy ``allow`` that fires is handed to a run
-        instead (:meth:`_hand_over`): no listener runs here."""
+        instead (:meth:`_hand_over`): no listener runs here.
+
+        A job claimed ahead of its due instant (:data:`~schedule_sdk.ports.CLAIM_AHEAD`) is held
+        here until its ``run_at`` has passed on the store's clock (:meth:`hold`)."""
+        self.hold(job)
         fired_at = self._clock.now()
         unreadable: InvalidCalendar | None = None
         try:
@@ -442,6 +450,22 @@ class Firing(FirePath):
             f"schedule-sdk-limited-{next(self._helpers)}",
         )
         return self._report(done)
+
+    def hold(self, job: ScheduledJob) -> None:
+        """Wait until ``job``'s ``run_at`` has passed on the store's clock as claims read it
+        (:func:`~schedule_sdk.ports.claim_time`); at once for a due job, or on a clock that does
+        not move with real time (nothing is claimed ahead on one)."""
+        if not self._clock.real_time:
+            return
+        while True:
+            now = claim_time(self._clock)
+            if now is None:  # the offset from the store's clock is unknown for now: look again
+                time.sleep(_HOLD_STEP / 10)
+                continue
+            left = (job.run_at - now).total_seconds()
+            if left <= 0:
+                return
+            time.sleep(min(left, _HOLD_STEP))
 
     def _hand_over(self, job: ScheduledJob, start: misfire.Start, fired_at: datetime) -> FireResult:
         """Hand the claimed occurrence of an ``allow`` job to a run (a one-shot row fired like any

@@ -126,6 +126,11 @@ class StoreTime(ClaimClock):
         now = self._clock.now()
         return now if reading is None else now + timedelta(seconds=reading.offset)
 
+    @property
+    def real_time(self) -> bool:
+        """As the clock it corrects."""
+        return self._clock.real_time
+
     def claim_now(self) -> datetime | None:
         reading = self._reading
         if reading is None or time.monotonic() - reading.taken > self._refresh_after:

@@ -3,7 +3,9 @@
 It pops released batches through the :class:`~schedule_sdk.ports.DelayIndex` port
 (:meth:`~schedule_sdk.ports.DelayIndex.pop_released`, waiting up to a second for the first,
 clearing the released marks of the entries it already fired on the way), holds a batch released
-ahead of its due instant until then, and hands the occurrence keys to the fire runtime. On Redis
+ahead of its due instant until the claim may take it, and hands the occurrence keys to the fire
+runtime, which claims them ahead (:data:`~schedule_sdk.ports.CLAIM_AHEAD`) for the worker's fire
+path to hold until due. On Redis
 that is two round trips per pop at steady rates (each one is also a GIL hand-off, which is what
 lateness is made of; see :class:`~schedule_sdk.substrates.rq.queue.RQExecutionQueue`). It
 installs no signal handlers, never subscribes to RQ's command channel (whose shutdown command
@@ -94,7 +96,10 @@ class WorkerThread:
         batches = sorted(taken, key=lambda batch: batch.due_ms or 0.0)  # a hold delays no earlier fire
         self._runtime.holding = [member for batch in batches for member in batch.members]
         for batch in batches:
-            hold_until(batch.due_ms, self._stop.is_set, self._runtime.store_seconds)  # released ahead
+            # released ahead: held until the claim may take it (its due instant less the claim's
+            # lead; the fire path holds what it claims until the due instant itself)
+            due_ms = None if batch.due_ms is None else batch.due_ms - self._runtime.ahead_ms
+            hold_until(due_ms, self._stop.is_set, self._runtime.store_seconds)
             if self._runtime.take(batch.members):
                 self._fired += batch.members  # cleared with the next pop (or when idle)
             self.executed += 1

@@ -1,8 +1,9 @@
 """The fire runtimes of the ``rq`` substrate: what happens to the occurrence keys of a released RQ
 job (plain strings: the queue name and occurrence keys). For each key the runtime claims the
 row (``JobStore.claim``: only a pending row at exactly this occurrence and attempt, already due,
-can be claimed), so a stale, duplicated or early entry never fires a cancelled or finished job
-and never fires early. Claimed jobs are fired:
+can be claimed; inside a worker, due within :data:`~schedule_sdk.ports.CLAIM_AHEAD`, and then held
+by the fire path until due), so a stale, duplicated or early entry never fires a cancelled or
+finished job and never fires early. Claimed jobs are fired:
 
 - inside a ``schedule-sdk`` worker, the in-process consumer (``consumer.WorkerThread``) calls
   ``DispatchRuntime.take`` directly: claimed jobs go to the worker's
@@ -26,7 +27,16 @@ from typing import Any
 from schedule_sdk.domain.errors import ScheduleError
 from schedule_sdk.domain.jobs import ScheduledJob
 from schedule_sdk.domain.leases import Lease
-from schedule_sdk.ports import Clock, DelayIndex, Dispatcher, FirePath, JobStore, claim_time
+from schedule_sdk.ports import (
+    CLAIM_AHEAD,
+    Clock,
+    DelayIndex,
+    Dispatcher,
+    FirePath,
+    JobStore,
+    claim_horizon,
+    claim_time,
+)
 from schedule_sdk.substrates.rq.entries import parse_key
 
 logger = logging.getLogger(__name__)
@@ -54,14 +64,22 @@ class FireRuntime:
         now = claim_time(self.clock)
         return (self.clock.now() if now is None else now).timestamp()
 
-    def claim(self, members: list[str]) -> list[ScheduledJob]:
-        """Claim the rows of ``members``; re-enqueue those that are still pending at the same
+    @property
+    def ahead_ms(self) -> float:
+        """How long before its due instant :meth:`claim` with ``ahead`` claims a row (ms):
+        :data:`~schedule_sdk.ports.CLAIM_AHEAD` on a real-time clock, else 0."""
+        return CLAIM_AHEAD.total_seconds() * 1000.0 if self.clock.real_time else 0.0
+
+    def claim(self, members: list[str], *, ahead: bool = False) -> list[ScheduledJob]:
+        """Claim the rows of ``members`` (with ``ahead``, those due within
+        :data:`~schedule_sdk.ports.CLAIM_AHEAD` too: :func:`~schedule_sdk.ports.claim_horizon`;
+        the fire path holds them until due); re-enqueue those that are still pending at the same
         occurrence and attempt but could not be claimed (released before their due instant on this
         store's clock, or racing a commit); drop the released marks. While this process may not
         claim (:func:`~schedule_sdk.ports.claim_time` is None: its offset from the store's clock is
         unknown or beyond its bound), it claims none of them and, after ``REFUSED_PAUSE`` seconds,
         re-enqueues them all for a worker that may."""
-        now = claim_time(self.clock)
+        now = claim_horizon(self.clock) if ahead else claim_time(self.clock)
         wanted: dict[tuple[str, int, int], str] = {}
         for member in members:
             parts = parse_key(member)
@@ -136,7 +154,7 @@ class DispatchRuntime(FireRuntime):
         # Claim here, in the RQ consumer thread: one statement per batch (~1 ms), cheaper than a
         # hand-off to another thread, which under a busy GIL costs milliseconds of lateness.
         try:
-            claimed = self.claim(members)
+            claimed = self.claim(members, ahead=True)  # the dispatcher's fire path holds them until due
         except Exception as error:  # e.g. the store is down: hand them back for a later try
             logger.warning("could not claim %d released fires (%s); re-enqueued", len(members), error)
             time.sleep(0.5)

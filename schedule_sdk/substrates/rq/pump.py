@@ -19,7 +19,9 @@ offset from the store's (:func:`~schedule_sdk.ports.claim_time`), never from the
 clock: a pump on a host whose clock runs behind would release late, one whose clock runs ahead
 early. A pump that may not claim (its offset is unknown or beyond its bound) does not lead: it
 gives up the lease, and another worker's pump takes it. Nothing fires early: the claim takes a
-row only when its ``run_at`` is at or before the store's clock as the claiming process knows it.
+row only when its ``run_at`` is at or before the store's clock as the claiming process knows it
+(plus :data:`~schedule_sdk.ports.CLAIM_AHEAD` inside a worker, whose fire path then holds the job
+until its ``run_at``).
 A backend failure (``QueueUnavailable``) is retried with backoff; leadership is re-taken (with the same token
 if the lock survived) once Redis answers again.
 """

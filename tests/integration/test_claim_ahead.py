@@ -1,0 +1,47 @@
+"""The fire path holds a job claimed ahead of its due instant (a worker on a real-time clock
+claims ``CLAIM_AHEAD`` early) until its ``run_at``, judged by the listener's own ``time.time()``;
+on a fake clock nothing waits. Fires claimed ahead by real workers are judged by the database's
+clock in tests/processes/test_clock_processes.py.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from datetime import UTC, datetime, timedelta
+
+from schedule_sdk import SCHEDULE_ARRIVED_EVENT, ListenerRegistry, OneShotSpec, ScheduleArrivedEvent
+from schedule_sdk.adapters.clock import SystemClock
+from schedule_sdk.testing import FakeClock, kit_container
+
+
+def test_a_job_claimed_ahead_fires_no_earlier_than_its_run_at():
+    registry = ListenerRegistry()
+    heard: list[float] = []
+    registry.connect(SCHEDULE_ARRIVED_EVENT, lambda event: heard.append(time.time()))
+    container = kit_container(registry, SystemClock())
+    store, firing = container.store(), container.firing()
+    run_at = datetime.now(UTC) + timedelta(milliseconds=300)
+    job = container.schedule_service().schedule_at(
+        OneShotSpec(topic="tests.ahead", run_at=run_at, timezone="UTC")
+    )
+    # claimed 300 ms ahead (far more than a worker's lead), as a claim at that horizon would
+    [claimed] = store.claim_due(job.run_at, 10, "w", job.run_at + timedelta(seconds=30))
+    firing.run(claimed)
+    assert heard and heard[0] >= job.run_at.timestamp(), (heard, job.run_at.timestamp())
+
+
+def test_a_fake_clock_holds_nothing():
+    registry = ListenerRegistry()
+    heard: list[ScheduleArrivedEvent] = []
+    registry.connect(SCHEDULE_ARRIVED_EVENT, heard.append)
+    clock = FakeClock(datetime(2030, 1, 1, tzinfo=UTC))
+    container = kit_container(registry, clock)
+    job = container.schedule_service().schedule_at(
+        OneShotSpec(topic="tests.ahead", run_at=clock.now() + timedelta(hours=1), timezone="UTC")
+    )
+    [claimed] = container.store().claim_due(job.run_at, 10, "w", job.run_at + timedelta(seconds=30))
+    done = threading.Event()
+    threading.Thread(target=lambda: (container.firing().run(claimed), done.set()), daemon=True).start()
+    assert done.wait(10), "a fire on a fake clock waited for real time"
+    assert len(heard) == 1
