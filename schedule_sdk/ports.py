@@ -65,14 +65,18 @@ def claim_time(clock: Clock) -> datetime | None:
 CLAIM_AHEAD = timedelta(milliseconds=10)
 
 
+def claim_lead(clock: Clock) -> timedelta:
+    """How long before its due instant a claimer on ``clock`` claims a row: :data:`CLAIM_AHEAD`
+    on a real-time clock, nothing on any other (a fake clock in tests does not move while the
+    fire path would wait for it)."""
+    return CLAIM_AHEAD if clock.real_time else timedelta(0)
+
+
 def claim_horizon(clock: Clock) -> datetime | None:
-    """The instant a claimer claims the rows due by: :func:`claim_time` plus
-    :data:`CLAIM_AHEAD` on a real-time clock, :func:`claim_time` itself on any other (a fake clock
-    in tests does not move while the fire path would wait for it). None: claim nothing now."""
+    """The instant a claimer claims the rows due by: :func:`claim_time` plus :func:`claim_lead`.
+    None: claim nothing now."""
     now = claim_time(clock)
-    if now is None or not clock.real_time:
-        return now
-    return now + CLAIM_AHEAD
+    return None if now is None else now + claim_lead(clock)
 
 
 class DueClaim(NamedTuple):

@@ -28,13 +28,13 @@ from schedule_sdk.domain.errors import ScheduleError
 from schedule_sdk.domain.jobs import ScheduledJob
 from schedule_sdk.domain.leases import Lease
 from schedule_sdk.ports import (
-    CLAIM_AHEAD,
     Clock,
     DelayIndex,
     Dispatcher,
     FirePath,
     JobStore,
     claim_horizon,
+    claim_lead,
     claim_time,
 )
 from schedule_sdk.substrates.rq.entries import parse_key
@@ -68,7 +68,7 @@ class FireRuntime:
     def ahead_ms(self) -> float:
         """How long before its due instant :meth:`claim` with ``ahead`` claims a row (ms):
         :data:`~schedule_sdk.ports.CLAIM_AHEAD` on a real-time clock, else 0."""
-        return CLAIM_AHEAD.total_seconds() * 1000.0 if self.clock.real_time else 0.0
+        return claim_lead(self.clock).total_seconds() * 1000.0
 
     def claim(self, members: list[str], *, ahead: bool = False) -> list[ScheduledJob]:
         """Claim the rows of ``members`` (with ``ahead``, those due within

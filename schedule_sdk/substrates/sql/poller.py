@@ -22,7 +22,15 @@ from schedule_sdk.domain.backoff import retrying
 from schedule_sdk.domain.errors import ScheduleError
 from schedule_sdk.domain.jobs import ScheduledJob
 from schedule_sdk.domain.leases import Lease
-from schedule_sdk.ports import CLAIM_AHEAD, Clock, CommitSignal, Dispatcher, JobStore, claim_horizon
+from schedule_sdk.ports import (
+    CLAIM_AHEAD,
+    Clock,
+    CommitSignal,
+    Dispatcher,
+    JobStore,
+    claim_horizon,
+    claim_lead,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -37,7 +45,8 @@ CLEAR_AFTER = timedelta(milliseconds=1)
 
 
 class DuePoller:
-    """Claims due jobs at their due instant and hands them to the dispatcher."""
+    """Claims due jobs (just ahead of their due instant, on a real-time clock) and hands them to
+    the dispatcher."""
 
     def __init__(
         self,
@@ -187,8 +196,7 @@ class DuePoller:
         # clock (which trails ``now()`` by the reading's error): waking by ``now()`` would claim
         # nothing, then go again
         until = claim_horizon(self._clock) or self._clock.now()
-        lead = CLAIM_AHEAD if self._clock.real_time else timedelta(0)
-        planned = next_due - lead
+        planned = next_due - claim_lead(self._clock)
         self._extra_lead = planned - self._clear_of_fires(planned)
         return max(0.0, min((next_due - self._extra_lead - until).total_seconds(), self._poll))
 
