@@ -46,7 +46,7 @@ def install(point: str, container: ScheduleContainer) -> None:
     if point == "claim":
         from schedule_sdk.substrates.rq.fire import DispatchRuntime
 
-        def claim(self: Any, members: list[str]) -> Any:
+        def claim(self: Any, members: list[str], **how: Any) -> Any:
             die()
 
         DispatchRuntime.claim = claim  # type: ignore[method-assign]
