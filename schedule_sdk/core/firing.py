@@ -61,7 +61,7 @@ from schedule_sdk.ports import (
 
 logger = logging.getLogger(__name__)
 
-#: The longest single sleep of :meth:`Firing.hold` (seconds) before it reads the clock again.
+#: How often :meth:`Firing.hold` looks again for the store's clock while its offset is unknown (s).
 _HOLD_STEP = 0.05
 
 _ACTIVE = frozenset({JobStatus.ACTIVE})
@@ -454,18 +454,19 @@ class Firing(FirePath):
     def hold(self, job: ScheduledJob) -> None:
         """Wait until ``job``'s ``run_at`` has passed on the store's clock as claims read it
         (:func:`~schedule_sdk.ports.claim_time`); at once for a due job, or on a clock that does
-        not move with real time (nothing is claimed ahead on one)."""
+        not move with real time (nothing is claimed ahead on one).
+
+        The store's clock is read once and the rest waited out in one sleep (``time.sleep``
+        measures it on the monotonic clock, so a step of this host's wall clock during the hold
+        changes nothing). While the offset from the store's clock is unknown it looks again every
+        ``_HOLD_STEP`` seconds."""
         if not self._clock.real_time:
             return
-        while True:
-            now = claim_time(self._clock)
-            if now is None:  # the offset from the store's clock is unknown for now: look again
-                time.sleep(_HOLD_STEP / 10)
-                continue
-            left = (job.run_at - now).total_seconds()
-            if left <= 0:
-                return
-            time.sleep(min(left, _HOLD_STEP))
+        while (now := claim_time(self._clock)) is None:
+            time.sleep(_HOLD_STEP)
+        left = (job.run_at - now).total_seconds()
+        if left > 0:
+            time.sleep(left)
 
     def _hand_over(self, job: ScheduledJob, start: misfire.Start, fired_at: datetime) -> FireResult:
         """Hand the claimed occurrence of an ``allow`` job to a run (a one-shot row fired like any

@@ -31,6 +31,30 @@ def test_a_job_claimed_ahead_fires_no_earlier_than_its_run_at():
     assert heard and heard[0] >= job.run_at.timestamp(), (heard, job.run_at.timestamp())
 
 
+def test_a_hold_waits_for_the_store_clock_to_be_known_and_then_for_the_run_at(monkeypatch):
+    registry = ListenerRegistry()
+    heard: list[float] = []
+    registry.connect(SCHEDULE_ARRIVED_EVENT, lambda event: heard.append(time.time()))
+    container = kit_container(registry, SystemClock())
+    run_at = datetime.now(UTC) + timedelta(milliseconds=200)
+    job = container.schedule_service().schedule_at(
+        OneShotSpec(topic="tests.ahead", run_at=run_at, timezone="UTC")
+    )
+    [claimed] = container.store().claim_due(job.run_at, 10, "w", job.run_at + timedelta(seconds=30))
+    store_time = container.store_time()
+    known = store_time.claim_now
+    asked: list[datetime | None] = []
+
+    def unknown_at_first() -> datetime | None:  # as while the store does not answer
+        asked.append(None if len(asked) < 2 else known())
+        return asked[-1]
+
+    monkeypatch.setattr(store_time, "claim_now", unknown_at_first)
+    container.firing().run(claimed)
+    assert heard and heard[0] >= job.run_at.timestamp(), (heard, job.run_at.timestamp())
+    assert len(asked) >= 3 and asked[2] is not None  # it looked again until the offset was known
+
+
 def test_a_fake_clock_holds_nothing():
     registry = ListenerRegistry()
     heard: list[ScheduleArrivedEvent] = []
