@@ -350,6 +350,12 @@ class JobStore(ABC):
         claimed = self.claim_many([(job_id, occurrence, attempt)], now, worker_id, lease_until)
         return claimed[0] if claimed else None
 
+    def warm(self) -> None:
+        """Open now what claims will use (a connection of their own, say), so that a worker's
+        first claim costs what the others do. A worker calls it once as it starts; a store that
+        opens nothing lazily has nothing to do."""
+        return None
+
     @abstractmethod
     def extend_claims(self, worker_id: str, job_ids: Sequence[str], lease_until: datetime) -> None:
         """Push the lease of these active jobs claimed by ``worker_id`` to ``lease_until``. A

@@ -116,6 +116,7 @@ class ScheduleWorker:
             if self.running:
                 return self
             clock = self._measure_clock()  # before the first beat and the first claim
+            self._store.warm()  # the first claim then costs what the others do
             self.liveness = Liveness(
                 worker_id=self.dispatcher.worker_id,
                 substrate=self._substrate,

@@ -152,6 +152,7 @@ def test_the_job_store_port_has_no_defaults_but_derivations() -> None:
         "scan_open_occurrences",
         "backlog",
         "concurrency_load",
+        "warm",
     }
     assert concrete == derived
 
