@@ -116,7 +116,6 @@ class ScheduleWorker:
             if self.running:
                 return self
             clock = self._measure_clock()  # before the first beat and the first claim
-            self._store.warm()  # the first claim then costs what the others do
             self.liveness = Liveness(
                 worker_id=self.dispatcher.worker_id,
                 substrate=self._substrate,
@@ -138,6 +137,7 @@ class ScheduleWorker:
                 self.dispatcher.stop(0)
                 self._registry.remove_worker(self.dispatcher.worker_id)
                 raise
+            self._warm()
             self._heartbeat = threading.Thread(target=self._beat, name="schedule-sdk-heartbeat", daemon=True)
             self._heartbeat.start()
             self._maintenance = threading.Thread(
@@ -193,6 +193,16 @@ class ScheduleWorker:
     def beat_interval(self) -> float:
         """Seconds between heartbeats: a third of the lease, a quarter of ``dead_after``, at most 1."""
         return max(0.05, min(self._lease / 3, self._dead_after / 4, 1.0))
+
+    def _warm(self) -> None:
+        """Let the store open what claims use (:meth:`JobStore.warm`), so the first fire does not
+        wait for it. After the substrate's start, whose checks name a misconfiguration (a LISTEN
+        through a transaction pooler) that a claims session would only meet as a refused
+        connection; a failure is logged, and the first claim meets it again."""
+        try:
+            self._store.warm()
+        except ScheduleError as error:
+            logger.warning("could not open the claims' session ahead of the first claim: %s", error)
 
     def _measure_clock(self) -> tuple[float, float] | None:
         """Measure this process's offset from the store's clock (when its clock is a

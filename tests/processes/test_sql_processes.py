@@ -66,7 +66,10 @@ def test_sigkill_mid_fire_loses_nothing_and_cancelled_jobs_never_fire(backend, t
 @pytest.mark.slow
 def test_two_racing_worker_processes_fire_each_occurrence_once(backend, tmp_path):
     events = tmp_path / "events.log"
-    workers = [WorkerProcess(backend, events, worker_concurrency=4) for _ in range(2)]
+    # 20 ms listeners: one process alone needs 1.5 s for the 300 fires (4 at a time), so the other
+    # takes part even if a loaded machine holds it back for a while (without them one process
+    # could drain them all in the 0.4 s they fall due over)
+    workers = [WorkerProcess(backend, events, worker_concurrency=4, listener_sleep=0.02) for _ in range(2)]
     h = backend.harness()
     try:
         jobs = [h.service.schedule_at(due(1.0 + (i % 20) * 0.02)).id for i in range(300)]
