@@ -1,8 +1,13 @@
 """Shared fixtures: one ``backend`` per store × substrate combination, on the real services
 (and PostgreSQL with the rq substrate reaching Redis through Sentinel).
 
-Every behaviour test takes ``backend`` and runs once per combination. A combination that needs a
-service fails loudly when the service is down; nothing is skipped.
+Every behaviour test takes ``backend`` and runs once per combination of :data:`CORE`: each store's
+claims and transactions (SQLite, PostgreSQL) × each substrate (sql, rq), the four code paths. The
+:data:`EDGES` run the same code over another connection (PostgreSQL through PgBouncer in
+transaction pooling, Redis through Sentinel): a test marked ``every_backend`` (the fire path, the
+caller's transaction, declared schedules, steering, and a representative test of each other
+family) runs on them too. A combination that needs a service fails loudly when the service is
+down; nothing is skipped.
 """
 
 from __future__ import annotations
@@ -101,6 +106,25 @@ COMBINATIONS = [
 ]
 
 
+#: The combinations that differ in code path: the whole behaviour suite runs on each.
+CORE = [p for p in COMBINATIONS if p.id in ("sqlite-sql", "postgres-sql", "sqlite-rq", "postgres-rq")]
+#: The same code paths over another connection: the tests marked ``every_backend`` run on these too.
+EDGES = [p for p in COMBINATIONS if p not in CORE]
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Parametrize ``backend`` (through ``backend_combination``) over :data:`CORE`, or over every
+    combination for a test marked ``every_backend``; a test that parametrizes
+    ``backend_combination`` itself keeps its own choice."""
+    if "backend_combination" not in metafunc.fixturenames:
+        return
+    marks = metafunc.definition.iter_markers("parametrize")
+    if any(mark.args and mark.args[0] == "backend_combination" for mark in marks):
+        return
+    every = metafunc.definition.get_closest_marker("every_backend") is not None
+    metafunc.parametrize("backend_combination", COMBINATIONS if every else CORE, indirect=True)
+
+
 def _migrate(url: str) -> None:
     engine = make_engine(url)
     schema.upgrade(engine)
@@ -155,7 +179,7 @@ def database_url_factory(request: pytest.FixtureRequest, tmp_path: Path) -> Iter
         if store == "sqlite":
             return f"sqlite:///{tmp_path / f'jobs{len(created)}.db'}"
         databases: services.PostgresDatabases = request.getfixturevalue("postgres_databases")
-        url = databases.create("t")
+        url = databases.lease("t")
         created.append(url)
         if store == "pgbouncer":
             request.getfixturevalue("pgbouncer")
@@ -166,7 +190,7 @@ def database_url_factory(request: pytest.FixtureRequest, tmp_path: Path) -> Iter
     if created:
         databases: services.PostgresDatabases = request.getfixturevalue("postgres_databases")
         for url in created:
-            databases.drop(url)  # also ends PgBouncer's server sessions on it
+            databases.give_back(url)  # also ends PgBouncer's server sessions on it
 
 
 def _backend(
@@ -187,9 +211,20 @@ def _backend(
     return Backend(backend_id, store, substrate, url, redis_url, direct_url=direct)
 
 
-@pytest.fixture(params=COMBINATIONS)
-def backend(request: pytest.FixtureRequest, database_url_factory: Callable[[str], str]) -> Iterator[Backend]:
-    store, substrate = request.param
+@pytest.fixture
+def backend_combination(request: pytest.FixtureRequest) -> tuple[str, str]:
+    """``(store, substrate)`` of this test's ``backend`` (parametrized by pytest_generate_tests)."""
+    combination: tuple[str, str] = request.param
+    return combination
+
+
+@pytest.fixture
+def backend(
+    request: pytest.FixtureRequest,
+    database_url_factory: Callable[[str], str],
+    backend_combination: tuple[str, str],
+) -> Iterator[Backend]:
+    store, substrate = backend_combination
     backend = _backend(request, database_url_factory, store, substrate)
     yield backend
     for harness in backend.harnesses:

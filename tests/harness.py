@@ -19,7 +19,7 @@ from schedule_sdk import (
     ScheduleWorker,
 )
 from schedule_sdk.ports import JobStore
-from tests.support.waiting import wait_until
+from tests.support.waiting import HANG, wait_until
 
 #: The topic of :meth:`Harness.settle`'s marker jobs.
 MARKER_TOPIC = "tests.settle-marker"
@@ -109,21 +109,21 @@ class Harness:
         with self._changed:
             return [e for e in self.events if e.scheduled_job_id == job_id]
 
-    def wait_for(self, predicate: Callable[[], bool], timeout: float = 15.0) -> bool:
+    def wait_for(self, predicate: Callable[[], bool], timeout: float = HANG) -> bool:
         """Wait until ``predicate()`` holds (:func:`tests.support.waiting.wait_until`)."""
         return wait_until(predicate, timeout)
 
-    def wait_events(self, job_id: str, count: int, timeout: float = 15.0) -> list[ScheduleArrivedEvent]:
+    def wait_events(self, job_id: str, count: int, timeout: float = HANG) -> list[ScheduleArrivedEvent]:
         assert self.wait_for(lambda: len(self.events_for(job_id)) >= count, timeout), (
             f"expected {count} events for {job_id}, got {len(self.events_for(job_id))}: {self.job(job_id)}"
         )
         return self.events_for(job_id)
 
-    def wait_status(self, job_id: str, *statuses: str, timeout: float = 15.0) -> ScheduledJob:
+    def wait_status(self, job_id: str, *statuses: str, timeout: float = HANG) -> ScheduledJob:
         assert self.wait_for(lambda: self.job(job_id).status in statuses, timeout), self.job(job_id)
         return self.job(job_id)
 
-    def settle(self, timeout: float = 15.0) -> None:
+    def settle(self, timeout: float = HANG) -> None:
         """Wait until the running worker has been through everything that was due before now.
 
         A marker one-shot due at once is scheduled and waited for: the worker claims in due order, so
@@ -136,7 +136,7 @@ class Harness:
         marker = self.container.schedule_service().schedule_at(spec)
         self.wait_status(marker.id, "completed", timeout=timeout)  # fired here or by another worker
 
-    def wait_past(self, instant: datetime, timeout: float = 15.0) -> None:
+    def wait_past(self, instant: datetime, timeout: float = HANG) -> None:
         """Wait until the wall clock has passed ``instant`` (e.g. a job has fallen due)."""
         assert wait_until(lambda: datetime.now(UTC) > instant, timeout), f"{instant} never passed"
 

@@ -3,10 +3,12 @@ namespace, so peers judge it by its heartbeat alone), against one PostgreSQL (an
 rq substrate) with 10,000 jobs. One host is killed (SIGKILL) mid-run while it holds claims.
 
 It ends with the check of every fault test: every acknowledged job fired, none early (by the
-database's clock: each fire is stamped by PostgreSQL, tests/support/observed.py), none cancelled
-fired; each occurrence fired once, but for the fires the killed host had started (at least once);
-and the killed host's claims were released by a live one within the documented bound
-(``dead_after`` plus a heartbeat, docs/howto/production-rq.md), long before their lease ends.
+database's clock: each fire is stamped by PostgreSQL, tests/support/observed.py), no job fired whose
+cancel returned before it could be claimed; each occurrence fired once, but for the fires the
+killed host had started (at least once); and the killed host's claims were released by a live
+worker that declared it dead, before their lease ended (by the database's clock). How soon that
+takeover comes (``dead_after`` plus a heartbeat, docs/howto/production-rq.md) is measured by
+``bench/recovery.py --peer``, not here.
 """
 
 from __future__ import annotations
@@ -18,8 +20,9 @@ import psycopg
 import pytest
 
 from schedule_sdk import OneShotSpec
+from schedule_sdk.ports import CLAIM_AHEAD
 from tests.support.observed import conninfo, create_observed, observed, observed_count
-from tests.support.waiting import wait_until
+from tests.support.waiting import wait_for, wait_until
 from tests.support.worker_process import WorkerProcess
 
 JOBS = 10_000
@@ -28,10 +31,11 @@ HOSTS = 4
 #: Claims are released by the dead-worker takeover, never by their lease (60 s) in this test.
 LEASE = 60.0
 DEAD_AFTER = 3.0
-#: The documented bound of the takeover: ``dead_after`` plus one heartbeat of a live worker.
-TAKEOVER = DEAD_AFTER + 1.0
-#: What a loaded test machine adds to it: still far below LEASE.
-SLACK = 12.0
+#: How long before its job's due instant a cancel must have returned to be sure to precede the
+#: job's claim (a worker claims at most ``CLAIM_AHEAD`` early): such a job never fires.
+BEFORE_ANY_CLAIM = CLAIM_AHEAD + timedelta(milliseconds=490)
+#: Each chunk of jobs falls due this long after the previous chunk's scheduling returned.
+LEAD = timedelta(seconds=3)
 
 
 def spec(run_at: datetime) -> OneShotSpec:
@@ -55,6 +59,16 @@ def still_claimed(database_url: str, jobs: list[str], worker_id: str) -> list[st
     return [row[0] for row in query(database_url, sql, worker_id, jobs)]
 
 
+def claims_end(database_url: str, jobs: list[str]) -> datetime:
+    """The first instant at which one of ``jobs``' claims runs out of lease."""
+    sql = "SELECT min(claimed_until) FROM schedule_jobs WHERE status = 'active' AND id = ANY(%s)"
+    return query(database_url, sql, jobs)[0][0]
+
+
+def database_now(database_url: str) -> datetime:
+    return query(database_url, "SELECT clock_timestamp()")[0][0]
+
+
 def all_completed(database_url: str, jobs: list[str]) -> bool:
     sql = "SELECT count(*) FROM schedule_jobs WHERE status = 'completed' AND id = ANY(%s)"
     return query(database_url, sql, jobs)[0][0] == len(jobs)
@@ -62,7 +76,7 @@ def all_completed(database_url: str, jobs: list[str]) -> bool:
 
 # 10,000 fires through four processes on a shared two-core machine take a minute or two.
 @pytest.mark.slow
-@pytest.mark.timeout(420)
+@pytest.mark.timeout(600)
 def test_four_hosts_fire_10000_jobs_once_and_take_over_a_killed_hosts_claims(postgres_backend, tmp_path):
     backend = postgres_backend
     url = backend.database_url
@@ -81,28 +95,38 @@ def test_four_hosts_fire_10000_jobs_once_and_take_over_a_killed_hosts_claims(pos
     survivors = hosts[1:]
     try:
         assert {w.host for w in h.container.store().workers()} == {f"host-{i}" for i in range(HOSTS)}
-        start = datetime.now(UTC) + timedelta(seconds=3)
-        specs = [spec(start + timedelta(milliseconds=i)) for i in range(JOBS)]  # over 10 s
-        jobs = [
-            j.id
-            for chunk in range(0, JOBS, 1000)
-            for j in h.service.schedule_many(specs[chunk : chunk + 1000])
-        ]
-        cancelled = jobs[1 :: JOBS // CANCELLED][:CANCELLED]
-        for job_id in cancelled:
-            h.service.cancel(job_id)
+        # 10 chunks of 1,000 jobs, 1 ms apart; each chunk falls due LEAD after the previous one's
+        # scheduling returned, and 20 of its jobs are cancelled at once. What each cancel found is
+        # judged by when it returned: long enough before its job's due instant, nothing claimed it.
+        jobs, run_at, cancelled, before_any_claim = [], {}, [], []
+        for _ in range(JOBS // 1000):
+            start = datetime.now(UTC) + LEAD
+            made = h.service.schedule_many([spec(start + timedelta(milliseconds=i)) for i in range(1000)])
+            jobs += [j.id for j in made]
+            run_at.update((j.id, j.run_at) for j in made)
+            for job in made[1 :: JOBS // CANCELLED]:
+                h.service.cancel(job.id)
+                cancelled.append(job.id)
+                if datetime.now(UTC) < job.run_at - BEFORE_ANY_CLAIM:
+                    before_any_claim.append(job.id)
+        assert len(cancelled) == CANCELLED and before_any_claim, "no cancel returned before its job was due"
         acknowledged = sorted(set(jobs) - set(cancelled))
-        assert wait_until(lambda: observed_count(url) >= JOBS // 4, 120)
-        assert wait_until(lambda: len(held_by(url, "worker-0")) > 0, 30)
+        assert wait_until(lambda: observed_count(url) >= JOBS // 4, 300)
+        assert wait_until(lambda: len(held_by(url, "worker-0")) > 0, 120)
         victim.kill()
         held = held_by(url, "worker-0")
         assert held, "the victim held no claims when it was killed"
-        # released by a live worker that declared it dead, within the documented bound and long
-        # before the claims' lease ends; then fired by the survivors behind their own backlog (on a
-        # loaded machine that takes longer than the takeover itself: the victim held ~2,000 claims)
-        released = wait_until(lambda: not still_claimed(url, held, "worker-0"), TAKEOVER + SLACK)
-        assert released, f"{len(still_claimed(url, held, 'worker-0'))} of {len(held)} claims still held"
-        assert wait_until(lambda: all_completed(url, acknowledged), 240)
+        lease_ends = claims_end(url, held)
+        # released by a live worker that declared it dead, before the claims' lease ended (both
+        # instants on the database's clock; the deadline only guards against a hang); then fired
+        # by the survivors behind their own backlog (the victim held ~2,000 claims)
+        released = wait_for(
+            lambda: database_now(url) if not still_claimed(url, held, "worker-0") else None,
+            "the killed host's claims to be released",
+            timeout=2 * LEASE,
+        )
+        assert released < lease_ends, f"released at {released}, after the lease ended ({lease_ends})"
+        assert wait_until(lambda: all_completed(url, acknowledged), 300)
     finally:
         codes = [w.terminate() for w in survivors]
         if victim.proc.poll() is None:
@@ -110,11 +134,12 @@ def test_four_hosts_fire_10000_jobs_once_and_take_over_a_killed_hosts_claims(pos
     assert codes == [0] * len(survivors)
     fires = observed(url)
     counts = Counter(f.job_id for f in fires)
-    assert sorted(counts) == acknowledged, (len(counts), len(acknowledged))  # all fired, none cancelled
+    assert set(acknowledged) <= set(counts), len(set(acknowledged) - set(counts))  # all fired
+    assert not set(before_any_claim) & set(counts), sorted(set(before_any_claim) & set(counts))[:5]
+    assert set(counts) <= set(jobs)
     by_victim = {f.job_id for f in fires if f.worker == "worker-0"}
     twice = {j for j, n in counts.items() if n > 1}
     assert twice <= by_victim and max(counts.values()) <= 2, sorted(twice - by_victim)[:5]
-    run_at = dict(query(url, "SELECT id, run_at FROM schedule_jobs"))
     early = [f for f in fires if f.at < run_at[f.job_id]]
     assert not early, early[:3]
     assert {f.host for f in fires} == {f"host-{i}" for i in range(HOSTS)}  # every host took part

@@ -148,6 +148,80 @@ def postgres_url(database: str) -> str:
     return f"postgresql+psycopg://postgres@{PG_HOST}:{PG_PORT}/{database}"
 
 
+class _Dirty(Exception):
+    """A given-back database whose schema is not the template's any more: it is dropped."""
+
+
+def _conninfo(database: str) -> str:
+    """A libpq URL of ``database`` whose statements give up after 10 s (the pool's own sessions)."""
+    return f"postgresql://postgres@{PG_HOST}:{PG_PORT}/{database}?options=-c%20statement_timeout%3D10000"
+
+
+#: The tables of the public schema.
+_TABLES = "SELECT tablename FROM pg_tables WHERE schemaname = 'public' ORDER BY tablename"
+
+#: One digest of everything in a database that a test could change and a truncate would not put
+#: back: schemas, relations, columns and their defaults, indexes, constraints, triggers, functions,
+#: types, views, rules, extensions, the database's own settings and prepared transactions.
+_FINGERPRINT = r"""
+SELECT md5(coalesce(string_agg(item, E'\n' ORDER BY item), '')) FROM (
+  SELECT 'schema ' || nspname FROM pg_namespace
+   WHERE nspname NOT LIKE 'pg\_%' AND nspname <> 'information_schema'
+  UNION ALL
+  SELECT 'rel ' || n.nspname || '.' || c.relname || ' ' || c.relkind::text || ' ' || c.relpersistence::text
+    FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+   WHERE n.nspname NOT LIKE 'pg\_%' AND n.nspname <> 'information_schema'
+  UNION ALL
+  SELECT 'col ' || c.relname || '.' || a.attname || ' ' || format_type(a.atttypid, a.atttypmod)
+         || ' ' || a.attnotnull || ' ' || coalesce(pg_get_expr(d.adbin, d.adrelid), '')
+    FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid
+    JOIN pg_namespace n ON n.oid = c.relnamespace
+    LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
+   WHERE n.nspname = 'public' AND a.attnum > 0 AND NOT a.attisdropped
+  UNION ALL
+  SELECT 'index ' || pg_get_indexdef(i.indexrelid)
+    FROM pg_index i JOIN pg_class c ON c.oid = i.indrelid JOIN pg_namespace n ON n.oid = c.relnamespace
+   WHERE n.nspname = 'public'
+  UNION ALL
+  SELECT 'constraint ' || conrelid::regclass::text || ' ' || conname || ' ' || pg_get_constraintdef(oid)
+    FROM pg_constraint WHERE connamespace = 'public'::regnamespace
+  UNION ALL
+  SELECT 'trigger ' || pg_get_triggerdef(oid) || ' ' || tgenabled::text FROM pg_trigger WHERE NOT tgisinternal
+  UNION ALL
+  SELECT 'function ' || p.oid::regprocedure::text || ' ' || md5(p.prosrc)
+    FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+   WHERE n.nspname NOT LIKE 'pg\_%' AND n.nspname <> 'information_schema'
+  UNION ALL
+  SELECT 'type ' || t.typname || ' ' || t.typtype::text
+    FROM pg_type t JOIN pg_namespace n ON n.oid = t.typnamespace WHERE n.nspname = 'public'
+  UNION ALL
+  SELECT 'view ' || viewname || ' ' || md5(definition) FROM pg_views WHERE schemaname = 'public'
+  UNION ALL
+  SELECT 'rule ' || tablename || ' ' || rulename FROM pg_rules WHERE schemaname = 'public'
+  UNION ALL
+  SELECT 'extension ' || extname || ' ' || extversion FROM pg_extension
+  UNION ALL
+  SELECT 'setting ' || array_to_string(setconfig, ',') FROM pg_db_role_setting
+   WHERE setdatabase = (SELECT oid FROM pg_database WHERE datname = current_database())
+  UNION ALL
+  SELECT 'prepared ' || gid FROM pg_prepared_xacts WHERE database = current_database()
+  UNION ALL
+  SELECT 'publication ' || pubname FROM pg_publication
+) AS items(item)
+"""
+
+
+def _fingerprint(conn: psycopg.Connection[Any]) -> str:
+    """The digest of ``_FINGERPRINT`` and of the seed tables' rows (the migrations' version)."""
+    row = conn.execute(_FINGERPRINT).fetchone()
+    digest = str(row[0]) if row else ""
+    version = conn.execute("SELECT to_regclass('public.schedule_sdk_alembic_version')").fetchone()
+    if version and version[0] is not None:
+        rows = conn.execute("SELECT * FROM schedule_sdk_alembic_version ORDER BY 1").fetchall()
+        digest += repr(rows)
+    return digest
+
+
 class PostgresDatabases:
     """Creates databases named ``sdk_<unixtime>_<RUN_ID>_<n>`` and drops them again.
 
@@ -164,6 +238,11 @@ class PostgresDatabases:
         self._counter = itertools.count(1)
         self._created: list[str] = []
         self._template: str | None = None
+        self._template_fingerprint = ""
+        #: The template's rows, by table (the migrations' version row): put back after a truncate.
+        self._seeds: dict[str, list[tuple[Any, ...]]] = {}
+        #: Given-back databases, emptied, waiting for the next :meth:`lease`.
+        self._pool: list[str] = []
 
     @property
     def prefix(self) -> str:
@@ -185,6 +264,95 @@ class PostgresDatabases:
         hint = re.sub(r"[^a-z0-9]+", "_", name_hint.lower()).strip("_")
         name = f"{self.prefix}_{next(self._counter)}"
         return f"{name}_{hint}"[:63].rstrip("_") if hint else name
+
+    def lease(self, name_hint: str = "") -> str:
+        """A database with exactly the template's schema and no rows but its seed rows, under a
+        name no earlier test used; return its URL. :meth:`give_back` returns it to the pool.
+
+        A database comes from the pool of given-back ones when there is one, else it is copied
+        from the template (:meth:`create`). Either way it is renamed for this lease, so a process
+        left behind by an earlier test cannot reach it through its old URL.
+        """
+        if self._template is None:
+            raise RuntimeError("lease() needs a template: call create_template() first")
+        if not self._pool:
+            return self.create(name_hint)
+        pooled = self._pool.pop()
+        name = self._new_name(name_hint)
+        try:
+            self._rename(pooled, name)
+        except psycopg.Error:  # e.g. an autovacuum that would not let go: a copy instead
+            self._created.append(pooled)
+            self._drop_or_leave(pooled)
+            self._created.remove(pooled)
+            return self.create(name_hint)
+        self._created.append(name)
+        return postgres_url(name)
+
+    def give_back(self, url: str) -> None:
+        """End a :meth:`lease`: close every connection to the database, then empty it for the next
+        lease if its schema is still the template's (all tables truncated, sequences restarted,
+        the seed rows as the template has them), or drop it if the test changed the schema."""
+        name = urlsplit(url).path.lstrip("/")
+        if name not in self._created:
+            raise ValueError(f"{name!r} was not created by this PostgresDatabases")
+        self._created.remove(name)
+        pooled = f"{self.prefix}_pool_{next(self._counter)}"
+        try:
+            self._rename(name, pooled)  # from here on, nothing reaches it by the test's URL
+            self._empty(pooled)
+        except (psycopg.Error, _Dirty):
+            actual = pooled if self._exists(pooled) else name
+            self._created.append(actual)
+            self._drop_or_leave(actual)
+            self._created.remove(actual)
+            return
+        self._pool.append(pooled)
+
+    def _rename(self, old: str, new: str, attempts: int = 5) -> None:
+        """``ALTER DATABASE old RENAME TO new``, ending the sessions on it first (a session that
+        connects in between makes the rename fail: ended again, at most ``attempts`` times)."""
+        stmt = sql.SQL("ALTER DATABASE {} RENAME TO {}").format(sql.Identifier(old), sql.Identifier(new))
+        for attempt in range(attempts):
+            self._terminate(old)
+            try:
+                self._admin().execute(stmt)
+                return
+            except psycopg.errors.ObjectInUse:
+                if attempt == attempts - 1:
+                    raise
+
+    def _terminate(self, name: str) -> None:
+        self._admin().execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+            " WHERE datname = %s AND pid <> pg_backend_pid()",
+            (name,),
+        )
+
+    def _exists(self, name: str) -> bool:
+        row = self._admin().execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone()
+        return row is not None
+
+    def _empty(self, name: str) -> None:
+        """Truncate every table of ``name`` and put the template's seed rows back.
+
+        :raises _Dirty: its schema (or its seed rows) is not the template's any more.
+        """
+        with psycopg.connect(_conninfo(name), autocommit=True) as conn:
+            if _fingerprint(conn) != self._template_fingerprint:
+                raise _Dirty(name)
+            tables = [row[0] for row in conn.execute(_TABLES).fetchall()]
+            if tables:
+                names = sql.SQL(", ").join(sql.Identifier("public", t) for t in tables)
+                with conn.transaction():
+                    conn.execute(sql.SQL("TRUNCATE {} RESTART IDENTITY CASCADE").format(names))
+                    for table, rows in self._seeds.items():
+                        for row in rows:
+                            marks = sql.SQL(", ").join(sql.Placeholder() * len(row))
+                            insert = sql.SQL("INSERT INTO {} VALUES ({})").format(
+                                sql.Identifier("public", table), marks
+                            )
+                            conn.execute(insert, row)
 
     def create(self, name_hint: str = "") -> str:
         """Create an empty database (a copy of the template, if one was made); return its URL."""
@@ -213,6 +381,13 @@ class PostgresDatabases:
         self._admin().execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
         self._template = name
         setup(postgres_url(name))
+        self._wait_until_unused(name)
+        with psycopg.connect(_conninfo(name), autocommit=True) as conn:
+            self._template_fingerprint = _fingerprint(conn)
+            for (table,) in conn.execute(_TABLES).fetchall():
+                select = sql.SQL("SELECT * FROM {}").format(sql.Identifier("public", table))
+                if rows := conn.execute(select).fetchall():
+                    self._seeds[table] = rows
         self._wait_until_unused(name)
         self._admin().execute(
             sql.SQL("ALTER DATABASE {} WITH ALLOW_CONNECTIONS false").format(sql.Identifier(name))
@@ -272,11 +447,12 @@ class PostgresDatabases:
             warnings.warn(f"dropping {name} failed ({error}): left for cleanup_stale", stacklevel=2)
 
     def drop_all(self) -> None:
-        """Drop every database this object created, the template included (each as
-        :meth:`_drop_or_leave` does)."""
-        for name in reversed(self._created):
+        """Drop every database this object created, the pooled ones and the template included
+        (each as :meth:`_drop_or_leave` does)."""
+        for name in reversed(self._created + self._pool):
             self._drop_or_leave(name)
         self._created.clear()
+        self._pool.clear()
         if self._template is not None:
             self._drop_or_leave(self._template)
             self._template = None

@@ -10,9 +10,12 @@ T = TypeVar("T")
 
 #: How often a condition is checked again while it does not hold.
 EVERY = 0.02
+#: The default deadline of a wait: it only guards against a hang, so it is far longer than the
+#: behaviour takes even on a loaded machine (a wait returns as soon as its condition holds).
+HANG = 60.0
 
 
-def wait_until(predicate: Callable[[], Any], timeout: float = 15.0, every: float = EVERY) -> bool:
+def wait_until(predicate: Callable[[], Any], timeout: float = HANG, every: float = EVERY) -> bool:
     """True as soon as ``predicate()`` holds; False if it still does not after ``timeout`` seconds."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -22,7 +25,7 @@ def wait_until(predicate: Callable[[], Any], timeout: float = 15.0, every: float
     return bool(predicate())
 
 
-def wait_for(check: Callable[[], T | None], what: str, timeout: float = 30.0, every: float = EVERY) -> T:
+def wait_for(check: Callable[[], T | None], what: str, timeout: float = HANG, every: float = EVERY) -> T:
     """The first truthy value of ``check()``.
 
     :raises AssertionError: none came within ``timeout`` seconds (naming ``what``).

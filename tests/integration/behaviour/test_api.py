@@ -55,6 +55,7 @@ def count_jobs(harness) -> int:
     return len(harness.service.list(limit=500).items)
 
 
+@pytest.mark.every_backend
 def test_schedule_at_stores_everything_it_was_given(backend):
     h = backend.harness()
     run_at = soon().astimezone(ZoneInfo("America/Mexico_City"))
@@ -147,6 +148,7 @@ def test_client_request_id_is_unique_across_all_statuses(backend):
     assert count_jobs(h) == 1
 
 
+@pytest.mark.every_backend
 def test_client_request_id_race_has_exactly_one_winner(backend):
     h = backend.harness()
     h.service.get_by_id("warm-up")  # build the engine before the threads race
@@ -186,6 +188,7 @@ def test_cancel_is_idempotent_and_unknown_ids_are_not_found(backend):
     assert h.service.get_by_id("01900000-0000-7000-8000-000000000000") is None
 
 
+@pytest.mark.every_backend
 def test_reschedule_replaces_the_job_in_one_step(backend):
     h = backend.harness()
     old = h.service.schedule_at(one_shot(payload={"v": 1}))
@@ -222,6 +225,7 @@ def test_reschedule_rolls_back_when_the_new_job_is_refused(backend):
     assert h.job(taken.id).status is JobStatus.PENDING and count_jobs(h) == 2
 
 
+@pytest.mark.every_backend
 def test_list_pages_with_a_stable_keyset_order_and_filters(backend):
     h = backend.harness()
     ids = [

@@ -78,6 +78,7 @@ def test_reschedule_changes_the_limit(backend):
     assert h.service.get_by_id(cleared.id).concurrency is None
 
 
+@pytest.mark.every_backend
 def test_a_waiting_fire_starts_when_the_slot_frees_not_at_the_next_poll(backend):
     h = backend.harness(poll_interval=30.0).start()
     entered, release = threading.Event(), threading.Event()
@@ -101,6 +102,7 @@ def test_a_waiting_fire_starts_when_the_slot_frees_not_at_the_next_poll(backend)
     assert started == [first.id, second.id]
 
 
+@pytest.mark.every_backend
 def test_two_repeating_jobs_sharing_a_key_of_one_never_overlap(backend):
     h = backend.harness(poll_interval=30.0).start()
     running, most, fires = [0], [0], [0]

@@ -25,7 +25,7 @@ from schedule_sdk import (
 from schedule_sdk.testing import FakeClock
 
 STORES = pytest.mark.parametrize(
-    "backend",
+    "backend_combination",
     [
         pytest.param(("sqlite", "sql"), id="sqlite"),
         pytest.param(("postgres", "sql"), id="postgres", marks=pytest.mark.postgres),

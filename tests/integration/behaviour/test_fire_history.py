@@ -26,6 +26,7 @@ from schedule_sdk.testing import make_test_kit
 T0 = datetime(2030, 1, 7, 9, 0, tzinfo=UTC)
 
 
+@pytest.mark.every_backend
 def test_a_retried_fire_leaves_one_entry_per_attempt_on_every_backend(backend):
     h = backend.harness().start()
 

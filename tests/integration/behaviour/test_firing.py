@@ -24,6 +24,9 @@ from schedule_sdk import (
 from schedule_sdk.domain import timing
 from tests.support.waiting import wait_until
 
+#: The fire path's transactions: on the pooled and Sentinel backends too.
+pytestmark = pytest.mark.every_backend
+
 
 def at(seconds: float) -> datetime:
     return datetime.now(UTC) + timedelta(seconds=seconds)

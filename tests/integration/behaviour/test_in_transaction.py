@@ -16,10 +16,14 @@ from sqlalchemy.orm import Session
 
 from schedule_sdk import JobStatus, OneShotSpec, TransactionNotJoinable
 
+#: The caller's own transaction and connection: on the pooled and Sentinel backends too.
+pytestmark = pytest.mark.every_backend
+
 metadata = sa.MetaData()
 orders = sa.Table(
     "app_orders", metadata, sa.Column("id", sa.Integer, primary_key=True), sa.Column("job_id", sa.String)
 )
+
 
 POLL_INTERVAL = timedelta(seconds=0.5)  # the harness's poll interval (tests/conftest.py)
 

@@ -34,6 +34,7 @@ def soon(**changes: object) -> OneShotSpec:
     return OneShotSpec(**values)  # type: ignore[arg-type]
 
 
+@pytest.mark.every_backend
 def test_a_failed_one_shot_runs_again_as_a_new_occurrence_and_keeps_its_history(backend):
     h = backend.harness().start()
     broken = {"yes": True}

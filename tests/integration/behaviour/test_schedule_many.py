@@ -36,6 +36,7 @@ def stored_ids(harness) -> list[str]:
     return [j.id for j in harness.service.list(limit=500).items]
 
 
+@pytest.mark.every_backend
 def test_schedule_many_writes_every_job_in_order_and_each_fires_once(backend):
     h = backend.harness().start()
     # Due soon enough to fire within the test, far enough ahead that a loaded machine cannot
@@ -103,6 +104,7 @@ def test_a_client_request_id_repeated_in_the_batch_is_refused_and_nothing_is_wri
     assert stored_ids(h) == []
 
 
+@pytest.mark.every_backend
 def test_a_client_request_id_already_used_is_refused_by_index_and_nothing_is_written(backend):
     h = backend.harness()
     taken = h.service.schedule_at(one_shot(metadata=JobMetadata(client_request_id="taken")))

@@ -20,7 +20,7 @@ from schedule_sdk import (
 )
 
 #: Steering runs through ScheduleService and AsyncScheduleService alike.
-pytestmark = pytest.mark.usefixtures("service_kind")
+pytestmark = [pytest.mark.usefixtures("service_kind"), pytest.mark.every_backend]
 
 
 def at(seconds: float) -> datetime:

@@ -70,6 +70,7 @@ def test_an_invalid_time_limit_is_refused_and_nothing_is_written(backend, limit)
     assert h.service.list().items == []
 
 
+@pytest.mark.every_backend
 def test_a_repeating_jobs_overrun_is_a_timeout_and_the_series_moves_on(backend):
     h = backend.harness(metrics="memory").start()
     release = threading.Event()

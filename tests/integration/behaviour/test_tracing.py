@@ -144,6 +144,7 @@ def test_a_job_scheduled_outside_any_trace_fires_in_a_new_trace(provider, export
     assert fire.parent is None and list(fire.links) == []
 
 
+@pytest.mark.every_backend
 def test_every_backend_keeps_the_trace_across_the_wait(backend, provider, exporter):
     h = backend.harness()
     h.container.tracing.override(providers.Object(OtelTracing(tracer_provider=provider)))

@@ -63,7 +63,7 @@ def _url(kind: str, request: pytest.FixtureRequest, tmp_path: Path) -> str | Non
     if kind == "sqlite":
         return f"sqlite:///{tmp_path / 'jobs.db'}"
     if kind in ("postgres", "pgbouncer"):
-        return str(request.getfixturevalue("postgres_databases").create("contracts"))
+        return str(request.getfixturevalue("postgres_databases").lease("contracts"))
     return None
 
 
@@ -77,8 +77,8 @@ def store_factory(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[St
         factory = StoreFactory(request.param, url)
     yield factory
     factory.close_all()
-    if request.param == "pgbouncer":  # ends PgBouncer's idle server sessions on it now
-        request.getfixturevalue("postgres_databases").drop(url)
+    if url is not None and request.param != "sqlite":  # also ends PgBouncer's server sessions on it
+        request.getfixturevalue("postgres_databases").give_back(url)
 
 
 @pytest.fixture
