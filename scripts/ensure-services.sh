@@ -107,6 +107,19 @@ nats_start() {
         -a 127.0.0.1 -p 4222 -js -sd /var/lib/nats-server -l /var/log/nats-server.log
 }
 
+# A daemon keeps every file it inherits open for its whole life: one started under
+# `flock /tmp/cpu.lock …` would hold that lock until it stops. Closes every descriptor above 2 of the
+# (sub)shell it runs in.
+close_inherited_fds() {
+    local fd
+    for fd in /proc/"$BASHPID"/fd/*; do
+        fd="${fd##*/}"
+        if [ "$fd" -gt 2 ]; then
+            eval "exec $fd>&-" 2>/dev/null || true
+        fi
+    done
+}
+
 # wait_until CHECK: polls CHECK twice a second for at most WAIT_SECONDS.
 wait_until() {
     local deadline=$((SECONDS + WAIT_SECONDS))
@@ -149,7 +162,8 @@ ensure() {
         how="started (installed $package)"
         if [ "$key" = pg ]; then PG_INSTALLED_NOW=1; fi
     fi
-    "${key}_start" >>"$DETAIL_LOG" 2>&1 || true # judged by readiness below, not by the exit code
+    # judged by readiness below, not by the exit code
+    (close_inherited_fds && "${key}_start") >>"$DETAIL_LOG" 2>&1 || true
     if wait_until "${key}_ready"; then
         echo "$name: $how"
     else

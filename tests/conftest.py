@@ -255,5 +255,25 @@ def service_kind(request):
 def pytest_sessionfinish(session: pytest.Session) -> None:
     """Collect garbage before the end-of-run reports import anything. On CPython 3.11, a collection
     that runs finalizers while ``ast.parse`` builds its tree (pytest rewrites the asserts of a
-    plugin imported that late) fails with "AST constructor recursion depth mismatch"."""
+    plugin imported that late) fails with "AST constructor recursion depth mismatch".
+
+    A pytest-xdist worker hands its housekeeping notes to the controller, which prints them."""
     gc.collect()
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None:
+        workeroutput["housekeeping"] = list(services.HOUSEKEEPING)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: object) -> None:
+    """pytest-xdist's controller: take a finished worker's housekeeping notes."""
+    services.HOUSEKEEPING.extend(getattr(node, "workeroutput", {}).get("housekeeping", []))
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """What housekeeping left undone (services.housekeeping), in a section of its own: it never
+    turns a passing test into an error."""
+    if services.HOUSEKEEPING:
+        terminalreporter.section("housekeeping")
+        for note in services.HOUSEKEEPING:
+            terminalreporter.line(note)

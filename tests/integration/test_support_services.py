@@ -132,6 +132,47 @@ def test_postgres_databases_are_copies_of_the_template() -> None:
 
 
 @pytest.mark.postgres
+def test_a_given_back_database_is_emptied_renamed_and_leased_again_or_dropped_if_its_schema_changed() -> None:
+    def setup(url: str) -> None:
+        engine = sa.create_engine(url)
+        with engine.begin() as conn:
+            conn.execute(sa.text("CREATE TABLE jobs (id serial PRIMARY KEY, v int)"))
+            conn.execute(sa.text("CREATE TABLE seed (v int)"))
+            conn.execute(sa.text("INSERT INTO seed VALUES (7)"))
+        engine.dispose()
+
+    before_the_test = _databases()
+    with services.PostgresDatabases() as dbs:
+        dbs.create_template(setup)
+        first = dbs.lease("first")
+        engine = sa.create_engine(first)
+        held = engine.connect()  # still open when the database is given back: ended
+        held.execute(sa.text("INSERT INTO jobs (v) VALUES (1), (2)"))
+        held.execute(sa.text("DELETE FROM seed"))
+        held.commit()
+        dbs.give_back(first)
+        again = dbs.lease("again")
+        assert again != first and first.rsplit("/", 1)[1] not in _databases()  # renamed
+        with pytest.raises(sa.exc.OperationalError):
+            held.execute(sa.text("SELECT 1"))
+        held.invalidate()
+        engine.dispose()
+        engine = sa.create_engine(again)
+        with engine.begin() as conn:
+            assert conn.scalar(sa.text("SELECT count(*) FROM jobs")) == 0
+            assert conn.scalars(sa.text("SELECT v FROM seed")).all() == [7]  # the template's rows
+            assert conn.scalar(sa.text("INSERT INTO jobs (v) VALUES (3) RETURNING id")) == 1  # restarted
+            conn.execute(sa.text("CREATE INDEX jobs_v ON jobs (v)"))  # the schema changes
+        engine.dispose()
+        leased = _databases()
+        dbs.give_back(again)
+        assert _databases() == leased - {again.rsplit("/", 1)[1]}  # dropped, not pooled
+        third = dbs.lease("third")
+        assert _rows(third) == []
+    assert _databases() <= before_the_test
+
+
+@pytest.mark.postgres
 def test_template_setup_that_leaves_a_connection_open_is_an_error() -> None:
     engines: list[sa.Engine] = []
 

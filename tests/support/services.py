@@ -17,7 +17,6 @@ import secrets
 import socket
 import threading
 import time
-import warnings
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -47,10 +46,22 @@ DROP_ALL_SECONDS = 15.0
 #: Unix time this process started; Postgres database names carry it so stale ones can be found.
 RUN_STARTED = int(time.time())
 _TEMPLATES = itertools.count(1)
+#: Numbers the databases of every PostgresDatabases of this process (names never repeat).
+_NAMES = itertools.count(1)
 
 _PG_NAME = re.compile(r"^sdk_(\d{10})_")
 _STREAM_NAME = re.compile(r"^[A-Za-z0-9_-]+$")
 _TEST_STREAM = re.compile(r"^T\d+_[0-9A-F]{6}")
+
+
+#: What housekeeping left undone in this process (a database not dropped in time, ...): reported in
+#: the run's summary by tests/conftest.py, never as the error of the test whose teardown it was.
+HOUSEKEEPING: list[str] = []
+
+
+def housekeeping(message: str) -> None:
+    """Note ``message`` for the summary at the end of the run."""
+    HOUSEKEEPING.append(message)
 
 
 def _unreachable(what: str, host: str, port: int) -> str:
@@ -235,7 +246,6 @@ class PostgresDatabases:
     def __init__(self, admin_url: str = PG_ADMIN_URL) -> None:
         self._admin_url = admin_url
         self._conn: psycopg.Connection[Any] | None = None
-        self._counter = itertools.count(1)
         self._created: list[str] = []
         self._template: str | None = None
         self._template_fingerprint = ""
@@ -262,7 +272,7 @@ class PostgresDatabases:
 
     def _new_name(self, name_hint: str) -> str:
         hint = re.sub(r"[^a-z0-9]+", "_", name_hint.lower()).strip("_")
-        name = f"{self.prefix}_{next(self._counter)}"
+        name = f"{self.prefix}_{next(_NAMES)}"
         return f"{name}_{hint}"[:63].rstrip("_") if hint else name
 
     def lease(self, name_hint: str = "") -> str:
@@ -297,7 +307,7 @@ class PostgresDatabases:
         if name not in self._created:
             raise ValueError(f"{name!r} was not created by this PostgresDatabases")
         self._created.remove(name)
-        pooled = f"{self.prefix}_pool_{next(self._counter)}"
+        pooled = f"{self.prefix}_pool_{next(_NAMES)}"
         try:
             self._rename(name, pooled)  # from here on, nothing reaches it by the test's URL
             self._empty(pooled)
@@ -444,7 +454,7 @@ class PostgresDatabases:
             conn.execute("RESET statement_timeout")
         except psycopg.Error as error:  # cancelled, or the connection left busy: a fresh one next
             conn.close()
-            warnings.warn(f"dropping {name} failed ({error}): left for cleanup_stale", stacklevel=2)
+            housekeeping(f"dropping {name} failed ({error}): left for cleanup_stale")
 
     def drop_all(self) -> None:
         """Drop every database this object created, the pooled ones and the template included
@@ -471,8 +481,7 @@ class PostgresDatabases:
         worker.start()
         worker.join(seconds)
         if worker.is_alive():  # its connection is still in use: it goes with the process
-            message = f"dropping this run's databases took over {seconds} s: left for cleanup_stale"
-            warnings.warn(message, stacklevel=2)
+            housekeeping(f"dropping this run's databases took over {seconds} s: left for cleanup_stale")
 
     def cleanup_stale(self, max_age_hours: float = 6) -> list[str]:
         """Drop ``sdk_<unixtime>_…`` databases older than ``max_age_hours`` (left by crashed runs)."""
