@@ -24,11 +24,11 @@ from tests.support.waiting import wait_until
 
 pytestmark = [pytest.mark.redis, pytest.mark.slow]
 
-#: The documented bound (docs/howto/production-rq.md): a job whose entry a failover lost fires at
-#: most this long after the later of its due instant and the promotion (the workers' reconnect
-#: backoff, at most 2 s, and one heartbeat, at most 1 s, that notices the new server; then the
-#: reconcile's scan of a few open rows and the fire). Generous for a shared two-core machine.
-HEAL_BOUND = timedelta(seconds=6)
+#: How long the waits for the healed fires may take: a guard against a hang, far below the periodic
+#: reconcile (none within the hour here), so a fire healed by a later reconcile instead of the
+#: one that follows the server change would fail the test. How soon the heal comes (the documented
+#: bound, docs/howto/production-rq.md) is measured by bench/failover.py.
+HEAL_WAIT = 90.0
 
 
 class Stream:
@@ -133,9 +133,9 @@ def test_a_failover_that_loses_writes_loses_no_job(
     assert not lost_keys & kept
     assert {Occurrence.of(job).key for job in doomed} <= kept
 
-    promoted_at = datetime.fromtimestamp(cluster.wait_failover(), UTC)
+    cluster.wait_failover()
     after = len(stream.acknowledged)
-    assert wait_until(lambda: len(stream.acknowledged) >= after + 5, 20)  # writes go to the new primary
+    assert wait_until(lambda: len(stream.acknowledged) >= after + 5)  # writes go to the new primary
     stream.stop()
     one_shots = [*early, *lost, *stream.acknowledged]
     acknowledged = [*one_shots, repeating]
@@ -143,14 +143,12 @@ def test_a_failover_that_loses_writes_loses_no_job(
     total = len(early) + len(doomed) + len(lost) + 1 + len(stream.acknowledged)
     assert count_jobs(h) == total  # a refused write wrote nothing
     for job in one_shots:
-        [event] = h.wait_events(job.id, 1, timeout=20)
+        [event] = h.wait_events(job.id, 1, timeout=HEAL_WAIT)
         assert event.fired_at >= job.run_at  # never early
-        assert event.fired_at <= max(job.run_at, promoted_at) + HEAL_BOUND, (event.fired_at, promoted_at)
-    fires = h.wait_events(repeating.id, 2, timeout=20)
+    fires = h.wait_events(repeating.id, 2, timeout=HEAL_WAIT)
     assert all(e.fired_at >= e.scheduled_for for e in fires)
-    assert fires[0].fired_at <= max(repeating.run_at, promoted_at) + HEAL_BOUND
 
-    h.settle(timeout=20)
+    h.settle()
     assert [len(h.events_for(job.id)) for job in one_shots] == [1] * len(one_shots)
     assert [h.events_for(job.id) for job in doomed] == [[]] * len(doomed)  # none cancelled fired
     assert all(h.job(job.id).status == "completed" for job in one_shots)

@@ -168,6 +168,10 @@ def _conninfo(database: str) -> str:
     return f"postgresql://postgres@{PG_HOST}:{PG_PORT}/{database}?options=-c%20statement_timeout%3D10000"
 
 
+#: The schemas a test may have made or changed.
+_SCHEMAS = (
+    r"SELECT nspname FROM pg_namespace WHERE nspname NOT LIKE 'pg\_%' AND nspname <> 'information_schema'"
+)
 #: The tables of the public schema.
 _TABLES = "SELECT tablename FROM pg_tables WHERE schemaname = 'public' ORDER BY tablename"
 
@@ -276,17 +280,20 @@ class PostgresDatabases:
         return f"{name}_{hint}"[:63].rstrip("_") if hint else name
 
     def lease(self, name_hint: str = "") -> str:
-        """A database with exactly the template's schema and no rows but its seed rows, under a
-        name no earlier test used; return its URL. :meth:`give_back` returns it to the pool.
+        """A database with exactly the template's schema and no rows but its seed rows (without a
+        template: an empty database), under a name no earlier test used; return its URL.
+        :meth:`give_back` returns it to the pool.
 
         A database comes from the pool of given-back ones when there is one, else it is copied
         from the template (:meth:`create`). Either way it is renamed for this lease, so a process
         left behind by an earlier test cannot reach it through its old URL.
         """
-        if self._template is None:
-            raise RuntimeError("lease() needs a template: call create_template() first")
         if not self._pool:
-            return self.create(name_hint)
+            url = self.create(name_hint)
+            if self._template is None and not self._template_fingerprint:  # empty databases
+                with psycopg.connect(_conninfo(urlsplit(url).path.lstrip("/")), autocommit=True) as conn:
+                    self._template_fingerprint = _fingerprint(conn)
+            return url
         pooled = self._pool.pop()
         name = self._new_name(name_hint)
         try:
@@ -349,8 +356,16 @@ class PostgresDatabases:
         :raises _Dirty: its schema (or its seed rows) is not the template's any more.
         """
         with psycopg.connect(_conninfo(name), autocommit=True) as conn:
+            if self._template is None:  # empty databases: whatever the test made goes
+                schemas = conn.execute(_SCHEMAS).fetchall()
+                with conn.transaction():
+                    for (schema,) in schemas:
+                        conn.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(schema)))
+                    conn.execute("CREATE SCHEMA public")
             if _fingerprint(conn) != self._template_fingerprint:
                 raise _Dirty(name)
+            if self._template is None:
+                return
             tables = [row[0] for row in conn.execute(_TABLES).fetchall()]
             if tables:
                 names = sql.SQL(", ").join(sql.Identifier("public", t) for t in tables)

@@ -66,12 +66,15 @@ class Received:
         pytest.param("postgres", marks=pytest.mark.postgres),
     ]
 )
-def timer_db(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    """A TIMER_DB_PATH value: a SQLite file, or the URL of a fresh PostgreSQL database."""
+def timer_db(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """A TIMER_DB_PATH value: a SQLite file, or the URL of an empty PostgreSQL database."""
     if request.param == "sqlite":
-        return str(tmp_path / "event_service.db")
+        yield str(tmp_path / "event_service.db")
+        return
     databases: services.PostgresDatabases = request.getfixturevalue("empty_postgres_databases")
-    return databases.create("timer_suite")
+    url = databases.lease("timer_suite")
+    yield url
+    databases.give_back(url)
 
 
 @pytest.fixture(scope="session")

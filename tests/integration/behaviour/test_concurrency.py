@@ -17,6 +17,7 @@ from schedule_sdk import (
     RepeatSpec,
 )
 from schedule_sdk.errors import InvalidConcurrency
+from tests.support.waiting import HANG
 
 pytestmark = pytest.mark.usefixtures("service_kind")
 
@@ -80,25 +81,26 @@ def test_reschedule_changes_the_limit(backend):
 
 @pytest.mark.every_backend
 def test_a_waiting_fire_starts_when_the_slot_frees_not_at_the_next_poll(backend):
-    h = backend.harness(poll_interval=30.0).start()
+    h = backend.harness(poll_interval=300.0).start()
     entered, release = threading.Event(), threading.Event()
     started: list[str] = []
 
     def slow(event) -> None:
         started.append(event.scheduled_job_id)
         entered.set()
-        assert release.wait(20)
+        assert release.wait(HANG)
 
     h.listen("schedule.tests.keyed.arrived", slow)
     limit = ConcurrencyLimit(key="one-at-a-time", limit=1)
-    first = h.service.schedule_at(one_shot(0.2, limit))
-    second = h.service.schedule_at(one_shot(0.3, limit))
-    assert entered.wait(10)
+    first = h.schedule_soon(lambda lead: one_shot(lead, limit), 0.2)
+    after_first = lambda lead: one_shot(max(lead, 0.1 + (first.run_at - at(0)).total_seconds()), limit)  # noqa: E731
+    second = h.schedule_soon(after_first, 0.1)  # due 0.1 s after the first, or later
+    assert entered.wait(HANG)
     h.wait_past(second.run_at)
     h.settle()
     assert started == [first.id] and h.job(second.id).status is JobStatus.PENDING  # waiting
     release.set()
-    h.wait_status(second.id, "completed", timeout=10)  # well before the 30 s poll
+    h.wait_status(second.id, "completed")  # the deadline (HANG) is far before the 300 s poll
     assert started == [first.id, second.id]
 
 

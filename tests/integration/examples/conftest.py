@@ -39,7 +39,7 @@ def make_backend(kind: str, request: pytest.FixtureRequest, directory: Path) -> 
     if kind == "sqlite":
         return AppBackend(kind, f"sqlite:///{directory / 'app.db'}")
     databases: services.PostgresDatabases = request.getfixturevalue("postgres_databases")
-    url = databases.create("examples")
+    url = databases.lease("examples")
     if kind == "postgres":
         return AppBackend(kind, url)
     redis_url: str = request.getfixturevalue("redis_base_url")
@@ -51,10 +51,20 @@ def make_backend(kind: str, request: pytest.FixtureRequest, directory: Path) -> 
 def app_backend(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[AppBackend]:
-    yield make_backend(request.param, request, tmp_path_factory.mktemp(request.param))
+    backend = make_backend(request.param, request, tmp_path_factory.mktemp(request.param))
+    yield backend
+    give_back(backend, request)
 
 
 @pytest.fixture(params=APP_BACKENDS)
-def fresh_backend(request: pytest.FixtureRequest, tmp_path: Path) -> AppBackend:
+def fresh_backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[AppBackend]:
     """Like ``app_backend``, but a new database (and Redis db flush) for each test."""
-    return make_backend(request.param, request, tmp_path)
+    backend = make_backend(request.param, request, tmp_path)
+    yield backend
+    give_back(backend, request)
+
+
+def give_back(backend: AppBackend, request: pytest.FixtureRequest) -> None:
+    """Return a PostgreSQL backend's database to the pool (its connections are ended)."""
+    if backend.id != "sqlite":
+        request.getfixturevalue("postgres_databases").give_back(backend.database_url)
