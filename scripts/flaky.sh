@@ -73,8 +73,8 @@ for round in $(seq 1 "$ROUNDS"); do
         (cd "$clone" && CI=true SDK_TEST_JUNIT="$junit" bash .ci/run </dev/null) >"$log" 2>&1 || status=$?
         rm -rf "$clone"
     else
-        .venv/bin/python -m pytest -n "${SDK_TEST_WORKERS:-3}" -p no:cacheprovider -q \
-            --junitxml="$junit" "$@" </dev/null >"$log" 2>&1 || status=$?
+        SDK_TEST_PYTEST_ONLY=1 SDK_TEST_JUNIT="$junit" bash scripts/test.sh -p no:cacheprovider "$@" \
+            </dev/null >"$log" 2>&1 || status=$?
     fi
     stop_hogs
     summary="$(grep -E '^(=+ )?[0-9]+ (passed|failed)|(passed|failed|error).* in [0-9.]+s' "$log" | tail -n 1 || true)"

@@ -5,13 +5,37 @@
 # pytest, stopping at the first failure. Extra arguments go to pytest, e.g.
 # `bash scripts/test.sh -k store -x`. Works with no stdin and with CI=true.
 #
-# SDK_TEST_WORKERS: pytest-xdist workers (default 3); SDK_TEST_JUNIT: also write a JUnit report there.
+# SDK_TEST_WORKERS: pytest-xdist workers (default 5); SDK_TEST_JUNIT: also write a JUnit report there;
+# SDK_TEST_PYTEST_ONLY=1: only the pytest step (scripts/flaky.sh's rounds; .venv must exist).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 export PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_INPUT=1
 
 step() { printf '\n==> %s\n' "$*"; }
+
+run_pytest() {
+    # Five workers on two cores: most tests wait on servers, timers and child processes, not on the
+    # CPU; work stealing keeps every worker busy to the end (the process tests are long). Each
+    # worker is a test run of its own (databases, Redis db, stream names); `-n 0` runs one process.
+    local workers="${SDK_TEST_WORKERS:-5}" junit=()
+    if [ -n "${SDK_TEST_JUNIT:-}" ]; then
+        junit=(--junitxml="$SDK_TEST_JUNIT")
+    fi
+    step "tests: pytest -n $workers --dist worksteal ${junit[*]} $*"
+    local status=0
+    .venv/bin/python -m pytest -n "$workers" --dist worksteal "${junit[@]}" "$@" </dev/null || status=$?
+    if [ "$status" -eq 5 ]; then
+        echo "ERROR: pytest collected no tests (exit 5); a run that tests nothing fails." >&2
+    fi
+    return "$status"
+}
+
+if [ "${SDK_TEST_PYTEST_ONLY:-}" = 1 ]; then
+    status=0
+    run_pytest "$@" || status=$?
+    exit "$status"
+fi
 
 step "services: scripts/ensure-services.sh"
 bash scripts/ensure-services.sh
@@ -36,17 +60,6 @@ step "format: ruff format --check schedule_sdk tests"
 step "types: mypy"
 .venv/bin/mypy
 
-# Three workers on two cores: most tests wait on servers, timers and child processes, not on the CPU.
-# Each worker is a test run of its own (databases, Redis db, stream names); `-n 0` runs one process.
-workers="${SDK_TEST_WORKERS:-3}"
-junit=()
-if [ -n "${SDK_TEST_JUNIT:-}" ]; then
-    junit=(--junitxml="$SDK_TEST_JUNIT")
-fi
-step "tests: pytest -n $workers ${junit[*]} $*"
 status=0
-.venv/bin/python -m pytest -n "$workers" "${junit[@]}" "$@" </dev/null || status=$?
-if [ "$status" -eq 5 ]; then
-    echo "ERROR: pytest collected no tests (exit 5); a run that tests nothing fails." >&2
-fi
+run_pytest "$@" || status=$?
 exit "$status"

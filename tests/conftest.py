@@ -5,7 +5,7 @@ Every behaviour test takes ``backend`` and runs once per combination of :data:`C
 claims and transactions (SQLite, PostgreSQL) × each substrate (sql, rq), the four code paths. The
 :data:`EDGES` run the same code over another connection (PostgreSQL through PgBouncer in
 transaction pooling, Redis through Sentinel): a test marked ``every_backend`` (the fire path, the
-caller's transaction, declared schedules, steering, and a representative test of each other
+caller's transaction, declared schedules, and a representative test of each other
 family) runs on them too. A combination that needs a service fails loudly when the service is
 down; nothing is skipped.
 """

@@ -141,7 +141,11 @@ def test_a_given_back_database_is_emptied_renamed_and_leased_again_or_dropped_if
             conn.execute(sa.text("INSERT INTO seed VALUES (7)"))
         engine.dispose()
 
-    before_the_test = _databases()
+    def ours() -> set[str]:  # this process's (other test processes lease and give back meanwhile)
+        prefix = f"sdk_{services.RUN_STARTED}_{services.RUN_ID}_"
+        return {name for name in _databases() if name.startswith(prefix)}
+
+    before_the_test = ours()
     with services.PostgresDatabases() as dbs:
         dbs.create_template(setup)
         first = dbs.lease("first")
@@ -164,12 +168,12 @@ def test_a_given_back_database_is_emptied_renamed_and_leased_again_or_dropped_if
             assert conn.scalar(sa.text("INSERT INTO jobs (v) VALUES (3) RETURNING id")) == 1  # restarted
             conn.execute(sa.text("CREATE INDEX jobs_v ON jobs (v)"))  # the schema changes
         engine.dispose()
-        leased = _databases()
+        leased = ours()
         dbs.give_back(again)
-        assert _databases() == leased - {again.rsplit("/", 1)[1]}  # dropped, not pooled
+        assert ours() == leased - {again.rsplit("/", 1)[1]}  # dropped, not pooled
         third = dbs.lease("third")
         assert _rows(third) == []
-    assert _databases() <= before_the_test
+    assert ours() <= before_the_test
 
 
 @pytest.mark.postgres

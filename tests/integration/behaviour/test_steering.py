@@ -20,7 +20,7 @@ from schedule_sdk import (
 )
 
 #: Steering runs through ScheduleService and AsyncScheduleService alike.
-pytestmark = [pytest.mark.usefixtures("service_kind"), pytest.mark.every_backend]
+pytestmark = pytest.mark.usefixtures("service_kind")
 
 
 def at(seconds: float) -> datetime:
@@ -52,6 +52,7 @@ def test_a_paused_job_never_fires_until_resumed(backend):
     assert len(h.events_for(job.id)) == 1
 
 
+@pytest.mark.every_backend
 def test_pause_during_a_fire_wins_and_the_occurrence_fires_again_after_resume(backend):
     """The in-flight fire's outcome is not recorded (the guard wants an active row claimed by the
     worker): the job stays paused at that occurrence; after resume it fires again with the same
