@@ -110,19 +110,32 @@ COMBINATIONS = [
 CORE = [p for p in COMBINATIONS if p.id in ("sqlite-sql", "postgres-sql", "sqlite-rq", "postgres-rq")]
 #: The same code paths over another connection: the tests marked ``every_backend`` run on these too.
 EDGES = [p for p in COMBINATIONS if p not in CORE]
+#: What a test of real processes (tests/processes/) runs on: the embedded end (SQLite, sql) and the
+#: distributed end (PostgreSQL, rq). What it adds to the integration suite is the processes (killed,
+#: paused, racing), not the code paths, which that suite covers on every combination; a process
+#: test whose behaviour is a store's or a substrate's own is marked ``every_code_path`` (CORE).
+PROCESS_ENDS = [p for p in COMBINATIONS if p.id in ("sqlite-sql", "postgres-rq")]
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    """Parametrize ``backend`` (through ``backend_combination``) over :data:`CORE`, or over every
-    combination for a test marked ``every_backend``; a test that parametrizes
-    ``backend_combination`` itself keeps its own choice."""
+    """Parametrize ``backend`` (through ``backend_combination``) over :data:`CORE` (a process test:
+    :data:`PROCESS_ENDS`), over every combination for a test marked ``every_backend``, or over CORE
+    for one marked ``every_code_path``; a test that parametrizes ``backend_combination`` itself
+    keeps its own choice."""
     if "backend_combination" not in metafunc.fixturenames:
         return
     marks = metafunc.definition.iter_markers("parametrize")
     if any(mark.args and mark.args[0] == "backend_combination" for mark in marks):
         return
-    every = metafunc.definition.get_closest_marker("every_backend") is not None
-    metafunc.parametrize("backend_combination", COMBINATIONS if every else CORE, indirect=True)
+    if metafunc.definition.get_closest_marker("every_backend") is not None:
+        combinations = COMBINATIONS
+    elif metafunc.definition.get_closest_marker("every_code_path") is not None:
+        combinations = CORE
+    elif metafunc.definition.nodeid.startswith("tests/processes/"):
+        combinations = PROCESS_ENDS
+    else:
+        combinations = CORE
+    metafunc.parametrize("backend_combination", combinations, indirect=True)
 
 
 def _migrate(url: str) -> None:
@@ -257,8 +270,11 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     that runs finalizers while ``ast.parse`` builds its tree (pytest rewrites the asserts of a
     plugin imported that late) fails with "AST constructor recursion depth mismatch".
 
-    A pytest-xdist worker hands its housekeeping notes to the controller, which prints them."""
+    A child process a test left running is killed and noted (services.end_leftover_children). A
+    pytest-xdist worker hands its housekeeping notes to the controller, which prints them."""
     gc.collect()
+    if not session.config.pluginmanager.hasplugin("dsession"):  # xdist's controller: its children are workers
+        services.end_leftover_children()
     workeroutput = getattr(session.config, "workeroutput", None)
     if workeroutput is not None:
         workeroutput["housekeeping"] = list(services.HOUSEKEEPING)

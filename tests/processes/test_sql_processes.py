@@ -40,6 +40,7 @@ def due(seconds: float) -> OneShotSpec:
 
 
 @pytest.mark.slow
+@pytest.mark.every_code_path  # each store's claims, each substrate's fire path
 def test_sigkill_mid_fire_loses_nothing_and_cancelled_jobs_never_fire(backend, tmp_path):
     events = tmp_path / "events.log"
     h = backend.harness(lease_seconds=1.5)
@@ -64,6 +65,7 @@ def test_sigkill_mid_fire_loses_nothing_and_cancelled_jobs_never_fire(backend, t
 
 
 @pytest.mark.slow
+@pytest.mark.every_code_path  # each store's claims, each substrate's fire path
 def test_two_racing_worker_processes_fire_each_occurrence_once(backend, tmp_path):
     events = tmp_path / "events.log"
     # 20 ms listeners: one process alone needs 1.5 s for the 300 fires (4 at a time), so the other
@@ -264,7 +266,8 @@ def _paused_holding_locks(
     return False
 
 
-@pytest.fixture(params=[p for p in COMBINATIONS if p.values[0][0] != "sqlite"])
+#: A server's transaction paused mid-claim: directly and through PgBouncer, each with one substrate.
+@pytest.fixture(params=[p for p in COMBINATIONS if p.id in ("postgres-sql", "pgbouncer-rq")])
 def server_backend(request: pytest.FixtureRequest, database_url_factory) -> Iterator[Backend]:
     """The backends whose store is a database server (a paused SQLite writer holds the whole
     file: there is no session of its own to end)."""

@@ -133,19 +133,38 @@ def test_nats_restart_mid_run_the_service_reconnects_and_continues(
     nats_names = {**nats_names, "broker_url": private_nats.url}
     probe = Probe(nats_names)
     probe.ensure_streams()
-    # due over 1-7 s: on a loaded machine storing them and the first fire can take seconds
-    before = [command(f"tenant-{i % 4}", f"before-{i}", ms=1000 + 60 * i) for i in range(100)]
+    # 90 timers due over 1-3.7 s, fired while the broker is up
+    before = [command(f"tenant-{i % 4}", f"before-{i}", ms=1000 + 30 * i) for i in range(90)]
     service = TimerProcess(nats_names, timer_db, tmp_path / "timer.log")
     probe.send_many(before)
-    assert wait_until(lambda: sum(_reached(timer_db).values()) == 100, timeout=15)
-    assert wait_until(lambda: _reached(timer_db)["Reached"] > 0, timeout=10)
-    try:
+    assert wait_until(lambda: sum(_reached(timer_db).values()) == 90)
+    assert wait_until(lambda: _reached(timer_db)["Reached"] > 0)
+    # then 10 timers that must fall due while the broker is down: their publishes fail and are
+    # retried. Whether the broker stopped before they fell due is judged once it stopped; if a
+    # loaded machine took longer than the lead, the broker comes back and ten more follow, with
+    # twice the lead (the test never guesses how long storing them and stopping the broker take)
+    lead, stored, down_ones, sender = 1500.0, 90, [], probe
+    while not down_ones:
+        batch = [command("tenant-d", f"down-{stored + i}", ms=lead + 20 * i) for i in range(10)]
+        assert wait_until(lambda: _send_ok(sender, batch))  # noqa: B023
+        before += batch
+        stored += len(batch)
+        assert wait_until(lambda: sum(_reached(timer_db).values()) == stored)  # noqa: B023
         private_nats.stop()
         down = datetime.now(UTC)
-        falling_due = [c.due_at for c in before if c.due_at > down]
-        assert falling_due, "every timer fell due before the broker stopped: nothing is tested"
-        # two timers fall due while the broker is down: their publishes fail and are retried
-        assert wait_until(lambda: datetime.now(UTC) > sorted(falling_due)[min(1, len(falling_due) - 1)], 10)
+        down_ones = sorted(c.due_at for c in batch if c.due_at > down)
+        if not down_ones:
+            private_nats.start()
+            if sender is not probe:
+                sender.close()
+            sender = Probe(nats_names)  # a new connection to the restarted broker
+            lead *= 2
+            assert lead < 60_000, "the broker never stopped before ten timers fell due"
+    if sender is not probe:
+        sender.close()
+    try:
+        # two of them fall due while the broker is down
+        assert wait_until(lambda: datetime.now(UTC) > down_ones[min(1, len(down_ones) - 1)])
     finally:
         private_nats.start()
     after = [command("tenant-z", f"after-{i}", ms=300) for i in range(10)]
@@ -154,7 +173,7 @@ def test_nats_restart_mid_run_the_service_reconnects_and_continues(
         assert wait_until(lambda: _send_ok(sender, after), timeout=20)
     finally:
         sender.close()
-    assert wait_until(lambda: _reached(timer_db)["Reached"] == 110, timeout=30), service.output()[-2000:]
+    assert wait_until(lambda: _reached(timer_db)["Reached"] == stored + 10), service.output()[-2000:]
     counts = _counts(nats_names)
     assert set(counts) == {(c.tenant_id, c.service_call_id) for c in before + after}
     assert "reconnected to NATS" in service.output()

@@ -9,16 +9,19 @@ one machine cannot interfere. A service that is down raises ``RuntimeError``; te
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import json
 import os
 import re
 import secrets
+import signal
 import socket
 import threading
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -62,6 +65,23 @@ HOUSEKEEPING: list[str] = []
 def housekeeping(message: str) -> None:
     """Note ``message`` for the summary at the end of the run."""
     HOUSEKEEPING.append(message)
+
+
+def end_leftover_children() -> None:
+    """Kill the child processes this process still has (a test that left a worker running), each
+    noted for the summary: the run ends with none of its own processes left behind."""
+    me = os.getpid()
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            pid, rest = stat.read_text().split(" ", 1)
+            ppid = int(rest.rsplit(")", 1)[1].split()[1])
+            command = (stat.parent / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except (OSError, IndexError, ValueError):
+            continue  # gone meanwhile
+        if ppid == me:
+            housekeeping(f"a test left process {pid} running ({command.strip()[:120]}): killed")
+            with contextlib.suppress(OSError):
+                os.kill(int(pid), signal.SIGKILL)
 
 
 def _unreachable(what: str, host: str, port: int) -> str:

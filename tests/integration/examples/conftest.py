@@ -56,7 +56,15 @@ def app_backend(
     give_back(backend, request)
 
 
-@pytest.fixture(params=APP_BACKENDS)
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """``fresh_backend`` runs on the module's ``APP_BACKENDS`` when it names its own (a subset of
+    this one), else on all of these."""
+    if "fresh_backend" in metafunc.fixturenames:
+        params = getattr(metafunc.module, "APP_BACKENDS", APP_BACKENDS)
+        metafunc.parametrize("fresh_backend", params, indirect=True)
+
+
+@pytest.fixture
 def fresh_backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[AppBackend]:
     """Like ``app_backend``, but a new database (and Redis db flush) for each test."""
     backend = make_backend(request.param, request, tmp_path)
