@@ -16,15 +16,18 @@ step() { printf '\n==> %s\n' "$*"; }
 
 run_pytest() {
     # Five workers on two cores: most tests wait on servers, timers and child processes, not on the
-    # CPU; work stealing keeps every worker busy to the end (the process tests are long). Each
-    # worker is a test run of its own (databases, Redis db, stream names); `-n 0` runs one process.
+    # CPU. Tests are handed out a few at a time in their collected order (tests/conftest.py puts the
+    # long process tests first), so no worker is left with a long one at the end; a module marked
+    # xdist_group goes to one worker whole (its module fixtures start once). Each worker is a
+    # test run of its own (databases, Redis db, stream names); `-n 0` runs one process.
     local workers="${SDK_TEST_WORKERS:-5}" junit=()
     if [ -n "${SDK_TEST_JUNIT:-}" ]; then
         junit=(--junitxml="$SDK_TEST_JUNIT")
     fi
-    step "tests: pytest -n $workers --dist worksteal ${junit[*]} $*"
+    step "tests: pytest -n $workers --dist loadgroup ${junit[*]} $*"
     local status=0
-    .venv/bin/python -m pytest -n "$workers" --dist worksteal "${junit[@]}" "$@" </dev/null || status=$?
+    .venv/bin/python -m pytest -n "$workers" --dist loadgroup "${junit[@]}" "$@" </dev/null ||
+        status=$?
     if [ "$status" -eq 5 ]; then
         echo "ERROR: pytest collected no tests (exit 5); a run that tests nothing fails." >&2
     fi

@@ -138,6 +138,21 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     metafunc.parametrize("backend_combination", combinations, indirect=True)
 
 
+#: Run first (pytest-xdist hands tests out in this order): the tests whose every case starts
+#: processes and waits on them, so no worker is left with a long one at the end of the run.
+SLOW_FIRST = ("tests/processes/", "tests/integration/examples/", "tests/integration/cli/")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Order the run: :data:`SLOW_FIRST` first, each in its collected order, then the rest."""
+
+    def rank(item: pytest.Item) -> int:
+        first = (i for i, prefix in enumerate(SLOW_FIRST) if item.nodeid.startswith(prefix))
+        return next(first, len(SLOW_FIRST))
+
+    items.sort(key=rank)
+
+
 def _migrate(url: str) -> None:
     engine = make_engine(url)
     schema.upgrade(engine)

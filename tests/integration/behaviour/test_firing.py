@@ -24,6 +24,10 @@ from schedule_sdk import (
 from schedule_sdk.domain import timing
 from tests.support.waiting import wait_until
 
+#: The poller's safety net in the wake-up tests: a fire that came from it came too late (a wait's
+#: deadline, HANG, is far shorter).
+SAFETY_NET = 300.0
+
 #: The fire path's transactions: on the pooled and Sentinel backends too.
 pytestmark = pytest.mark.every_backend
 
@@ -67,12 +71,12 @@ def test_many_jobs_fire_in_due_order_and_none_early(backend):
 
 
 def test_an_earlier_job_wakes_a_sleeping_worker(backend):
-    h = backend.harness(poll_interval=30.0).start()  # the safety net alone would be far too late
+    h = backend.harness(poll_interval=SAFETY_NET).start()  # the safety net alone would be far too late
     h.service.schedule_at(one_shot(3600))
     h.settle()  # the poller now sleeps toward the job due in an hour
     job = h.service.schedule_at(one_shot(0.3))
-    [event] = h.wait_events(job.id, 1, timeout=15)  # woken: long before the 30 s safety net
-    assert event.scheduled_for <= event.fired_at < event.scheduled_for + timedelta(seconds=15)
+    [event] = h.wait_events(job.id, 1)  # woken: the wait gives up long before the safety net
+    assert event.scheduled_for <= event.fired_at < event.scheduled_for + timedelta(seconds=SAFETY_NET)
 
 
 def test_a_job_with_no_listener_still_completes(backend):
@@ -343,11 +347,11 @@ def test_cron_dst_rules_through_the_whole_stack(backend, zone, expression, start
 
 def test_a_job_scheduled_by_another_process_wakes_a_sleeping_worker(backend):
     """No in-process wake-up here: the worker learns of the job through the store (PostgreSQL
-    LISTEN/NOTIFY, SQLite data_version) or the substrate, not through its 30 s safety net."""
-    worker = backend.harness(poll_interval=30.0).start()
+    LISTEN/NOTIFY, SQLite data_version) or the substrate, not through its safety net."""
+    worker = backend.harness(poll_interval=SAFETY_NET).start()
     worker.service.schedule_at(one_shot(3600))
     worker.settle()  # the poller now sleeps toward the job due in an hour
     other = backend.harness()  # another container, as another process would have
     job = other.service.schedule_at(one_shot(0.3))
-    [event] = worker.wait_events(job.id, 1, timeout=15)  # long before the 30 s safety net
-    assert event.scheduled_for <= event.fired_at < event.scheduled_for + timedelta(seconds=15)
+    [event] = worker.wait_events(job.id, 1)  # the wait gives up long before the safety net
+    assert event.scheduled_for <= event.fired_at < event.scheduled_for + timedelta(seconds=SAFETY_NET)

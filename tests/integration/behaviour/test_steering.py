@@ -86,14 +86,14 @@ def test_pause_during_a_fire_wins_and_the_occurrence_fires_again_after_resume(ba
 
 def test_trigger_fires_now_and_a_repeating_job_keeps_its_schedule(backend):
     h = backend.harness().start()
-    job = h.service.schedule_repeat(ticking(every_ms=3_000, limit=1))
+    job = h.service.schedule_repeat(ticking(every_ms=5_000, limit=1))
     triggered = h.service.trigger(job.id)
     assert triggered.regular_due == job.run_at
-    [extra] = h.wait_events(job.id, 1, timeout=2.5)
-    assert extra.occurrence == 1 and extra.fired_at < job.run_at
+    [extra] = h.wait_events(job.id, 1)
+    assert extra.occurrence == 1 and extra.fired_at < job.run_at  # now, not at the regular due
     pending = h.wait_status(job.id, "pending")
     assert (pending.occurrence, pending.scheduled_for, pending.regular_due) == (2, job.run_at, None)
-    events = h.wait_events(job.id, 2, timeout=6)
+    events = h.wait_events(job.id, 2)
     assert (events[1].occurrence, events[1].scheduled_for) == (2, job.run_at)
     assert events[1].fired_at >= job.run_at  # never early
     assert h.wait_status(job.id, "completed").occurrence_count == 1
@@ -104,8 +104,8 @@ def test_trigger_of_a_one_shot_fires_it_now_and_completes_it(backend):
     job = h.service.schedule_at(OneShotSpec(topic="tests.steer", run_at=at(3600), timezone="UTC"))
     h.settle()  # the worker now sleeps toward the job due in an hour
     h.service.trigger(job.id)
-    [event] = h.wait_events(job.id, 1, timeout=5)
-    assert event.fired_at - event.scheduled_for < timedelta(seconds=2)
+    [event] = h.wait_events(job.id, 1)
+    assert event.fired_at < job.run_at - timedelta(minutes=30)  # now, not when it was due
     h.wait_status(job.id, "completed")
 
 
@@ -118,6 +118,7 @@ def test_skip_after_a_pause_reports_the_missed_occurrences(backend):
     h.service.pause(job.id)
     paused_at = datetime.now(UTC)
     h.wait_past(paused_at + timedelta(milliseconds=5 * 200))  # five occurrences fall due while paused
+    resuming = datetime.now(UTC)
     h.service.resume(job.id)
     resumed_at = datetime.now(UTC)
 
@@ -126,16 +127,16 @@ def test_skip_after_a_pause_reports_the_missed_occurrences(backend):
         # that is reported on its own; the one asserted on names the occurrences due while paused
         return [e for e in missed if any(paused_at <= t <= resumed_at for t in e.missed)]
 
-    assert h.wait_for(lambda: len(while_paused()) >= 1, timeout=5), missed
-    h.wait_for(lambda: any(e.fired_at > resumed_at for e in h.events_for(job.id)), timeout=5)
+    assert h.wait_for(lambda: len(while_paused()) >= 1), missed
+    h.wait_for(lambda: any(e.fired_at > resumed_at for e in h.events_for(job.id)))
     h.service.cancel(job.id)
     event = while_paused()[0]
     assert event.scheduled_job_id == job.id and event.policy == "skip" and event.count >= 3, missed
     late = [e for e in h.events_for(job.id) if e.fired_at > resumed_at]
     assert all(e.scheduled_for > paused_at for e in late)
-    assert all(
-        e.fired_at - e.scheduled_for <= timedelta(milliseconds=100) + timedelta(seconds=1) for e in late
-    )
+    # what came due while paused, beyond the grace, was skipped: nothing fired after the resume
+    # is older than the resume less the grace
+    assert all(e.scheduled_for >= resuming - timedelta(milliseconds=100) for e in late), late
 
 
 def test_a_worker_with_retention_purges_old_finished_jobs_only(backend):

@@ -15,6 +15,9 @@ from schedule_sdk import JobStatus, OneShotSpec, ScheduleContainer, ScheduleServ
 
 from .demo import CHROMIUM, TOKEN, DashboardServer, Demo, populate
 
+#: One pytest-xdist worker runs the module: one Chromium and one dashboard server (module fixtures).
+pytestmark = pytest.mark.xdist_group("browser")
+
 
 @pytest.fixture(scope="module")
 def demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Demo, DashboardServer]]:

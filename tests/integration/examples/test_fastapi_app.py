@@ -23,6 +23,9 @@ from tests.support.webhook import Webhook
 from .conftest import AppBackend
 from .support import Process, example_env, free_port
 
+#: One pytest-xdist worker runs the module: one app server per backend (a module fixture).
+pytestmark = pytest.mark.xdist_group("fastapi-app")
+
 #: uvicorn shuts down gracefully on SIGTERM, then re-raises the signal, so a clean stop reports it.
 CLEAN_EXIT = (0, -signal.SIGTERM)
 

@@ -19,7 +19,8 @@ from schedule_sdk.adapters.stores.engine import make_engine
 from schedule_sdk.domain.jobs import JobQuery
 from schedule_sdk.domain.status import JobStatus
 
-pytestmark = pytest.mark.postgres
+#: One pytest-xdist worker runs the module: one filled database (a module fixture).
+pytestmark = [pytest.mark.postgres, pytest.mark.xdist_group("query-plans")]
 
 ROWS = 200_000
 FILL = """
