@@ -18,18 +18,16 @@ import argparse
 import statistics
 import sys
 import tempfile
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests.conftest import _migrate  # noqa: E402
-from tests.harness import Harness  # noqa: E402
+from tests.conftest import migrate  # noqa: E402
 from tests.processes import test_rq_crash_points as points  # noqa: E402
 from tests.support import services  # noqa: E402
+from tests.support.rq_fixtures import made_harnesses  # noqa: E402
 
 SCENARIOS: list[Callable[..., None]] = [
     points.test_killed_after_the_consumer_took_the_fire_and_before_the_claim,
@@ -38,22 +36,6 @@ SCENARIOS: list[Callable[..., None]] = [
     points.test_worker_killed_after_recording_a_retry,
     points.test_worker_killed_after_releasing_expired_claims,
 ]
-
-
-@contextmanager
-def harnesses() -> Iterator[Callable[..., Harness]]:
-    made: list[Harness] = []
-
-    def make(settings: dict[str, Any], **overrides: Any) -> Harness:
-        harness = Harness({**settings, **overrides})
-        made.append(harness)
-        return harness
-
-    try:
-        yield make
-    finally:
-        for harness in made:
-            harness.close()
 
 
 def main() -> None:
@@ -66,7 +48,7 @@ def main() -> None:
     redis_url = redis.allocate()
     pg = services.PostgresDatabases() if "postgres" in stores else None
     if pg is not None:
-        pg.create_template(_migrate)
+        pg.create_template(migrate)
     bound = points.LEASE + 2.0
     print(f"crash points: {len(SCENARIOS)} scenarios x {args.runs} runs; bound lease + 2 = {bound:.1f} s")
     try:
@@ -87,7 +69,7 @@ def main() -> None:
                             "stop_timeout": 2.0,
                         }
                         before = len(points.RECOVERIES)
-                        with harnesses() as make:
+                        with made_harnesses() as make:
                             scenario(settings, make, Path(tmp))
                         figures.setdefault(scenario.__name__, []).extend(points.RECOVERIES[before:])
                         if databases:

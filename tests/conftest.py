@@ -153,7 +153,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     items.sort(key=rank)
 
 
-def _migrate(url: str) -> None:
+def migrate(url: str) -> None:
+    """Bring the database at ``url`` to the latest schema (the template of a run's databases)."""
     engine = make_engine(url)
     schema.upgrade(engine)
     engine.dispose()
@@ -165,7 +166,7 @@ def postgres_databases() -> Iterator[services.PostgresDatabases]:
     services.require_postgres()
     databases = services.PostgresDatabases()
     databases.cleanup_stale()
-    databases.create_template(_migrate)
+    databases.create_template(migrate)
     yield databases
     databases.drop_all_within(services.DROP_ALL_SECONDS)
 

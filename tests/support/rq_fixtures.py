@@ -43,8 +43,9 @@ def rq_settings(tmp_path: Path, redis_url: str) -> dict[str, Any]:
     }
 
 
-@pytest.fixture
-def harnesses() -> Iterator[Callable[..., Harness]]:
+@contextlib.contextmanager
+def made_harnesses() -> Iterator[Callable[..., Harness]]:
+    """``make(settings, **overrides)`` builds a Harness; every one made is closed at the end."""
     made: list[Harness] = []
 
     def make(settings: dict[str, Any], **overrides: Any) -> Harness:
@@ -52,9 +53,17 @@ def harnesses() -> Iterator[Callable[..., Harness]]:
         made.append(harness)
         return harness
 
-    yield make
-    for harness in made:
-        harness.close()
+    try:
+        yield make
+    finally:
+        for harness in made:
+            harness.close()
+
+
+@pytest.fixture
+def harnesses() -> Iterator[Callable[..., Harness]]:
+    with made_harnesses() as make:
+        yield make
 
 
 class PrivateRedis:
