@@ -55,7 +55,7 @@ class Received:
         checks, instead of sleeping for a while."""
         marker = f"settle-{next(_markers)}"
         timer.schedule(ScheduleTimer(tenant_id=SETTLE_TENANT, service_call_id=marker, due_at=due_in(0)))
-        assert wait_until(lambda: (SETTLE_TENANT, marker) in self.keys(), 15), "the marker timer never fired"
+        assert wait_until(lambda: (SETTLE_TENANT, marker) in self.keys()), "the marker timer never fired"
         with self.lock:
             self.envelopes[:] = [e for e in self.envelopes if e.tenant_id != SETTLE_TENANT]
 
