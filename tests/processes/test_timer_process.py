@@ -12,6 +12,7 @@ from collections import Counter
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
 import sqlalchemy as sa
@@ -20,7 +21,7 @@ from schedule_sdk.timer import ScheduleTimer
 from tests.support import control
 from tests.support.timer_fixtures import command
 from tests.support.timer_probe import Probe, read_all
-from tests.support.waiting import wait_until
+from tests.support.waiting import HANG, wait_until
 
 pytestmark = [pytest.mark.nats, pytest.mark.slow]
 ROOT = Path(__file__).resolve().parents[2]
@@ -28,6 +29,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 class TimerProcess:
     """``python -m schedule_sdk.timer`` with TIMER_* settings; its log goes to a file."""
+
+    #: Every one started and not yet reaped (``_no_timer_process_left`` kills what a test left).
+    started: ClassVar[list[TimerProcess]] = []
 
     def __init__(
         self, names: dict[str, str], db: str, log: Path, module: str = "schedule_sdk.timer", **env: str
@@ -40,6 +44,7 @@ class TimerProcess:
         with log.open("a") as out:
             self.proc = subprocess.Popen([sys.executable, "-m", module], env=environ, cwd=ROOT,
                                          stdout=out, stderr=out)  # fmt: skip
+        TimerProcess.started.append(self)
         assert wait_until(lambda: "timer service ready" in self.output() or self.proc.poll() is not None, 30)
         assert self.proc.poll() is None, self.output()
 
@@ -53,6 +58,17 @@ class TimerProcess:
     def terminate(self) -> int:
         self.proc.send_signal(signal.SIGTERM)
         return self.proc.wait(timeout=20)
+
+
+@pytest.fixture(autouse=True)
+def _no_timer_process_left() -> Iterator[None]:
+    """Kill every timer service a test started and left running (after a failed assertion, one
+    kept retrying its stopped broker and spent a quarter of a core for the rest of the run)."""
+    yield
+    for process in TimerProcess.started:
+        if process.proc.poll() is None:
+            process.kill()
+    TimerProcess.started.clear()
 
 
 @pytest.fixture
@@ -79,7 +95,7 @@ def _counts(names: dict[str, str]) -> Counter[tuple[str, str]]:
 def test_sigterm_stops_the_service_cleanly(nats_names, timer_db, tmp_path, probe):
     service = TimerProcess(nats_names, timer_db, tmp_path / "timer.log")
     probe.send(command(ms=100))
-    assert wait_until(lambda: _reached(timer_db)["Reached"] == 1, timeout=10)
+    assert wait_until(lambda: _reached(timer_db)["Reached"] == 1)
     assert service.terminate() == 0
     assert "stopping the timer service" in service.output()
 
@@ -88,12 +104,12 @@ def test_sigkill_while_timers_are_due_loses_none(nats_names, timer_db, tmp_path,
     commands = [command(f"tenant-{i % 10}", f"sc-{i}", ms=1500 + 10 * i) for i in range(200)]
     service = TimerProcess(nats_names, timer_db, tmp_path / "timer.log")
     probe.send_many(commands)
-    assert wait_until(lambda: sum(_reached(timer_db).values()) == 200, timeout=15)  # all ingested
-    assert wait_until(lambda: 0 < _reached(timer_db)["Reached"], timeout=10)
+    assert wait_until(lambda: sum(_reached(timer_db).values()) == 200)  # all ingested
+    assert wait_until(lambda: 0 < _reached(timer_db)["Reached"])
     service.kill()  # mid-run: some reached, some claimed in flight, most still due
     assert _reached(timer_db)["Scheduled"] > 0
     restarted = TimerProcess(nats_names, timer_db, tmp_path / "timer.log")
-    assert wait_until(lambda: _reached(timer_db)["Reached"] == 200, timeout=30)
+    assert wait_until(lambda: _reached(timer_db)["Reached"] == 200)
     counts = _counts(nats_names)
     assert set(counts) == {(c.tenant_id, c.service_call_id) for c in commands}  # every one, at least once
     assert restarted.terminate() == 0
@@ -105,11 +121,11 @@ def test_crash_between_publish_and_mark_reached_gives_a_duplicate_never_a_loss(
     log = tmp_path / "timer.log"
     crashing = TimerProcess(nats_names, timer_db, log, module="tests.procs.timer_crash")
     probe.send(command("tenant-a", "sc-1", ms=200))
-    assert crashing.proc.wait(timeout=15) == 137  # exited right after the publish
+    assert crashing.proc.wait(timeout=HANG) == 137  # exited right after the publish
     assert _counts(nats_names) == {("tenant-a", "sc-1"): 1}  # published ...
     assert _reached(timer_db) == {"Scheduled": 1}  # ... but not marked Reached
     restarted = TimerProcess(nats_names, timer_db, log)
-    assert wait_until(lambda: _reached(timer_db) == {"Reached": 1}, timeout=15)
+    assert wait_until(lambda: _reached(timer_db) == {"Reached": 1})
     events = read_all(nats_names)
     assert [(e.tenant_id, e.payload.service_call_id) for e, _ in events] == [("tenant-a", "sc-1")] * 2
     assert events[0][0].id != events[1][0].id  # a fresh envelope: a duplicate the consumer must absorb
@@ -170,7 +186,7 @@ def test_nats_restart_mid_run_the_service_reconnects_and_continues(
     after = [command("tenant-z", f"after-{i}", ms=300) for i in range(10)]
     sender = Probe(nats_names)
     try:
-        assert wait_until(lambda: _send_ok(sender, after), timeout=20)
+        assert wait_until(lambda: _send_ok(sender, after))
     finally:
         sender.close()
     assert wait_until(lambda: _reached(timer_db)["Reached"] == stored + 10), service.output()[-2000:]

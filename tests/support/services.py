@@ -319,9 +319,7 @@ class PostgresDatabases:
         try:
             self._rename(pooled, name)
         except psycopg.Error:  # e.g. an autovacuum that would not let go: a copy instead
-            self._created.append(pooled)
             self._drop_or_leave(pooled)
-            self._created.remove(pooled)
             return self.create(name_hint)
         self._created.append(name)
         return postgres_url(name)
@@ -339,10 +337,7 @@ class PostgresDatabases:
             self._rename(name, pooled)  # from here on, nothing reaches it by the test's URL
             self._empty(pooled)
         except (psycopg.Error, _Dirty):
-            actual = pooled if self._exists(pooled) else name
-            self._created.append(actual)
-            self._drop_or_leave(actual)
-            self._created.remove(actual)
+            self._drop_or_leave(pooled if self._exists(pooled) else name)
             return
         self._pool.append(pooled)
 
@@ -371,7 +366,8 @@ class PostgresDatabases:
         return row is not None
 
     def _empty(self, name: str) -> None:
-        """Truncate every table of ``name`` and put the template's seed rows back.
+        """Empty ``name`` for its next lease: a copy of the template has every table truncated and
+        the template's seed rows put back; an empty database loses every schema a test made.
 
         :raises _Dirty: its schema (or its seed rows) is not the template's any more.
         """
