@@ -18,9 +18,8 @@ from schedule_sdk import (
     ScheduleService,
     ScheduleWorker,
 )
-from schedule_sdk.errors import RunAtInPast
 from schedule_sdk.ports import JobStore
-from tests.support.waiting import HANG, wait_until
+from tests.support.waiting import HANG, wait_until, with_lead
 
 #: The topic of :meth:`Harness.settle`'s marker jobs.
 MARKER_TOPIC = "tests.settle-marker"
@@ -99,19 +98,10 @@ class Harness:
         self.worker.stop(timeout)
 
     def schedule_soon(self, build: Callable[[float], OneShotSpec], lead: float) -> ScheduledJob:
-        """``service.schedule_at(build(lead))``: a one-shot due ``lead`` seconds after now.
-
-        The service refuses a ``run_at`` that has passed by the time the call reaches it, and
-        writes nothing (``RunAtInPast``): on a loaded machine a call can take longer than a short
-        lead. Then it is built and scheduled again with twice the lead, so the job is always due
-        a little after the service's own "now", never a guess of how long the call takes.
-        """
-        for _ in range(6):
-            try:
-                return self.service.schedule_at(build(lead))
-            except RunAtInPast:
-                lead *= 2
-        return self.service.schedule_at(build(lead))
+        """``service.schedule_at(build(lead))``: a one-shot due ``lead`` seconds after now, made
+        again with a longer lead if the service found it already past
+        (:func:`tests.support.waiting.with_lead`)."""
+        return with_lead(lambda seconds: self.service.schedule_at(build(seconds)), lead)
 
     def deafen(self) -> Harness:
         """Take the harness's own recorder off: fires of topics nobody listens to go unheard."""

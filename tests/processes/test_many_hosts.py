@@ -20,10 +20,9 @@ import psycopg
 import pytest
 
 from schedule_sdk import OneShotSpec, ScheduledJob
-from schedule_sdk.errors import RunAtInPast
 from schedule_sdk.ports import CLAIM_AHEAD
 from tests.support.observed import conninfo, create_observed, observed, observed_count
-from tests.support.waiting import wait_for, wait_until
+from tests.support.waiting import wait_for, wait_until, with_lead
 from tests.support.worker_process import WorkerProcess
 
 JOBS = 10_000
@@ -36,7 +35,7 @@ DEAD_AFTER = 3.0
 #: job's claim (a worker claims at most ``CLAIM_AHEAD`` early): such a job never fires.
 BEFORE_ANY_CLAIM = CLAIM_AHEAD + timedelta(milliseconds=490)
 #: Each chunk of jobs falls due this long after the previous chunk's scheduling returned (or
-#: longer: schedule_chunk).
+#: longer: with_lead).
 LEAD = timedelta(seconds=3)
 
 
@@ -62,16 +61,13 @@ def still_claimed(database_url: str, jobs: list[str], worker_id: str) -> list[st
 
 
 def schedule_chunk(h) -> list[ScheduledJob]:
-    """1,000 one-shots 1 ms apart, due ``LEAD`` from now. A loaded machine can take longer than
-    that to build and write them: the service then refuses the batch and writes nothing
-    (``RunAtInPast``), and it is built again with twice the lead."""
-    lead = LEAD
-    while True:
-        start = datetime.now(UTC) + lead
-        try:
-            return h.service.schedule_many([spec(start + timedelta(milliseconds=i)) for i in range(1000)])
-        except RunAtInPast:
-            lead *= 2
+    """1,000 one-shots 1 ms apart, due ``LEAD`` from now (or later: ``with_lead``)."""
+
+    def chunk(lead: float) -> list[ScheduledJob]:
+        start = datetime.now(UTC) + timedelta(seconds=lead)
+        return h.service.schedule_many([spec(start + timedelta(milliseconds=i)) for i in range(1000)])
+
+    return with_lead(chunk, LEAD.total_seconds())
 
 
 def claims_end(database_url: str, jobs: list[str]) -> datetime:

@@ -6,6 +6,8 @@ import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from schedule_sdk.errors import RunAtInPast
+
 T = TypeVar("T")
 
 #: How often a condition is checked again while it does not hold.
@@ -42,3 +44,19 @@ def wait_for(check: Callable[[], T | None], what: str, timeout: float = HANG, ev
     if not wait_until(holds, timeout, every):
         raise AssertionError(f"timed out after {timeout}s waiting for {what}")
     return found[0]
+
+
+def with_lead(attempt: Callable[[float], T], lead: float, attempts: int = 6) -> T:
+    """``attempt(lead)``: a call that schedules something due ``lead`` seconds from now.
+
+    The service refuses a ``run_at`` that has passed by the time the call reaches it, and writes
+    nothing (``RunAtInPast``): on a loaded machine building and sending the call can take longer
+    than a short lead. Then it is made again with twice the lead, so what is scheduled is always
+    due a little after the service's own "now", never a guess of how long the call takes.
+    """
+    for _ in range(attempts):
+        try:
+            return attempt(lead)
+        except RunAtInPast:
+            lead *= 2
+    return attempt(lead)
