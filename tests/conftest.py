@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import gc
 import os
+import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -151,6 +152,24 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         return next(first, len(SLOW_FIRST))
 
     items.sort(key=rank)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Fail the run when ``--dist loadgroup`` does not hold an ``xdist_group`` together: pytest-xdist
+    marks a grouped test by adding ``@group`` to its node id, and a pytest it cannot do that on
+    would hand a module's tests (and its module fixture: a browser, a filled database) to every
+    worker."""
+    if not getattr(session.config.option, "loadgroup", False):
+        return
+    lost = [i.nodeid for i in session.items if i.get_closest_marker("xdist_group") and "@" not in i.nodeid]
+    if lost:
+        message = (
+            f"--dist loadgroup does not group {lost[0]} (and {len(lost) - 1} more): this pytest and "
+            "pytest-xdist do not work together; see the pin in pyproject.toml"
+        )
+        print(f"ERROR: {message}", file=sys.stderr, flush=True)  # a worker's error reaches no report
+        raise pytest.UsageError(message)
 
 
 def migrate(url: str) -> None:
