@@ -168,7 +168,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
             f"--dist loadgroup does not group {lost[0]} (and {len(lost) - 1} more): this pytest and "
             "pytest-xdist do not work together; see the pin in pyproject.toml"
         )
-        print(f"ERROR: {message}", file=sys.stderr, flush=True)  # a worker's error reaches no report
+        sys.stderr.write(f"ERROR: {message}\n")  # a worker's error reaches no report of its own
         raise pytest.UsageError(message)
 
 
