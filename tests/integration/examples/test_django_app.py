@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import sqlite3
 import subprocess
 import sys
@@ -42,14 +43,30 @@ def test_the_apps_own_test_suite_passes() -> None:
     assert "OK" in result.stderr
 
 
-class DjangoApp:
-    """The example's settings for one backend: its own Django database, migrated."""
+@pytest.fixture(scope="session")
+def migrated_django_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A Django database ``manage.py migrate`` made, once per test run: a test copies it. The
+    migrations act on Django's own database only, so a copy is what migrate would have made there;
+    the tests of ``migrate`` itself run it."""
+    directory = tmp_path_factory.mktemp("django-template")
+    path = directory / "django.sqlite3"
+    env = example_env(DJANGO_DB_PATH=str(path), SCHEDULE_DATABASE_URL=f"sqlite:///{directory / 'sdk.db'}")
+    migrated = manage("migrate", "--noinput", env=env)
+    assert migrated.returncode == 0, migrated.stdout + migrated.stderr
+    return path
 
-    def __init__(self, backend: AppBackend, directory: Path) -> None:
+
+class DjangoApp:
+    """The example's settings for one backend: its own Django database, migrated (a copy of
+    ``migrated_django_db``)."""
+
+    def __init__(self, backend: AppBackend, directory: Path, migrated: Path) -> None:
         self.db_path = directory / "django.sqlite3"
         self.env = example_env(DJANGO_DB_PATH=str(self.db_path), **backend.env())
-        migrated = manage("migrate", "--noinput", env=self.env)
-        assert migrated.returncode == 0, migrated.stdout + migrated.stderr
+        for suffix in ("", "-wal", "-shm"):
+            source = migrated.with_name(migrated.name + suffix)
+            if source.exists():
+                shutil.copyfile(source, self.db_path.with_name(self.db_path.name + suffix))
         self.container = ScheduleContainer()
         self.container.config.from_dict(
             {
@@ -83,8 +100,8 @@ class DjangoApp:
 
 
 @pytest.fixture
-def django_app(fresh_backend: AppBackend, tmp_path: Path) -> Iterator[DjangoApp]:
-    app = DjangoApp(fresh_backend, tmp_path)
+def django_app(fresh_backend: AppBackend, tmp_path: Path, migrated_django_db: Path) -> Iterator[DjangoApp]:
+    app = DjangoApp(fresh_backend, tmp_path, migrated_django_db)
     yield app
     app.container.shutdown_resources()
 
