@@ -45,7 +45,7 @@ def test_the_apps_own_test_suite_passes() -> None:
 
 @pytest.fixture(scope="session")
 def migrated_django_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A Django database ``manage.py migrate`` made, once per test run: a test copies it. The
+    """A Django database ``manage.py migrate`` made once per test process: a test copies it. The
     migrations act on Django's own database only, so a copy is what migrate would have made there;
     the tests of ``migrate`` itself run it."""
     directory = tmp_path_factory.mktemp("django-template")
@@ -63,10 +63,7 @@ class DjangoApp:
     def __init__(self, backend: AppBackend, directory: Path, migrated: Path) -> None:
         self.db_path = directory / "django.sqlite3"
         self.env = example_env(DJANGO_DB_PATH=str(self.db_path), **backend.env())
-        for suffix in ("", "-wal", "-shm"):
-            source = migrated.with_name(migrated.name + suffix)
-            if source.exists():
-                shutil.copyfile(source, self.db_path.with_name(self.db_path.name + suffix))
+        shutil.copyfile(migrated, self.db_path)  # Django's SQLite keeps no WAL: the file is all of it
         self.container = ScheduleContainer()
         self.container.config.from_dict(
             {
