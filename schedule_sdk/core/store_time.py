@@ -12,7 +12,11 @@ heartbeat (:meth:`StoreTime.measure`)::
 The store read its clock after the local read and before ``end``, both within [start, end], so the
 store's clock is within ``error`` of ``local + offset``. ``now()`` is the best estimate (``local +
 offset``: lateness, leases, heartbeats, misfire checks); ``claim_now()`` is the earliest the
-store's clock can be (``local + offset - error``), so a claim by it is never early. Each
+store's clock can be (``local + offset - error``), so a claim by it is never early. ``now()``
+never reads earlier than a ``claim_now()`` it gave out plus the time elapsed since (on a real-time
+clock, for ``refresh_after`` seconds): a new measurement may lower the offset by up to its error,
+and a fire held until its ``run_at`` by ``claim_now()`` and stamped by ``now()`` just after it
+must not read as early. Each
 measurement makes :data:`SAMPLES` round trips back to back and keeps the one with the smallest
 error: on a busy process a thread switch inside one round trip would otherwise widen every
 claim's margin (and delay every fire by it) until the next measurement.
@@ -73,6 +77,8 @@ class StoreTime(ClaimClock):
         self._reading: ClockReading | None = None
         self._measuring = threading.Lock()
         self._refusing = False
+        #: The last ``claim_now()`` given out and ``time.monotonic()`` just after it.
+        self._vouched: tuple[datetime, float] | None = None
 
     @property
     def reading(self) -> ClockReading | None:
@@ -121,10 +127,22 @@ class StoreTime(ClaimClock):
         return abs(reading.offset) + reading.error <= self.max_offset
 
     def now(self) -> datetime:
-        """The store's clock, best estimate (this process's own clock while never measured)."""
+        """The store's clock, best estimate (this process's own clock while never measured), never
+        earlier than the last :meth:`claim_now` plus the time elapsed since it (for
+        ``refresh_after`` seconds, on a real-time clock)."""
         reading = self._reading
         now = self._clock.now()
-        return now if reading is None else now + timedelta(seconds=reading.offset)
+        if reading is None:
+            return now
+        estimate = now + timedelta(seconds=reading.offset)
+        vouched = self._vouched
+        if vouched is not None and self._clock.real_time:
+            elapsed = time.monotonic() - vouched[1]
+            if 0 <= elapsed <= self._refresh_after:
+                floor = vouched[0] + timedelta(seconds=elapsed)
+                if floor > estimate:
+                    return floor
+        return estimate
 
     @property
     def real_time(self) -> bool:
@@ -141,7 +159,9 @@ class StoreTime(ClaimClock):
                 return None
         if not self.within_bound(reading):
             return None
-        return self._clock.now() + timedelta(seconds=reading.offset - reading.error)
+        at = self._clock.now() + timedelta(seconds=reading.offset - reading.error)
+        self._vouched = (at, time.monotonic())
+        return at
 
     def _judge(self, reading: ClockReading) -> None:
         """Log when claims stop (and start again) for an offset beyond the bound."""

@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from schedule_sdk import StoreUnavailable
-from schedule_sdk.core.store_time import SAMPLES, StoreTime
+from schedule_sdk.core.store_time import SAMPLES, ClockReading, StoreTime
 from schedule_sdk.ports import claim_time
 from schedule_sdk.testing import FakeClock, MemoryJobStore
 
@@ -122,3 +122,45 @@ def test_a_measurement_keeps_the_tightest_of_its_round_trips(monkeypatch: pytest
     assert store.reads == SAMPLES == 3
     assert reading.error == pytest.approx(0.0001, abs=1e-6)
     assert abs(reading.offset - 1.5) <= reading.error + 1e-6
+
+
+class RealTimeFakeClock(FakeClock):
+    """A fake clock that claims to move with real time (as the system clock does)."""
+
+    @property
+    def real_time(self) -> bool:
+        return True
+
+
+def test_a_fire_held_to_its_due_instant_never_reads_early_after_a_lower_measurement(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A hold waits until ``claim_now()`` reaches ``run_at``; a new measurement just after it may
+    lower the offset by up to its error (each bounds the true offset, both hold), and the fire is
+    stamped by ``now()``: it must not read before ``run_at``."""
+    clock = RealTimeFakeClock(T0)
+    monkeypatch.setattr("schedule_sdk.core.store_time.time.monotonic", lambda: clock.now().timestamp())
+    # the true offset is 1.0 s: the first measurement reads 1.001 ± 0.001, the second 0.9995 ± 0.0005
+    store = StoreWithSlowReads(clock, 1.0, [0.002])
+    time = StoreTime(clock=clock, store=store, refresh_after=3600.0)
+    time.measure()
+    time._reading = ClockReading(1.001, 0.001, time._reading.taken if time._reading else 0.0)
+    held_until = time.claim_now()
+    assert held_until is not None
+    run_at = held_until  # the hold's sleep ends here
+    time._reading = ClockReading(0.9995, 0.0005, time._reading.taken)  # the heartbeat measures again
+    assert clock.now() + timedelta(seconds=0.9995) < run_at  # the bare estimate would read early
+    assert time.now() >= run_at
+    clock.advance(0.002)
+    assert time.now() >= run_at + timedelta(seconds=0.002)  # and it moves on with the time elapsed
+    clock.advance(3600.0)  # past refresh_after the floor is gone: the estimate again
+    assert time.now() == clock.now() + timedelta(seconds=0.9995)
+
+
+def test_a_clock_that_does_not_move_with_real_time_keeps_the_bare_estimate() -> None:
+    clock = FakeClock(T0)
+    time = StoreTime(clock=clock, store=StoreWithClock(clock, 1.0))
+    time.measure()
+    assert time.claim_now() is not None
+    time._reading = ClockReading(0.5, 0.0, time._reading.taken if time._reading else 0.0)
+    assert time.now() == T0 + timedelta(seconds=0.5)
