@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import NamedTuple
 
+from schedule_sdk.core.claim_timing import claim_time
 from schedule_sdk.core.loop import fire_deadline
 from schedule_sdk.core.overruns import Overruns
 from schedule_sdk.core.unobserved import NoMetrics, NoTracing
@@ -56,7 +57,6 @@ from schedule_sdk.ports import (
     Metrics,
     Occurrence,
     Tracing,
-    claim_time,
 )
 
 logger = logging.getLogger(__name__)
@@ -423,7 +423,7 @@ class Firing(FirePath):
         An occurrence of a job with the overlap policy ``allow`` that fires is handed to a run
         instead (:meth:`_hand_over`): no listener runs here.
 
-        A job claimed ahead of its due instant (:data:`~schedule_sdk.ports.CLAIM_AHEAD`) is held
+        A job claimed ahead of its due instant (:data:`~schedule_sdk.core.claim_timing.CLAIM_AHEAD`) is held
         here until its ``run_at`` has passed on the store's clock (:meth:`hold`)."""
         self.hold(job)
         fired_at = self._clock.now()
@@ -453,7 +453,7 @@ class Firing(FirePath):
 
     def hold(self, job: ScheduledJob) -> None:
         """Wait until ``job``'s ``run_at`` has passed on the store's clock as claims read it
-        (:func:`~schedule_sdk.ports.claim_time`); at once for a due job, or on a clock that does
+        (:func:`~schedule_sdk.core.claim_timing.claim_time`); at once for a due job, or on a clock that does
         not move with real time (nothing is claimed ahead on one).
 
         The store's clock is read once and the rest waited out in one sleep (``time.sleep``

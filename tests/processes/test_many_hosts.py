@@ -20,7 +20,7 @@ import psycopg
 import pytest
 
 from schedule_sdk import OneShotSpec, ScheduledJob
-from schedule_sdk.ports import CLAIM_AHEAD
+from schedule_sdk.core.claim_timing import CLAIM_AHEAD
 from tests.support.observed import conninfo, create_observed, observed, observed_count
 from tests.support.waiting import wait_for, wait_until, with_lead
 from tests.support.worker_process import WorkerProcess

@@ -14,9 +14,10 @@ import pytest
 
 from schedule_sdk import OneShotSpec
 from schedule_sdk.adapters.clock import SystemClock
+from schedule_sdk.core.claim_timing import CLAIM_AHEAD, claim_horizon, claim_time
 from schedule_sdk.core.store_time import StoreTime
 from schedule_sdk.domain.jobs import ScheduledJob
-from schedule_sdk.ports import CLAIM_AHEAD, DueClaim, claim_horizon, claim_time
+from schedule_sdk.ports import DueClaim
 from schedule_sdk.substrates.sql.poller import CLEAR_BEFORE, DuePoller
 from schedule_sdk.testing import FakeClock, MemoryJobStore, make_test_kit
 

@@ -17,7 +17,7 @@ ALLOWED: dict[str, set[str]] = {
     "domain": set(),
     "ports": {"domain"},
     "core": {"ports", "domain"},
-    "substrates": {"ports", "domain"},
+    "substrates": {"core", "ports", "domain"},
     "adapters": {"ports", "domain"},
     "aio": {"core", "ports", "domain", "adapters"},
     "bootstrap": {"core", "ports", "domain", "adapters", "substrates", "aio"},

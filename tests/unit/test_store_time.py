@@ -7,8 +7,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from schedule_sdk import StoreUnavailable
+from schedule_sdk.core.claim_timing import claim_time
 from schedule_sdk.core.store_time import SAMPLES, ClockReading, StoreTime
-from schedule_sdk.ports import claim_time
 from schedule_sdk.testing import FakeClock, MemoryJobStore
 
 T0 = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)

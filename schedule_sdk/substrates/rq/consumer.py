@@ -4,7 +4,7 @@ It pops released batches through the :class:`~schedule_sdk.ports.DelayIndex` por
 (:meth:`~schedule_sdk.ports.DelayIndex.pop_released`, waiting up to a second for the first,
 clearing the released marks of the entries it already fired on the way), holds a batch released
 ahead of its due instant until the claim may take it, and hands the occurrence keys to the fire
-runtime, which claims them ahead (:data:`~schedule_sdk.ports.CLAIM_AHEAD`) for the worker's fire
+runtime, which claims them ahead (:data:`~schedule_sdk.core.claim_timing.CLAIM_AHEAD`) for the worker's fire
 path to hold until due. On Redis
 that is two round trips per pop at steady rates (each one is also a GIL hand-off, which is what
 lateness is made of; see :class:`~schedule_sdk.substrates.rq.queue.RQExecutionQueue`). It

@@ -1,7 +1,7 @@
 """The fire runtimes of the ``rq`` substrate: what happens to the occurrence keys of a released RQ
 job (plain strings: the queue name and occurrence keys). For each key the runtime claims the
 row (``JobStore.claim``: only a pending row at exactly this occurrence and attempt, already due,
-can be claimed; inside a worker, due within :data:`~schedule_sdk.ports.CLAIM_AHEAD`, and then held
+can be claimed; inside a worker, due within :data:`~schedule_sdk.core.claim_timing.CLAIM_AHEAD`, and then held
 by the fire path until due), so a stale, duplicated or early entry never fires a cancelled or
 finished job and never fires early. Claimed jobs are fired:
 
@@ -24,19 +24,11 @@ import time
 from datetime import datetime
 from typing import Any
 
+from schedule_sdk.core.claim_timing import claim_horizon, claim_lead, claim_time
 from schedule_sdk.domain.errors import ScheduleError
 from schedule_sdk.domain.jobs import ScheduledJob
 from schedule_sdk.domain.leases import Lease
-from schedule_sdk.ports import (
-    Clock,
-    DelayIndex,
-    Dispatcher,
-    FirePath,
-    JobStore,
-    claim_horizon,
-    claim_lead,
-    claim_time,
-)
+from schedule_sdk.ports import Clock, DelayIndex, Dispatcher, FirePath, JobStore
 from schedule_sdk.substrates.rq.entries import parse_key
 
 logger = logging.getLogger(__name__)
@@ -67,18 +59,19 @@ class FireRuntime:
     @property
     def ahead_ms(self) -> float:
         """How long before its due instant :meth:`claim` with ``ahead`` claims a row (ms):
-        :data:`~schedule_sdk.ports.CLAIM_AHEAD` on a real-time clock, else 0."""
+        :data:`~schedule_sdk.core.claim_timing.CLAIM_AHEAD` on a real-time clock, else 0."""
         return claim_lead(self.clock).total_seconds() * 1000.0
 
     def claim(self, members: list[str], *, ahead: bool = False) -> list[ScheduledJob]:
         """Claim the rows of ``members`` (with ``ahead``, those due within
-        :data:`~schedule_sdk.ports.CLAIM_AHEAD` too: :func:`~schedule_sdk.ports.claim_horizon`;
-        the fire path holds them until due); re-enqueue those that are still pending at the same
-        occurrence and attempt but could not be claimed (released before their due instant on this
-        store's clock, or racing a commit); drop the released marks. While this process may not
-        claim (:func:`~schedule_sdk.ports.claim_time` is None: its offset from the store's clock is
-        unknown or beyond its bound), it claims none of them and, after ``REFUSED_PAUSE`` seconds,
-        re-enqueues them all for a worker that may."""
+        :data:`~schedule_sdk.core.claim_timing.CLAIM_AHEAD` too:
+        :func:`~schedule_sdk.core.claim_timing.claim_horizon`; the fire path holds them until
+        due); re-enqueue those that are still pending at the same occurrence and attempt but could
+        not be claimed (released before their due instant on this store's clock, or racing a
+        commit); drop the released marks. While this process may not claim
+        (:func:`~schedule_sdk.core.claim_timing.claim_time` is None: its offset from the store's
+        clock is unknown or beyond its bound), it claims none of them and, after
+        ``REFUSED_PAUSE`` seconds, re-enqueues them all for a worker that may."""
         now = claim_horizon(self.clock) if ahead else claim_time(self.clock)
         wanted: dict[tuple[str, int, int], str] = {}
         for member in members:

@@ -15,12 +15,12 @@ score is at or before now + ``RELEASE_AHEAD``, in batches, and plans again. An R
 due instant of its entries in its meta, and a consumer holds it until then (so the Redis round
 trips to the consumer are made before the instant, not after it). The scores are ``run_at``
 instants of the store's clock, so the pump reads "now" from the worker's clock corrected by its
-offset from the store's (:func:`~schedule_sdk.ports.claim_time`), never from the process's own
+offset from the store's (:func:`~schedule_sdk.core.claim_timing.claim_time`), never from the process's own
 clock: a pump on a host whose clock runs behind would release late, one whose clock runs ahead
 early. A pump that may not claim (its offset is unknown or beyond its bound) does not lead: it
 gives up the lease, and another worker's pump takes it. Nothing fires early: the claim takes a
 row only when its ``run_at`` is at or before the store's clock as the claiming process knows it
-(plus :data:`~schedule_sdk.ports.CLAIM_AHEAD` inside a worker, whose fire path then holds the job
+(plus :data:`~schedule_sdk.core.claim_timing.CLAIM_AHEAD` inside a worker, whose fire path then holds the job
 until its ``run_at``).
 A backend failure (``QueueUnavailable``) is retried with backoff; leadership is re-taken (with the same token
 if the lock survived) once Redis answers again.
@@ -35,9 +35,10 @@ import time
 import uuid
 from collections.abc import Sequence
 
+from schedule_sdk.core.claim_timing import claim_time
 from schedule_sdk.domain.backoff import retrying
 from schedule_sdk.domain.errors import ScheduleError
-from schedule_sdk.ports import Clock, DelayIndex, WakeUps, claim_time
+from schedule_sdk.ports import Clock, DelayIndex, WakeUps
 
 logger = logging.getLogger(__name__)
 

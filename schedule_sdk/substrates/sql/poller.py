@@ -4,8 +4,8 @@ It sleeps until the next due instant, is woken early by this process's commits (
 queue's :class:`~schedule_sdk.ports.CommitSignal`) and by other processes (PostgreSQL
 ``LISTEN/NOTIFY``, SQLite ``data_version``), re-reads at least every ``poll_interval`` as a safety
 net, and claims due rows in batches for the :class:`~schedule_sdk.ports.Dispatcher`. It claims
-a row :data:`~schedule_sdk.ports.CLAIM_AHEAD` before its ``run_at`` on the store's clock
-(:func:`~schedule_sdk.ports.claim_horizon`; at its ``run_at`` on a clock that does not move by
+a row :data:`~schedule_sdk.core.claim_timing.CLAIM_AHEAD` before its ``run_at`` on the store's clock
+(:func:`~schedule_sdk.core.claim_timing.claim_horizon`; at its ``run_at`` on a clock that does not move by
 itself), so the claim's round trip is over when the row falls due, and nothing while the store's
 clock is unknown. It never fires early: the fire path holds a job claimed ahead until its
 ``run_at`` has passed on the store's clock.
@@ -18,19 +18,12 @@ import threading
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 
+from schedule_sdk.core.claim_timing import CLAIM_AHEAD, claim_horizon, claim_lead
 from schedule_sdk.domain.backoff import retrying
 from schedule_sdk.domain.errors import ScheduleError
 from schedule_sdk.domain.jobs import ScheduledJob
 from schedule_sdk.domain.leases import Lease
-from schedule_sdk.ports import (
-    CLAIM_AHEAD,
-    Clock,
-    CommitSignal,
-    Dispatcher,
-    JobStore,
-    claim_horizon,
-    claim_lead,
-)
+from schedule_sdk.ports import Clock, CommitSignal, Dispatcher, JobStore
 
 logger = logging.getLogger(__name__)
 
