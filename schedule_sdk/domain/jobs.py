@@ -45,7 +45,7 @@ MAX_TOPIC_LENGTH = 200
 MAX_METADATA_LENGTH = 255
 MAX_ATTEMPTS = 100
 #: Deepest nesting of arrays and objects in a payload (the payload object itself is level 1).
-#: The payload's size in bytes is bounded by the ``max_payload_bytes`` setting (64 KiB).
+#: The payload's size in bytes is bounded by the ``max_payload_bytes`` setting.
 MAX_PAYLOAD_DEPTH = 32
 
 

@@ -137,7 +137,7 @@ def _environment() -> jinja2.Environment:
 
 
 def _ago(seconds: float) -> str:
-    seconds = max(0.0, seconds)  # a clock a little ahead of the store's is "just now", not "-0.0 s"
+    seconds = max(0.0, seconds)  # a clock a little ahead of the store's is "just now", never a negative age
     if seconds < 90:
         return f"{seconds:.0f} s ago" if seconds >= 1 else "just now"
     if seconds < 5400:

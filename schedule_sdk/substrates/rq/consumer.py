@@ -12,7 +12,7 @@ installs no signal handlers, never subscribes to RQ's command channel (whose shu
 ``os.kill``s the host with SIGINT), adds no log handlers, and notices a stop within a second.
 
 Why not RQ's ``SimpleWorker`` in a thread? It issues about twenty Redis commands
-per job (registries, heartbeats, status), measured at 110 jobs/s on a 2-core machine; the
+per job (registries, heartbeats, status), round trips the fire path cannot afford; the
 released jobs are still ordinary RQ jobs, so stock ``rq worker --serializer
 rq.serializers.JSONSerializer`` processes can execute them alongside (or instead of) this thread.
 """
