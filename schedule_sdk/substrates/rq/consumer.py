@@ -52,7 +52,6 @@ class WorkerThread:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._fired: list[str] = []  # entries whose released marks are still to clear
-        self.executed = 0  #: released batches this thread executed
 
     def start(self) -> None:
         self._stop.clear()
@@ -102,7 +101,6 @@ class WorkerThread:
             hold_until(due_ms, self._stop.is_set, self._runtime.store_seconds)
             if self._runtime.take(batch.members):
                 self._fired += batch.members  # cleared with the next pop (or when idle)
-            self.executed += 1
 
     @contextlib.contextmanager
     def _marks(self) -> Iterator[list[str]]:
