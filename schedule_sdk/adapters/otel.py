@@ -17,13 +17,11 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 from collections.abc import Iterator
 from contextlib import AbstractContextManager
 
 from opentelemetry import propagate, trace
 from opentelemetry.context import Context
-from opentelemetry.environment_variables import OTEL_PYTHON_TRACER_PROVIDER
 from opentelemetry.trace import INVALID_SPAN, Link, SpanKind, Status, StatusCode, TracerProvider
 
 from schedule_sdk.domain.errors import ListenerFailed
@@ -54,25 +52,25 @@ class _NoSpan(FireSpan):
 
 
 _NO_SPAN = _NoSpan()
-#: Whether the environment names a tracer provider to load (read once: see :func:`_unconfigured`).
-_PROVIDER_NAMED = OTEL_PYTHON_TRACER_PROVIDER in os.environ
 #: The whole of an unrecorded fire's span: reusable, entered by every such fire.
 _NOTHING: AbstractContextManager[FireSpan] = contextlib.nullcontext(_NO_SPAN)
+#: Whether a global tracer provider was seen (see :func:`_unconfigured`).
+_configured = False
 
 
 def _unconfigured() -> bool:
     """Whether the application has set no global tracer provider yet (spans would be no-ops).
 
-    Asked once per fire: the API's own question (``get_tracer_provider()``) looks up an
-    environment variable each time, which in a burst cost a few percent of a worker's CPU. The
-    provider, once set, stays set, so the quick answer is the module's own global; the API is
-    asked only while that is unset and the variable named a provider to load when this module
-    was imported (set later, it is not seen: set the provider in code, or before start-up)."""
-    if getattr(trace, "_TRACER_PROVIDER", None) is not None:
+    Asked once per fire, of the API (``get_tracer_provider()`` answers the proxy provider until
+    one is set in code or named in the environment). A provider once set stays set for the
+    process, so once one is seen the answer is kept and the API is not asked again."""
+    global _configured
+    if _configured:
         return False
-    if not _PROVIDER_NAMED:
+    if isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider):
         return True
-    return isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider)
+    _configured = True
+    return False
 
 
 def restore(stored: str | None) -> Context:
@@ -104,7 +102,7 @@ class OtelTracing(Tracing):
     def fire(self, job: ScheduledJob, lateness: float) -> AbstractContextManager[FireSpan]:
         if not job.trace_context and self._global and _unconfigured():
             # Nothing would be recorded and no stored context (baggage) to make current: the
-            # span's set-up is skipped (a few microseconds a fire, a few percent of a burst).
+            # span's set-up is skipped (its cost shows in a burst of fires).
             return _NOTHING
         return self._span(job, lateness)
 

@@ -3,7 +3,7 @@
 SQLite has no non-blocking I/O: its asyncio driver (aiosqlite) is a thread that runs each DB-API
 call, so one ``schedule_at`` through SQLAlchemy's asyncio engine makes about eight hops between the
 loop and that thread (checkout and reset, ``BEGIN IMMEDIATE``, cursor, ``INSERT``, ``COMMIT``),
-each a queue put, a thread wake-up and a loop wake-up (about 25 us each here). The awaitable
+each a queue put, a thread wake-up and a loop wake-up. The awaitable
 service on SQLite runs the sync service's whole call on one of these threads instead: one hop per
 call, and the call queues on the store's in-process writer lock like every other writer of the
 process, never in SQLite's sleeping busy handler.

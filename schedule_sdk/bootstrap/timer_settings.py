@@ -51,7 +51,7 @@ class TimerSettings:
     publish_timeout: float = field(default=5.0, metadata=env_var("TIMER_PUBLISH_TIMEOUT"))
     #: Create the foreign key to the host's service_calls table (when migration 0002 runs).
     service_calls_fk: bool = field(default=False, metadata=env_var("TIMER_SERVICE_CALLS_FK"))
-    #: Fires retried this many times (1 s apart by default) while the broker is down, then healed.
+    #: Fires retried this many times (``retry_delay_ms`` apart) while the broker is down, then healed.
     retry_attempts: int = field(default=100, metadata=env_var("TIMER_RETRY_ATTEMPTS"))
     retry_delay_ms: int = field(default=1000, metadata=env_var("TIMER_RETRY_DELAY_MS"))
     #: Seconds between heal passes (re-arming Scheduled timers left without a job); 0: only at start.

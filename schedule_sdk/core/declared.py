@@ -520,13 +520,6 @@ class DeclaredSync:
         stored = {s.name: s for s, _ in pairs}
         return diff(self.schedules.declarations(), stored, version=self.version, prune=self.prune)
 
-    def apply_if_declared(self) -> Plan | None:
-        """:meth:`apply` when anything is declared or stored; None when nothing is declared (a
-        worker of an app that declares nothing does not touch the table)."""
-        if not len(self.schedules):
-            return None
-        return self.apply()
-
     def _stored_row(
         self, step: Step, old: ScheduledJob | None, outcome: _Outcome, now: datetime
     ) -> StoredDeclaration:

@@ -83,14 +83,6 @@ def arrived_event(job: ScheduledJob, fired_at: datetime) -> ScheduleArrivedEvent
     )
 
 
-def outcome_of(
-    job: ScheduledJob, fired_at: datetime, error: BaseException | None, now: datetime
-) -> ScheduledJob:
-    """The state to record after attempt ``job.attempt`` of occurrence ``job.occurrence`` ran
-    (:func:`settle` without the missed occurrences)."""
-    return settle(job, fired_at, error, now).job
-
-
 class Settled(NamedTuple):
     """What :func:`settle` decided."""
 

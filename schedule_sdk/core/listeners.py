@@ -17,7 +17,7 @@ import importlib
 import inspect
 import logging
 import threading
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Callable, Iterable
 from types import ModuleType
 from typing import Any, TypeVar
 
@@ -25,12 +25,11 @@ import blinker
 
 from schedule_sdk.core.loop import ListenerLoop, time_left
 from schedule_sdk.domain.errors import ListenerFailed, ListenerTimedOut
-from schedule_sdk.domain.events import ScheduleArrivedEvent, ScheduleEvent
+from schedule_sdk.domain.events import ScheduleEvent
 from schedule_sdk.ports import Listeners
 
 logger = logging.getLogger(__name__)
 
-Listener = Callable[[ScheduleArrivedEvent], Awaitable[None] | None]
 F = TypeVar("F", bound=Callable[..., Any])
 
 _MARK = "__schedule_sdk_events__"

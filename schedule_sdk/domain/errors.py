@@ -154,7 +154,7 @@ class InvalidRepeat(ScheduleValidationError):
 
 
 class InvalidSpread(ScheduleValidationError):
-    """A spread or jitter must be a timedelta from 1 millisecond to 7 days (and a spread key
+    """A spread or jitter must be a timedelta from 1 ms to 7 days (and a spread key
     1-255 storable characters)."""
 
     code = "SCHEDULE_INVALID_SPREAD"

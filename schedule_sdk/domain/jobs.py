@@ -31,33 +31,25 @@ from schedule_sdk.domain.errors import (
     InvalidRetry,
     InvalidSpread,
     InvalidTimezone,
-    InvalidTopic,
     RunAtInPast,
 )
 from schedule_sdk.domain.status import FINISHED_STATUSES, JobStatus, check_transition
 from schedule_sdk.domain.text import json_holds_nul, json_too_deep, storable, unstorable_character
 from schedule_sdk.domain.time_limits import check_time_limit
+from schedule_sdk.domain.topics import MAX_TOPIC_LENGTH as MAX_TOPIC_LENGTH
+from schedule_sdk.domain.topics import validate_topic as validate_topic
 
 JsonObject = Mapping[str, Any]
 
-_TOPIC = re.compile(r"[A-Za-z0-9]+(?:[._-][A-Za-z0-9]+)*")
-MAX_TOPIC_LENGTH = 200
 MAX_METADATA_LENGTH = 255
 MAX_ATTEMPTS = 100
 #: Deepest nesting of arrays and objects in a payload (the payload object itself is level 1).
-#: The payload's size in bytes is bounded by the ``max_payload_bytes`` setting (64 KiB).
+#: The payload's size in bytes is bounded by the ``max_payload_bytes`` setting.
 MAX_PAYLOAD_DEPTH = 32
 
 
 def _is_int(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
-
-
-def validate_topic(topic: object) -> str:
-    """Return ``topic`` if it is safe to embed in ``schedule.<topic>.arrived``."""
-    if not isinstance(topic, str) or len(topic) > MAX_TOPIC_LENGTH or not _TOPIC.fullmatch(topic):
-        raise InvalidTopic(f"invalid topic {topic!r}: {InvalidTopic.__doc__}")
-    return topic
 
 
 #: Built once: ``json.dumps`` with options builds a new encoder on every call.

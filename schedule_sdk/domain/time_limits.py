@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 
 from schedule_sdk.domain.errors import InvalidTimeLimit
+from schedule_sdk.domain.topics import validate_topic
 
 #: The shortest and the longest time limit.
 MIN_TIME_LIMIT = timedelta(milliseconds=1)
@@ -49,8 +50,6 @@ class TimeLimits:
     def __post_init__(self) -> None:
         checked = {}
         for topic, limit in dict(self.by_topic).items():
-            from schedule_sdk.domain.jobs import validate_topic  # jobs imports this module
-
             validate_topic(topic)
             checked[topic] = check_time_limit(limit, f"the time limit of topic {topic!r}")
         object.__setattr__(self, "by_topic", checked)

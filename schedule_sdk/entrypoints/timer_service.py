@@ -74,7 +74,7 @@ def _serve(timer: Timer, settings: TimerSettings, stop: StopSignals) -> int:
         timer.close()
         return 1
     # Everything loaded so far lives as long as the process: keep it out of the collector's
-    # full passes, whose pauses (tens of ms over SQLAlchemy's object graph) showed in lateness p99.
+    # full passes, whose pauses over SQLAlchemy's object graph showed in the tail of fire lateness.
     gc.freeze()
     try:
         logger.info("timer service ready (db %s)", masked_url(settings.database_url))

@@ -248,7 +248,7 @@ class JetStreamCommandSource(CommandSource):
         )
 
     def stop(self) -> None:
-        """Stop consuming: a retry delay ends at once; a fetch under way (at most 0.5 s) is let
+        """Stop consuming: a retry delay ends at once; a fetch under way (a short long-poll) is let
         finish, and the commands it brought are persisted and acked before the consumer ends."""
         self._stopping.set()
         with contextlib.suppress(RuntimeError):  # the loop is closed: nothing runs on it anymore

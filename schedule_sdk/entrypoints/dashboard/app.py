@@ -8,14 +8,9 @@ and writes nothing; the store being unreachable is a 503; nothing a visitor send
 
 from __future__ import annotations
 
-import base64
-import binascii
-import json
-import math
-import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
@@ -30,94 +25,54 @@ from starlette.routing import Route
 
 from schedule_sdk.core.liveness import is_dead
 from schedule_sdk.core.service import ScheduleService, shown_history
-from schedule_sdk.domain import timing
-from schedule_sdk.domain.calendars import Calendar
 from schedule_sdk.domain.errors import (
-    InvalidCursor,
-    InvalidInterval,
-    InvalidPayload,
-    InvalidTimeLimit,
     JobNotFound,
     ScheduleError,
     ScheduleUnavailable,
     ScheduleValidationError,
 )
-from schedule_sdk.domain.jobs import (
-    MAX_METADATA_LENGTH,
-    MAX_TOPIC_LENGTH,
-    CronRepeat,
-    IntervalRepeat,
-    JobSpec,
-    OneShotSpec,
-    RepeatSpec,
-    ScheduledJob,
-    check_overlap,
-)
-from schedule_sdk.domain.overview import (
-    COUNT_CAP,
-    JOB_SORTS,
-    MAX_SEARCH_TEXT,
-    SEARCH_WINDOW,
-    WINDOWS,
-    JobSearch,
-)
+from schedule_sdk.domain.jobs import MAX_METADATA_LENGTH, ScheduledJob
+from schedule_sdk.domain.overview import COUNT_CAP, JOB_SORTS, SEARCH_WINDOW, WINDOWS, JobSearch
 from schedule_sdk.domain.status import FINISHED_STATUSES, JobStatus
 from schedule_sdk.domain.text import unstorable_character
-from schedule_sdk.domain.time_limits import MAX_TIME_LIMIT, check_time_limit, limit_ms
-from schedule_sdk.domain.timers import TIMER_TOPIC, TimerState
+from schedule_sdk.domain.timers import TimerState
 from schedule_sdk.domain.upcoming import UpcomingFire
 from schedule_sdk.entrypoints.dashboard import coupling, plots
+from schedule_sdk.entrypoints.dashboard.forms import (
+    PAGE_SIZE,
+    UUID,
+    encode_cursor,
+    int_of,
+    reschedule_spec,
+    search_of,
+    text_of,
+    timer_cursor,
+)
 from schedule_sdk.entrypoints.dashboard.security import (
     Access,
     AuthHook,
     FormRefused,
-    Grant,
     SecurityHeaders,
     client_of,
     read_form,
 )
+from schedule_sdk.entrypoints.dashboard.views import (
+    ACTIONS,
+    BULK_ACTIONS,
+    actions_for,
+    pretty,
+    reschedule_defaults,
+    spec_text,
+    timer_note,
+)
 from schedule_sdk.ports import Clock, DeclaredRows, JobStore, OperatorReads, WorkerRegistry, require
 
-PAGE_SIZE = 50
 #: The "what fires next" page: this far ahead, at most this many fires.
 UPCOMING_WINDOW = timedelta(hours=24)
 UPCOMING_LIMIT = 500
 HISTORY_SIZE = 50
 #: Ids are UUIDs (36 characters): a longer one names no job.
 MAX_ID_LENGTH = 64
-#: The longest interval the reschedule form takes (about ten years), in seconds.
-MAX_INTERVAL_SECONDS = 10 * 366 * 86_400
-#: Nesting deeper than this in a payload typed into the reschedule form is refused.
-MAX_PAYLOAD_DEPTH = 64
-#: action -> (button label, the statuses it applies to, what the confirmation asks)
-ACTIONS: dict[str, tuple[str, frozenset[JobStatus], str]] = {
-    "trigger": ("Trigger now", frozenset({JobStatus.PENDING}), "Fire this job now, as one extra fire?"),
-    "pause": ("Pause", frozenset({JobStatus.PENDING, JobStatus.ACTIVE}), "Hold this job until resumed?"),
-    "resume": ("Resume", frozenset({JobStatus.PAUSED}), "Let this job fire again?"),
-    "reschedule": (
-        "Reschedule",
-        frozenset({JobStatus.PENDING, JobStatus.ACTIVE, JobStatus.PAUSED}),
-        "Replace this job with a new one on this schedule (a new id; this one is cancelled)?",
-    ),
-    "cancel": (
-        "Cancel",
-        frozenset({JobStatus.PENDING, JobStatus.ACTIVE, JobStatus.PAUSED}),
-        "Cancel this job? It will never fire again.",
-    ),
-}
-if hasattr(ScheduleService, "requeue"):  # the service's re-run of a finished job
-    ACTIONS["requeue"] = (
-        "Requeue",
-        frozenset({JobStatus.FAILED, JobStatus.COMPLETED, JobStatus.CANCELLED}),
-        "Run this job again (a new occurrence; its history is kept)?",
-    )
-#: The actions the jobs list applies to a selection of jobs, with one confirmation.
-BULK_ACTIONS = tuple(a for a in ("cancel", "pause", "resume", "requeue") if a in ACTIONS)
-_UUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
-_TIMER_JOB = (
-    "This job belongs to a timer (tenant {tenant}, service call {call}): steer it through the timer "
-    "(send it a ScheduleTimer command), so that the timer never claims a job it does not have."
-)
 _SCRIPT = Path(__file__).with_name("static") / "dashboard.js"
 
 
@@ -137,7 +92,7 @@ def _environment() -> jinja2.Environment:
 
 
 def _ago(seconds: float) -> str:
-    seconds = max(0.0, seconds)  # a clock a little ahead of the store's is "just now", not "-0.0 s"
+    seconds = max(0.0, seconds)  # a clock a little ahead of the store's is "just now", never a negative age
     if seconds < 90:
         return f"{seconds:.0f} s ago" if seconds >= 1 else "just now"
     if seconds < 5400:
@@ -266,7 +221,7 @@ class Dashboard:
     # -- pages ----------------------------------------------------------------------------------
 
     def overview(self, request: Request) -> Response:
-        minutes = _int(request.query_params.get("window"), 60)
+        minutes = int_of(request.query_params.get("window"), 60)
         if minutes not in WINDOWS:
             minutes = 60
         grant = self.access.grant(request)
@@ -305,9 +260,9 @@ class Dashboard:
         total = 0
         windowed = False
         try:
-            search = _search_of(form, grant, q.get("cursor"))
+            search = search_of(form, grant, q.get("cursor"))
             windowed = search.text is not None
-            if form["q"] and _UUID.fullmatch(form["q"]):
+            if form["q"] and UUID.fullmatch(form["q"]):
                 found = self.service.get_by_id(form["q"].lower())
                 items = [found] if found is not None and grant.sees(found.metadata.tenant_id) else []
                 total = len(items)
@@ -318,7 +273,7 @@ class Dashboard:
                 items = items[:PAGE_SIZE]
                 last = items[-1]
                 query = {k: v for k, v in form.items() if v}
-                next_url = "?" + urlencode({**query, "cursor": _encode_cursor(search.sort, last)})
+                next_url = "?" + urlencode({**query, "cursor": encode_cursor(search.sort, last)})
             rows = [(job, coupling.next_fires(self.service, job)) for job in items]
         except ScheduleValidationError as problem:
             error = (problem.message, problem.code)
@@ -366,14 +321,14 @@ class Dashboard:
             request,
             "job.html",
             job=job,
-            payload=_pretty(job.payload),
-            spec=_spec_text(job),
+            payload=pretty(job.payload),
+            spec=spec_text(job),
             history=shown_history(self.service, job, HISTORY_SIZE),
             preview=coupling.next_fires(self.service, job),
-            actions=_actions_for(job),
-            timer_job=_timer_note(job),
+            actions=actions_for(job),
+            timer_job=timer_note(job),
             finished=job.status in FINISHED_STATUSES,
-            done=_text(request.query_params.get("done"), "done", 32),
+            done=text_of(request.query_params.get("done"), "done", 32),
         )
 
     def upcoming(self, request: Request) -> Response:
@@ -417,9 +372,9 @@ class Dashboard:
     def timers(self, request: Request) -> Response:
         q = request.query_params
         grant = self.access.grant(request)
-        tenant = _text(q.get("tenant"), "tenant", MAX_METADATA_LENGTH)
+        tenant = text_of(q.get("tenant"), "tenant", MAX_METADATA_LENGTH)
         state = TimerState.REACHED if q.get("state") == TimerState.REACHED.value else TimerState.SCHEDULED
-        after = _timer_cursor(q.get("after_due"), q.get("after_call"))
+        after = timer_cursor(q.get("after_due"), q.get("after_call"))
         tenants = sorted(grant.tenants) if grant.tenants is not None else self.reads.timer_tenants()
         entries, next_url, total = [], None, 0
         if tenant is not None and grant.sees(tenant):
@@ -471,7 +426,7 @@ class Dashboard:
         form: Mapping[str, str] | None = None,
     ) -> Response:
         label, _, question = ACTIONS[action]
-        defaults = _reschedule_defaults(job)
+        defaults = reschedule_defaults(job)
         if form:
             defaults.update({k: v for k, v in form.items() if k in defaults})
         return self.render(
@@ -482,7 +437,7 @@ class Dashboard:
             action=action,
             label=label,
             question=question,
-            error=error.message if error else _timer_note(job),
+            error=error.message if error else timer_note(job),
             code=error.code if error else None,
             defaults=defaults,
         )
@@ -511,7 +466,7 @@ class Dashboard:
         job = await run_in_threadpool(self._job_or_404, request)
         if isinstance(job, Response):
             return job
-        if _timer_note(job) is not None:
+        if timer_note(job) is not None:
             return self._confirm_page(request, job, action, status=409)
         try:
             target = await run_in_threadpool(self._perform, job, action, form)
@@ -538,7 +493,7 @@ class Dashboard:
         if action in steer:
             steer[action](job.id)
             return job.id
-        return service.reschedule(job.id, _reschedule_spec(job, form)).id
+        return service.reschedule(job.id, reschedule_spec(job, form)).id
 
     # -- bulk actions ---------------------------------------------------------------------------
 
@@ -589,7 +544,7 @@ class Dashboard:
         """Each job on its own: one refused (a finished one, a timer's) leaves the others done."""
         results: list[tuple[ScheduledJob, str | None]] = []
         for job in jobs:
-            note = _timer_note(job)
+            note = timer_note(job)
             if note is not None:
                 results.append((job, note))
                 continue
@@ -644,322 +599,6 @@ _READ_ONLY = (
 
 def _base(request: Request) -> str:
     return str(request.scope.get("root_path", "")).rstrip("/")
-
-
-def _int(value: str | None, default: int) -> int:
-    try:
-        return int(value) if value is not None and len(value) < 12 else default
-    except ValueError:
-        return default
-
-
-def _text(value: str | None, what: str, max_length: int) -> str | None:
-    """A text input, stripped (None when empty).
-
-    :raises ScheduleValidationError: it holds a NUL or a lone surrogate, or is too long.
-    """
-    if value is None or not value.strip():
-        return None
-    value = value.strip()
-    problem = unstorable_character(value)
-    if problem is not None:
-        raise ScheduleValidationError(f"{what} holds {problem}")
-    if len(value) > max_length:
-        raise ScheduleValidationError(f"{what} is longer than {max_length:,} characters")
-    return value
-
-
-def _search_of(form: Mapping[str, str], grant: Grant, cursor: str | None) -> JobSearch:
-    """The jobs list's query from its form (one page and one more row, to tell "more").
-
-    :raises ScheduleValidationError: a field is not valid (an InvalidStatus or InvalidCursor too).
-    """
-    status_text = _text(form.get("status"), "status", 16)
-    statuses: frozenset[JobStatus] = frozenset()
-    if status_text is not None:
-        try:
-            statuses = frozenset({JobStatus(status_text)})
-        except ValueError:
-            from schedule_sdk.domain.errors import InvalidStatus
-
-            raise InvalidStatus(f"no job status {status_text!r}") from None
-    sort = form.get("sort") or "created"
-    if sort not in JOB_SORTS:
-        raise ScheduleValidationError(f"sort by one of {', '.join(JOB_SORTS)}, not {sort[:40]!r}")
-    order = form.get("order") or ("asc" if sort == "due" else "desc")
-    if order not in ("asc", "desc"):
-        raise ScheduleValidationError(f"order is asc or desc, not {order[:40]!r}")
-    return JobSearch(
-        statuses=statuses,
-        topic=_text(form.get("topic"), "topic", MAX_TOPIC_LENGTH),
-        owner_id=_text(form.get("owner_id"), "owner", MAX_METADATA_LENGTH),
-        tenant_id=_text(form.get("tenant_id"), "tenant", MAX_METADATA_LENGTH),
-        tenants=grant.tenants,
-        text=_text(form.get("q"), "search text", MAX_SEARCH_TEXT),
-        sort=sort,
-        ascending=order == "asc",
-        limit=PAGE_SIZE + 1,
-        after=_decode_cursor(cursor, sort),
-    )
-
-
-def _encode_cursor(sort: str, job: ScheduledJob) -> str:
-    value = {"created": "", "due": job.run_at.isoformat(), "updated": job.updated_at.isoformat()}[sort]
-    return base64.urlsafe_b64encode(json.dumps([value, job.id]).encode()).decode().rstrip("=")
-
-
-def _decode_cursor(cursor: str | None, sort: str) -> tuple[str, str] | None:
-    if not cursor:
-        return None
-    try:
-        if len(cursor) > 400:
-            raise ValueError("too long")
-        value, job_id = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
-        if not isinstance(value, str) or not isinstance(job_id, str) or not _UUID.fullmatch(job_id):
-            raise ValueError("not a position")
-        if sort != "created" and datetime.fromisoformat(value).tzinfo is None:
-            raise ValueError("not an instant")
-    except (ValueError, TypeError, binascii.Error, UnicodeError) as error:
-        raise InvalidCursor(f"the page cursor is not one this list gave ({error})") from None
-    return value, job_id
-
-
-def _actions_for(job: ScheduledJob) -> list[tuple[str, str]]:
-    if _timer_note(job) is not None:
-        return []
-    return [(name, label) for name, (label, applies, _) in ACTIONS.items() if job.status in applies]
-
-
-def _timer_note(job: ScheduledJob) -> str | None:
-    """Why this job may not be steered here (it is a timer's), or None."""
-    if job.topic != TIMER_TOPIC:
-        return None
-    payload = job.payload or {}
-    return _TIMER_JOB.format(tenant=payload.get("tenantId", "?"), call=payload.get("serviceCallId", "?"))
-
-
-def _pretty(payload: object) -> str:
-    return "" if payload is None else json.dumps(payload, indent=2, ensure_ascii=False, sort_keys=True)
-
-
-def _spec_text(job: ScheduledJob) -> dict[str, str]:
-    spec: dict[str, str] = {"kind": "one-shot" if job.repeat is None else "repeating"}
-    if isinstance(job.repeat, CronRepeat):
-        spec["cron"] = f"{job.repeat.expression} ({job.zone_for_repeat})"
-    elif isinstance(job.repeat, IntervalRepeat):
-        spec["every"] = plots._ms(job.repeat.every_ms)
-    backoff = job.retry.backoff
-    spec["retry"] = f"{job.retry.attempts} attempt(s), {backoff.type} {backoff.delay_ms} ms"
-    spec["misfire"] = json.dumps(job.misfire.to_dict(), sort_keys=True)
-    if job.time_limit is not None:
-        spec["time limit"] = f"{limit_ms(job.time_limit) / 1000:g} s"
-    if job.concurrency is not None:
-        spec["concurrency"] = f"key {job.concurrency.key}, at most {job.concurrency.limit} at once"
-    if job.limit is not None:
-        spec["limit"] = str(job.limit)
-    if job.ends_at is not None:
-        spec["ends at"] = job.ends_at.isoformat()
-    if job.repeat is not None:
-        spec["overlap"] = job.overlap or "none (the misfire policy decides)"
-    if job.spread_ms is not None:
-        window, offset = plots._ms(job.spread_ms), plots._ms(job.spread_offset_ms)
-        spec["spread"] = f"window {window}, this job +{offset} after each nominal time"
-    if job.jitter_ms is not None:
-        spec["jitter"] = f"random 0 to {plots._ms(job.jitter_ms)} per occurrence (not previewable)"
-    if job.calendar is not None:
-        spec["calendar"] = _calendar_text(job.calendar)
-    return spec
-
-
-def _calendar_text(calendar: Calendar) -> str:
-    """What a calendar excludes, in words (dates are local dates in the cron's zone)."""
-    parts = []
-    if calendar.weekdays:
-        parts.append("every " + ", ".join(_WEEKDAYS[int(w)] for w in sorted(calendar.to_dict()["weekdays"])))
-    if calendar.holidays is not None:
-        where = calendar.holidays.country + (
-            f"-{calendar.holidays.subdivision}" if calendar.holidays.subdivision else ""
-        )
-        parts.append(f"public holidays of {where}")
-    if calendar.dates:
-        dates = sorted(calendar.to_dict()["dates"])
-        parts.append(
-            ", ".join(dates[:10]) + (f" and {len(dates) - 10} more dates" if len(dates) > 10 else "")
-        )
-    return "excludes " + "; ".join(parts)
-
-
-_WEEKDAYS = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
-
-
-def _not_now(job: ScheduledJob) -> dict[str, Any]:
-    """The job's spread window, jitter and calendar, carried over to its replacement (the spread
-    offset of the replacement comes from its own id)."""
-    options: dict[str, Any] = {}
-    if job.spread_ms is not None:
-        options["spread"] = timedelta(milliseconds=job.spread_ms)
-    if job.jitter_ms is not None:
-        options["jitter"] = timedelta(milliseconds=job.jitter_ms)
-    if job.calendar is not None and job.repeat is not None:
-        options["calendar"] = job.calendar
-    return options
-
-
-def _reschedule_defaults(job: ScheduledJob) -> dict[str, str]:
-    """The reschedule form's fields, filled with the job's values: its zone (a cron's own zone
-    when it has one), its schedule and its payload."""
-    values = {"zone": job.zone_for_repeat, "payload": _pretty(job.payload)}
-    if job.repeat is not None:
-        values["overlap"] = job.overlap or ""
-    values["time_limit_seconds"] = "" if job.time_limit is None else f"{limit_ms(job.time_limit) / 1000:g}"
-    if isinstance(job.repeat, CronRepeat):
-        values["cron"] = job.repeat.expression
-    elif isinstance(job.repeat, IntervalRepeat):
-        values["every_seconds"] = f"{job.repeat.every_ms / 1000:g}"
-    else:
-        try:
-            wall = job.run_at.astimezone(timing.zone(job.timezone))
-        except OverflowError:
-            wall = job.run_at
-        values["run_at"] = wall.strftime("%Y-%m-%dT%H:%M:%S")
-    return values
-
-
-def _depth(value: object, limit: int) -> int:
-    """The nesting depth of a parsed JSON value, stopping at ``limit + 1``."""
-    deepest, stack = 0, [(value, 1)]
-    while stack:
-        item, depth = stack.pop()
-        if depth > limit:
-            return depth
-        deepest = max(deepest, depth)
-        children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else ()
-        stack.extend((child, depth + 1) for child in children)
-    return deepest
-
-
-def _payload_of(text: str | None) -> Any:
-    """The payload typed into the form (JSON object; empty: none)."""
-    if text is None:
-        return None
-    if text.count("[") + text.count("{") > 100_000:
-        raise InvalidPayload("the payload nests too deeply")
-    try:
-        payload = json.loads(text)
-    except RecursionError:
-        raise InvalidPayload(f"the payload nests deeper than {MAX_PAYLOAD_DEPTH} levels") from None
-    except ValueError as error:
-        raise InvalidPayload(f"the payload is not JSON: {error}") from None
-    if _depth(payload, MAX_PAYLOAD_DEPTH) > MAX_PAYLOAD_DEPTH:
-        raise InvalidPayload(f"the payload nests deeper than {MAX_PAYLOAD_DEPTH} levels")
-    return payload
-
-
-def _reschedule_spec(job: ScheduledJob, form: Mapping[str, str]) -> JobSpec:
-    """The replacement's spec: the job's own, with the zone, schedule (a one-shot's new wall
-    time in the zone, a cron expression, or an interval in seconds), payload and a repeating
-    job's overlap policy (empty: none) from the form.
-    The client request id is not carried over (it stays with the cancelled job).
-
-    :raises ScheduleValidationError: a field is invalid (the spec's own checks, and overflow).
-    """
-    meta = job.metadata.__class__(
-        owner_id=job.metadata.owner_id,
-        tenant_id=job.metadata.tenant_id,
-        correlation_id=job.metadata.correlation_id,
-    )
-    zone_name = _text(form.get("zone"), "zone", 64) or job.zone_for_repeat
-    common: dict[str, Any] = {
-        "topic": job.topic,
-        "timezone": job.timezone,
-        "payload": _payload_of(_text(form.get("payload"), "payload", 1 << 20))
-        if "payload" in form
-        else job.payload,
-        "metadata": meta,
-        "retry": job.retry,
-        "misfire": job.misfire,
-        "time_limit": _time_limit_of(form.get("time_limit_seconds"), job.time_limit),
-        **_not_now(job),
-        "concurrency": job.concurrency,
-    }
-    if job.repeat is None:
-        common["timezone"] = zone_name
-        text = form.get("run_at", "").strip()
-        try:
-            wall = datetime.fromisoformat(text)
-        except ValueError:
-            raise ScheduleValidationError(f"run_at {text[:40]!r} is not a date and time") from None
-        if wall.tzinfo is not None:
-            raise ScheduleValidationError("give the wall time without an offset; it is read in the zone")
-        timing.zone(zone_name)  # InvalidTimezone first
-        try:
-            run_at = timing.wall_instant(wall, zone_name)
-            run_at.astimezone(UTC)
-        except OverflowError:
-            raise ScheduleValidationError(f"run_at {text!r} in {zone_name} is out of range") from None
-        return OneShotSpec(run_at=run_at, **common)
-    if isinstance(job.repeat, CronRepeat):
-        if job.repeat.timezone is None:
-            common["timezone"] = zone_name
-        repeat: CronRepeat | IntervalRepeat = CronRepeat(
-            expression=form.get("cron", job.repeat.expression).strip(),
-            timezone=zone_name if job.repeat.timezone is not None else None,
-        )
-    else:
-        common["timezone"] = zone_name
-        text = form.get("every_seconds", f"{job.repeat.every_ms / 1000:g}").strip()
-        try:
-            seconds = float(text) if len(text) < 40 else math.nan
-        except ValueError:
-            seconds = math.nan
-        if not (math.isfinite(seconds) and 0 < seconds <= MAX_INTERVAL_SECONDS):
-            raise InvalidInterval(
-                f"every_seconds must be a number of seconds from 0.001 to {MAX_INTERVAL_SECONDS:,}, "
-                f"not {text[:40]!r}"
-            )
-        repeat = IntervalRepeat(every_ms=round(seconds * 1000))
-    overlap = check_overlap(_text(form.get("overlap"), "overlap", 16)) if "overlap" in form else job.overlap
-    return RepeatSpec(repeat=repeat, limit=job.limit, ends_at=job.ends_at, overlap=overlap, **common)
-
-
-def _time_limit_of(text: str | None, kept: timedelta | None) -> timedelta | None:
-    """The time limit typed into the reschedule form, in seconds (empty: none; no field: the
-    job's own, ``kept``).
-
-    :raises InvalidTimeLimit: not a number of seconds from 0.001 to 7 days.
-    """
-    if text is None:
-        return kept
-    text = text.strip()
-    if not text:
-        return None
-    try:
-        seconds = float(text) if len(text) < 20 else math.nan
-    except ValueError:
-        seconds = math.nan
-    if not (math.isfinite(seconds) and 0 < seconds <= MAX_TIME_LIMIT.total_seconds()):
-        raise InvalidTimeLimit(f"time_limit_seconds must be from 0.001 to 604,800 seconds, not {text!r}")
-    return check_time_limit(timedelta(milliseconds=round(seconds * 1000)), "time_limit_seconds")
-
-
-def _timer_cursor(due: str | None, call: str | None) -> tuple[datetime, str] | None:
-    """The timers page's position: a due instant and a service call id.
-
-    :raises InvalidCursor: the instant is not an aware one within range, or the call id is bad.
-    """
-    if not due or call is None:
-        return None
-    try:
-        instant = datetime.fromisoformat(due[:64])
-        if instant.tzinfo is None:
-            raise ValueError("no offset")
-        instant = instant.astimezone(UTC)
-    except (ValueError, OverflowError) as error:
-        raise InvalidCursor(f"after_due is not an instant this page gave ({error})") from None
-    call_id = _text(call, "after_call", MAX_METADATA_LENGTH)
-    if call_id is None:
-        return None
-    return instant, call_id
 
 
 __all__ = ["ACTIONS", "BULK_ACTIONS", "AuthHook", "Dashboard"]

@@ -12,7 +12,7 @@ installs no signal handlers, never subscribes to RQ's command channel (whose shu
 ``os.kill``s the host with SIGINT), adds no log handlers, and notices a stop within a second.
 
 Why not RQ's ``SimpleWorker`` in a thread? It issues about twenty Redis commands
-per job (registries, heartbeats, status), measured at 110 jobs/s on a 2-core machine; the
+per job (registries, heartbeats, status), round trips the fire path cannot afford; the
 released jobs are still ordinary RQ jobs, so stock ``rq worker --serializer
 rq.serializers.JSONSerializer`` processes can execute them alongside (or instead of) this thread.
 """
@@ -52,7 +52,6 @@ class WorkerThread:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._fired: list[str] = []  # entries whose released marks are still to clear
-        self.executed = 0  #: released batches this thread executed
 
     def start(self) -> None:
         self._stop.clear()
@@ -102,7 +101,6 @@ class WorkerThread:
             hold_until(due_ms, self._stop.is_set, self._runtime.store_seconds)
             if self._runtime.take(batch.members):
                 self._fired += batch.members  # cleared with the next pop (or when idle)
-            self.executed += 1
 
     @contextlib.contextmanager
     def _marks(self) -> Iterator[list[str]]:

@@ -38,7 +38,7 @@ def hold_until(
         return
     clock = now or time.time
     # ``now`` is read once; the rest (at most MAX_HOLD) is waited out on this process's clock.
-    left = min(due_ms / 1000.0 + 1e-6 - clock(), MAX_HOLD)  # + 1 µs for float rounding
+    left = min(due_ms / 1000.0 + 1e-6 - clock(), MAX_HOLD)  # + 1e-6: past the instant despite float rounding
     deadline = time.time() + left
     while (left := deadline - time.time()) > 0 and not stop():
         time.sleep(min(left, 0.05))

@@ -144,7 +144,7 @@ class DispatchRuntime(FireRuntime):
         if self.stopping.is_set():
             self.queue.restore(members)  # another worker takes them
             return False
-        # Claim here, in the RQ consumer thread: one statement per batch (~1 ms), cheaper than a
+        # Claim here, in the RQ consumer thread: one statement per batch, cheaper than a
         # hand-off to another thread, which under a busy GIL costs milliseconds of lateness.
         try:
             claimed = self.claim(members, ahead=True)  # the dispatcher's fire path holds them until due

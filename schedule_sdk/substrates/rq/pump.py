@@ -9,7 +9,7 @@ seconds to live, given up on a clean stop). When the holder dies, another pump t
 lease's token names the holder's worker id, and :meth:`DuePump.drop_lock_of` deletes the lease
 (:meth:`DelayIndex.depose`) if a dead worker holds it.
 
-The active pump sleeps until ``RELEASE_AHEAD`` (5 ms) before the earliest due score, woken early
+The active pump sleeps until ``RELEASE_AHEAD`` before the earliest due score, woken early
 (:meth:`DelayIndex.wakeups`) when a commit adds an earlier entry; it then releases every entry whose
 score is at or before now + ``RELEASE_AHEAD``, in batches, and plans again. An RQ job carries the
 due instant of its entries in its meta, and a consumer holds it until then (so the Redis round
@@ -191,7 +191,7 @@ class DuePump:
     def _sleep(self, timeout: float) -> None:
         """Wait ``timeout`` seconds for a wake-up, ending on time: the wake-up wait (a socket
         timeout) may be rounded up to whole milliseconds, so it stops ``EXACT_TAIL`` seconds short
-        and a plain sleep, precise to tens of microseconds, covers the rest. An entry committed
+        and a plain sleep, far finer, covers the rest. An entry committed
         during that last stretch is due at most that much earlier."""
         deadline = time.monotonic() + timeout
         while not self._stop.is_set():

@@ -32,7 +32,8 @@ logger = logging.getLogger(__name__)
 #: just when the held job's thread wakes to fire. It starts ``CLEAR_BEFORE`` before that instant
 #: instead, its horizon that much further ahead (:meth:`DuePoller._clear_of_fires`; at most
 #: ``CLAIM_AHEAD / 2`` earlier than planned). Without it, claims ahead of a regular schedule fall
-#: on the due instants of the jobs claimed before them (jobs 5 ms apart, claimed 10 ms ahead).
+#: on the due instants of the jobs claimed before them (a series of jobs due closer together than
+#: ``CLAIM_AHEAD``).
 CLEAR_BEFORE = timedelta(milliseconds=3)
 CLEAR_AFTER = timedelta(milliseconds=1)
 

@@ -3,8 +3,11 @@
 Each module holds plain test classes: subclass one in your test module (under a name starting with
 ``Test``), implement its ``open_*`` hook, and pytest runs the whole suite against your adapter.
 
-- :mod:`.job_store`: ``JobStoreContract``, and the suites of the store's capabilities:
-  ``WorkerRegistryContract``, ``FireHistoryContract``, ``JobStoreRetentionContract``
+- :mod:`.job_store`: ``JobStoreContract``, and the suites of the store's capabilities (each in a
+  module of its own, all importable from :mod:`.job_store`): ``WorkerRegistryContract``
+  (:mod:`.worker_registry`), ``FireHistoryContract`` (:mod:`.fire_history`),
+  ``JobStoreRetentionContract`` (:mod:`.retention`); :mod:`.store` holds their shared base,
+  ``StoreContract``
 - :mod:`.joined`: ``JoinedTransactionContract`` (the ``JoinableStore`` capability)
 - :mod:`.execution_queue`: ``ExecutionQueueContract``
 - :mod:`.delay_index`: ``DelayIndexContract`` (a substrate that releases due entries itself)

@@ -21,8 +21,8 @@ import pytest
 from schedule_sdk.domain.jobs import ConcurrencyLimit, ScheduledJob
 from schedule_sdk.domain.status import JobStatus
 from schedule_sdk.ports import Guard, JobStore, KeyLoad, Occurrence
-from schedule_sdk.testing.contracts.job_store import StoreContract
 from schedule_sdk.testing.contracts.rows import NOW, at, ids, insert, job
+from schedule_sdk.testing.contracts.store import StoreContract
 
 ACTIVE, PENDING = JobStatus.ACTIVE, JobStatus.PENDING
 

@@ -33,8 +33,8 @@ from schedule_sdk.domain.declared import StoredDeclaration
 from schedule_sdk.domain.jobs import ScheduledJob
 from schedule_sdk.domain.status import JobStatus
 from schedule_sdk.ports import DeclaredRows, Guard, JobStore, require
-from schedule_sdk.testing.contracts.job_store import StoreContract
 from schedule_sdk.testing.contracts.rows import NOW, insert, job
+from schedule_sdk.testing.contracts.store import StoreContract
 
 
 def declaration(name: str, job_id: str, **changes: Any) -> StoredDeclaration:

@@ -30,18 +30,12 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import replace
-from datetime import UTC, date, datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from schedule_sdk.domain.calendars import Calendar
 from schedule_sdk.domain.errors import ClientRequestIdInUse
-from schedule_sdk.domain.history import FireOutcome
 from schedule_sdk.domain.jobs import (
-    Backoff,
-    ConcurrencyLimit,
-    CronRepeat,
     IntervalRepeat,
     JobMetadata,
     JobQuery,
@@ -51,164 +45,67 @@ from schedule_sdk.domain.jobs import (
 )
 from schedule_sdk.domain.status import OPEN_STATUSES, JobStatus
 from schedule_sdk.ports import (
-    FireHistory,
     Guard,
     JobStore,
     Occurrence,
     OpenOccurrence,
-    Retention,
     TopicBacklog,
-    WorkerInfo,
-    WorkerRegistry,
-    require,
 )
+
+# The capability suites and the shared helpers live in modules of their own; they are
+# importable from here as they always were (``__all__``).
+from schedule_sdk.testing.contracts.fire_history import PLUS_2, FireHistoryContract
+from schedule_sdk.testing.contracts.retention import JobStoreRetentionContract
 from schedule_sdk.testing.contracts.rows import FIRED_JOB_ID, NOW, at, fire, ids, insert, job, record
-
-PLUS_5 = timezone(timedelta(hours=5, minutes=30))
-
-TIME_FIELDS = (
-    "run_at",
-    "scheduled_for",
-    "ends_at",
-    "last_fired_at",
-    "claimed_until",
-    "created_at",
-    "updated_at",
-    "regular_due",
+from schedule_sdk.testing.contracts.store import (
+    ACTIVE,
+    CLOSED,
+    FINISHED,
+    OPEN,
+    PENDING,
+    PLUS_5,
+    TIME_FIELDS,
+    StoreContract,
+    assert_utc,
+    expected,
+    full_job,
+    held,
+    held_due,
+    moved_on,
+    worker,
 )
+from schedule_sdk.testing.contracts.worker_registry import WorkerRegistryContract
 
-ACTIVE, PENDING = JobStatus.ACTIVE, JobStatus.PENDING
-
-CLOSED = (JobStatus.COMPLETED, JobStatus.CANCELLED, JobStatus.FAILED)
-
-FINISHED = (JobStatus.COMPLETED, JobStatus.CANCELLED, JobStatus.FAILED)
-
-OPEN = (JobStatus.PENDING, JobStatus.ACTIVE, JobStatus.PAUSED)
-
-
-def full_job() -> ScheduledJob:
-    """Every field set to a non-default value; times in a non-UTC offset."""
-    return job(
-        topic="billing.invoice-due_v2",
-        status=JobStatus.ACTIVE,
-        run_at=NOW.astimezone(PLUS_5),
-        scheduled_for=(NOW - timedelta(seconds=3)).astimezone(PLUS_5),
-        timezone="America/Argentina/Buenos_Aires",
-        payload={"n": 1, "f": 1.5, "s": "é ✓ 日本", "l": [1, None, True], "o": {"x": {"y": []}}},
-        metadata=JobMetadata(owner_id="u1", tenant_id="t1", correlation_id="c1", client_request_id="r1"),
-        repeat=CronRepeat(expression="*/5 * * * *", timezone="Europe/Paris"),
-        retry=RetryPolicy(attempts=5, backoff=Backoff(type="exponential", delay_ms=250)),
-        occurrence=7,
-        attempt=3,
-        occurrence_count=6,
-        limit=10,
-        ends_at=NOW + timedelta(days=30),
-        last_fired_at=NOW - timedelta(minutes=5),
-        last_error="ListenerFailed: boom",
-        claimed_by="host:1:abcdefgh",
-        claimed_until=NOW + timedelta(seconds=30),
-        created_at=NOW - timedelta(days=1, microseconds=1),
-        updated_at=NOW - timedelta(microseconds=7),
-        rescheduled_from="01900000-0000-7000-8000-000000000001",
-        rescheduled_to="01900000-0000-7000-8000-000000000002",
-        misfire=MisfirePolicy(mode="fire_all", grace_ms=1500, max_catch_up=7),
-        regular_due=(NOW + timedelta(minutes=5, microseconds=3)).astimezone(PLUS_5),
-        concurrency=ConcurrencyLimit(key="tenant-7:reports.eu", limit=12),
-        overlap="buffer_one",
-        time_limit=timedelta(seconds=90, milliseconds=5),
-        spread_ms=3_600_000,
-        spread_offset_ms=1_234_567,
-        jitter_ms=30_000,
-        calendar=Calendar(dates=frozenset({date(2027, 12, 24)}), weekdays=frozenset({5, 6})),
-        run_of="01900000-0000-7000-8000-000000000004",
-    )
-
-
-def assert_utc(j: ScheduledJob) -> None:
-    for name in TIME_FIELDS:
-        value = getattr(j, name)
-        if value is not None:
-            assert value.utcoffset() == timedelta(0), (name, value)
-
-
-def moved_on(j: ScheduledJob) -> ScheduledJob:
-    """``j`` with every mutable field changed (and some immutable ones, which must not be written)."""
-    return j.evolve(
-        status=JobStatus.PENDING,
-        run_at=at(3600),
-        scheduled_for=at(3500),
-        occurrence=j.occurrence + 1,
-        attempt=2,
-        occurrence_count=j.occurrence_count + 1,
-        last_fired_at=at(1).astimezone(PLUS_5),
-        last_error="E: x",
-        claimed_by=None,
-        claimed_until=None,
-        updated_at=at(2),
-        rescheduled_to="01900000-0000-7000-8000-000000000003",
-        regular_due=at(4000),
-    )
-
-
-def expected(jobs: list[ScheduledJob], keep: Callable[[ScheduledJob], bool]) -> list[str]:
-    return sorted(j.id for j in jobs if keep(j))
-
-
-def held(by: str, until: datetime | None = None, **changes: object) -> ScheduledJob:
-    return job(status=ACTIVE, claimed_by=by, claimed_until=until or at(30), **changes)
-
-
-def worker(worker_id: str, beat: float = 0.0, **changes: object) -> WorkerInfo:
-    values: dict[str, object] = {
-        "id": worker_id,
-        "host": "host-1",
-        "pid": 4242,
-        "substrate": "sql",
-        "started_at": at(-3600),
-        "last_beat": at(beat),
-        "in_flight": 0,
-        "node": "boot/pid:[1]",
-    }
-    values.update(changes)
-    return WorkerInfo(**values)  # type: ignore[arg-type]
-
-
-def held_due(by: str, **changes: object) -> ScheduledJob:
-    return job(status=ACTIVE, claimed_by=by, claimed_until=at(30), run_at=at(-1), **changes)
-
-
-class StoreContract:
-    """How a contract suite gets its stores (override :meth:`open_store`, optionally the rest)."""
-
-    _store: JobStore | None = None
-
-    @property
-    def job_store(self) -> JobStore:
-        """The current test's store, opened by :meth:`open_store` on first use."""
-        if self._store is None:
-            self._store = self.open_store()
-        return self._store
-
-    def open_store(self) -> JobStore:
-        """A fresh, empty store (once per test)."""
-        raise NotImplementedError("a contract subclass returns its store from open_store()")
-
-    def reopen(self) -> JobStore:
-        """Another store on the same data, standing in for another process (its own connections).
-        Default: the same store object (right for an in-memory store)."""
-        return self.job_store
-
-    def close_stores(self) -> None:
-        """Release what the test opened (after each test that opened a store)."""
-        self.job_store.close()
-
-    def setup_method(self, method: object) -> None:
-        self._store = None
-
-    def teardown_method(self, method: object) -> None:
-        if self._store is not None:
-            self.close_stores()
-        self._store = None
+__all__ = [
+    "ACTIVE",
+    "CLOSED",
+    "FINISHED",
+    "FIRED_JOB_ID",
+    "NOW",
+    "OPEN",
+    "PENDING",
+    "PLUS_2",
+    "PLUS_5",
+    "TIME_FIELDS",
+    "FireHistoryContract",
+    "JobStoreContract",
+    "JobStoreRetentionContract",
+    "StoreContract",
+    "WorkerRegistryContract",
+    "assert_utc",
+    "at",
+    "expected",
+    "fire",
+    "full_job",
+    "held",
+    "held_due",
+    "ids",
+    "insert",
+    "job",
+    "moved_on",
+    "record",
+    "worker",
+]
 
 
 class JobStoreContract(StoreContract):
@@ -599,9 +496,9 @@ class JobStoreContract(StoreContract):
         claimed_ids = Counter(job_id for job_id, _ in claims)
         assert sorted(claimed_ids) == sorted(ids(jobs))
         assert max(claimed_ids.values()) == 1, "a row was claimed twice"
-        for job_id, worker in claims:
+        for job_id, holder in claims:
             row = self.job_store.get(job_id)
-            assert row is not None and row.status is ACTIVE and row.claimed_by == worker
+            assert row is not None and row.status is ACTIVE and row.claimed_by == holder
 
     def test_claim_takes_a_due_pending_row_at_its_occurrence_and_attempt(self) -> None:
         j = insert(self.job_store, job(run_at=at(-1), occurrence=2, attempt=3))[0]
@@ -804,221 +701,3 @@ class JobStoreContract(StoreContract):
         insert(self.job_store, job())  # after stop: must not raise, whatever the backend
         time.sleep(0.5)  # ten SQLite data_version polls, and PostgreSQL's notify round trip
         assert calls == []  # stopped: the schedule above is not reported
-
-
-class JobStoreRetentionContract(StoreContract):
-    """The :class:`~schedule_sdk.ports.Retention` capability (``purge_finished``, ``one_writer``)
-    and the paused status."""
-
-    @property
-    def retention(self) -> Retention:
-        """The current test's store, as the capability under test."""
-        return require(self.job_store, Retention, "JobStoreRetentionContract")
-
-    def test_the_store_declares_retention_and_says_whether_it_has_one_writer(self) -> None:
-        assert isinstance(self.retention.one_writer, bool)
-
-    def test_purge_deletes_only_finished_rows_older_than_the_cutoff(self) -> None:
-        old_finished = [job(status=s, updated_at=at(-3600 - i)) for i, s in enumerate(FINISHED)]
-        old_open = [job(status=s, updated_at=at(-7200)) for s in OPEN]
-        recent_finished = [job(status=s, updated_at=at(-10)) for s in FINISHED]
-        insert(self.job_store, *old_finished, *old_open, *recent_finished)
-        assert self.retention.purge_finished(at(-60), 100) == 3
-        for gone in old_finished:
-            assert self.job_store.get(gone.id) is None
-        for kept in old_open + recent_finished:
-            assert self.job_store.get(kept.id) == kept
-
-    def test_purge_deletes_at_most_limit_rows_oldest_first(self) -> None:
-        rows = insert(
-            self.job_store, *[job(status=JobStatus.COMPLETED, updated_at=at(-100 + i)) for i in range(7)]
-        )
-        assert self.retention.purge_finished(NOW, 3) == 3
-        left = [r for r in rows if self.job_store.get(r.id) is not None]
-        assert ids(left) == ids(rows[3:])
-        assert self.retention.purge_finished(NOW, 3) == 3
-        assert self.retention.purge_finished(NOW, 3) == 1
-        assert self.retention.purge_finished(NOW, 3) == 0
-
-    def test_the_cutoff_is_exclusive(self) -> None:
-        [row] = insert(self.job_store, job(status=JobStatus.FAILED, updated_at=at(-5)))
-        assert self.retention.purge_finished(at(-5), 10) == 0
-        assert self.retention.purge_finished(at(-5) + timedelta(microseconds=1), 10) == 1
-        assert self.job_store.get(row.id) is None
-
-    def test_a_paused_row_roundtrips_and_is_never_claimed(self) -> None:
-        [paused] = insert(self.job_store, job(status=JobStatus.PAUSED, run_at=at(-10)))
-        assert self.job_store.get(paused.id) == paused
-        assert self.job_store.claim_due(NOW, 10, "w", at(30)) == []
-        assert self.job_store.claim(paused.id, 1, 1, NOW, "w", at(30)) is None
-        assert self.job_store.next_due_at() is None
-
-
-class WorkerRegistryContract(StoreContract):
-    """The :class:`~schedule_sdk.ports.WorkerRegistry` capability: the worker registry and dead
-    workers' claims (``beat``, ``release_dead`` ...)."""
-
-    @property
-    def registry(self) -> WorkerRegistry:
-        """The current test's store, as the capability under test."""
-        return require(self.job_store, WorkerRegistry, "WorkerRegistryContract")
-
-    def test_beat_registers_a_worker_then_updates_only_its_beat_in_flight_stuck_and_clock(self) -> None:
-        assert self.registry.workers() == []
-        first = worker("w1", node=None)
-        self.registry.beat(first)
-        self.registry.beat(worker("w0", beat=-5, in_flight=3, stuck=1, clock_offset=-0.25, clock_error=0.001))
-        assert self.registry.workers() == [
-            worker("w0", beat=-5, in_flight=3, stuck=1, clock_offset=-0.25, clock_error=0.001),
-            first,
-        ]
-        self.registry.beat(
-            replace(
-                first,
-                last_beat=at(1),
-                in_flight=7,
-                stuck=2,
-                host="other",
-                pid=1,
-                started_at=at(0),
-                clock_offset=1.5,
-                clock_error=0.002,
-            )
-        )
-        reopened = require(self.reopen(), WorkerRegistry, "WorkerRegistryContract")
-        assert reopened.workers()[1] == replace(
-            first, last_beat=at(1), in_flight=7, stuck=2, clock_offset=1.5, clock_error=0.002
-        )
-
-    def test_store_clock_is_none_or_the_stores_aware_utc_now(self) -> None:
-        before = datetime.now(UTC)
-        read = self.registry.store_clock()
-        after = datetime.now(UTC)
-        if read is not None:  # a store with a clock of its own: on this test machine, the same time
-            assert read.tzinfo is not None and read.utcoffset() == timedelta(0)
-            assert before - timedelta(seconds=1) <= read <= after + timedelta(seconds=1)
-
-    def test_remove_worker_deletes_its_row_and_ignores_unknown_ids(self) -> None:
-        self.registry.beat(worker("w1"))
-        self.registry.beat(worker("w2"))
-        self.registry.remove_worker("w1")
-        self.registry.remove_worker("nobody")
-        assert [x.id for x in self.registry.workers()] == ["w2"]
-
-    def test_release_dead_releases_active_claims_of_workers_whose_beat_is_too_old(self) -> None:
-        self.registry.beat(worker("dead", beat=-11))
-        self.registry.beat(worker("live", beat=-1))
-        dead_claims = insert(self.job_store, *(held_due("dead", occurrence=2, attempt=3) for _ in range(3)))
-        live_claim, unregistered = insert(self.job_store, held_due("live"), held_due("stock-rq-worker"))
-        finished = insert(self.job_store, job(status=JobStatus.COMPLETED, claimed_by="dead"))[0]
-        first = self.registry.release_dead(at(-10), [], NOW, 2)
-        rest = self.registry.release_dead(at(-10), [], NOW, 10)
-        assert len(first) == 2 and len(rest) == 1
-        assert sorted(ids(first + rest)) == sorted(ids(dead_claims))
-        for j in first + rest:
-            assert (j.status, j.occurrence, j.attempt) == (PENDING, 2, 3)
-            assert j.claimed_by is None and j.claimed_until is None and j.updated_at == NOW
-            assert self.job_store.get(j.id) == j
-        assert self.registry.release_dead(at(-10), [], NOW, 10) == []
-        for untouched in (live_claim, unregistered, finished):
-            assert self.job_store.get(untouched.id) == untouched
-        assert [x.id for x in self.registry.workers()] == ["dead", "live"]  # rows stay until forgotten
-
-    def test_release_dead_also_releases_the_named_workers_but_only_registered_ones(self) -> None:
-        self.registry.beat(worker("gone", beat=0))
-        gone, unregistered = insert(self.job_store, held_due("gone"), held_due("ghost"))
-        released = self.registry.release_dead(at(-10), ["gone", "ghost"], NOW, 10)
-        assert ids(released) == [gone.id]
-        assert self.job_store.get(unregistered.id) == unregistered
-
-    def test_a_worker_that_beats_again_keeps_its_claims(self) -> None:
-        self.registry.beat(worker("w1", beat=-20))
-        claim = insert(self.job_store, held_due("w1"))[0]
-        self.registry.beat(worker("w1", beat=0))  # resumed before anyone released it
-        assert self.registry.release_dead(at(-10), [], NOW, 10) == []
-        assert self.job_store.get(claim.id) == claim
-
-    def test_forget_workers_deletes_rows_whose_beat_is_older_than_the_cutoff(self) -> None:
-        for n, beat in enumerate((-7200, -3601, -3600, 0)):
-            self.registry.beat(worker(f"w{n}", beat=beat))
-        assert self.registry.forget_workers(at(-3600)) == 2
-        assert [x.id for x in self.registry.workers()] == ["w2", "w3"]
-        assert self.registry.forget_workers(at(-3600)) == 0
-
-
-PLUS_2 = timezone(timedelta(hours=2))
-
-
-class FireHistoryContract(StoreContract):
-    """The :class:`~schedule_sdk.ports.FireHistory` capability (``record_fires``, ``history``,
-    ``purge_history``): entries commit and roll back with the transaction that writes them."""
-
-    @property
-    def fire_history(self) -> FireHistory:
-        """The current test's store, as the capability under test."""
-        return require(self.job_store, FireHistory, "FireHistoryContract")
-
-    def test_a_recorded_fire_reads_back_field_for_field(self) -> None:
-        failed = fire(
-            occurrence=3,
-            attempt=2,
-            due_at=NOW.astimezone(PLUS_2),
-            fired_at=(NOW + timedelta(microseconds=7)).astimezone(PLUS_2),
-            lateness_ms=0,
-            outcome=FireOutcome.FAILED,
-            error="RuntimeError: <script>é</script>",
-        )
-        record(self.job_store, failed)
-        [back] = require(self.reopen(), FireHistory, "FireHistoryContract").history(failed.job_id, 10)
-        assert back == failed  # frozen dataclass equality; aware datetimes compare as instants
-        assert back.fired_at.utcoffset() == timedelta(0) and back.outcome is FireOutcome.FAILED
-
-    def test_history_is_one_jobs_newest_first_limited_and_paged(self) -> None:
-        mine = [fire(seconds=s, occurrence=s + 1) for s in range(5)]
-        record(self.job_store, *mine[:2], fire(job_id="01900000-0000-7000-8000-00000000000b"))
-        record(self.job_store, *mine[2:])
-        page = self.fire_history.history(FIRED_JOB_ID, 3)
-        assert [f.occurrence for f in page] == [5, 4, 3]
-        rest = self.fire_history.history(FIRED_JOB_ID, 3, before=page[-1].fired_at)
-        assert [f.occurrence for f in rest] == [2, 1]
-        assert self.fire_history.history("01900000-0000-7000-8000-00000000000c", 3) == []
-
-    def test_fires_roll_back_with_their_transaction(self) -> None:
-        with pytest.raises(RuntimeError), self.job_store.transaction() as tx:
-            self.fire_history.record_fires(tx, [fire()])
-            raise RuntimeError("abort")
-        assert self.fire_history.history(FIRED_JOB_ID, 10) == []
-
-    def test_purge_history_deletes_old_entries_oldest_first_up_to_the_limit(self) -> None:
-        record(self.job_store, *(fire(seconds=s, occurrence=s + 1) for s in range(6)))
-        assert self.fire_history.purge_history(at(3), 2) == 2  # fired at +0.25 and +1.25
-        assert [f.occurrence for f in self.fire_history.history(FIRED_JOB_ID, 10)] == [6, 5, 4, 3]
-        assert self.fire_history.purge_history(at(3), 10) == 1  # +2.25; +3.25 is not before +3
-        assert self.fire_history.purge_history(at(3), 10) == 0
-        assert [f.occurrence for f in self.fire_history.history(FIRED_JOB_ID, 10)] == [6, 5, 4]
-
-    def test_purge_history_returns_less_than_the_limit_only_when_nothing_old_is_left(self) -> None:
-        """Whatever else the store deletes with the entries (a summary of them), calls until one
-        returns less than ``limit`` leave nothing before the cutoff and keep everything after."""
-        minutes = range(-180, 0, 7)  # fires in many minutes, some failed, varied lateness
-        old = [
-            fire(seconds=60 * m, occurrence=n, lateness_ms=10**n % 7_000_000, topic=f"t{n % 3}")
-            for n, m in enumerate(minutes)
-        ]
-        old += [fire(seconds=60 * m, outcome=FireOutcome.FAILED, topic="t9") for m in minutes[::4]]
-        kept = [fire(seconds=s, occurrence=100 + s) for s in range(0, 300, 60)]
-        for start in range(0, len(old), 5):  # several transactions
-            record(self.job_store, *old[start : start + 5])
-        record(self.job_store, *kept)
-        total, calls = 0, 0
-        while True:
-            deleted = self.fire_history.purge_history(at(0), 3)
-            assert 0 <= deleted <= 3
-            total, calls = total + deleted, calls + 1
-            if deleted < 3:
-                break
-            assert calls < 1000
-        assert total >= len(old)
-        assert self.fire_history.purge_history(at(0), 3) == 0
-        left = require(self.reopen(), FireHistory, "FireHistoryContract").history(FIRED_JOB_ID, 100)
-        assert sorted(f.occurrence for f in left) == [100 + s for s in range(0, 300, 60)]

@@ -33,8 +33,8 @@ import pytest
 from schedule_sdk.domain.jobs import ScheduledJob
 from schedule_sdk.domain.status import OPEN_STATUSES, JobStatus
 from schedule_sdk.ports import Guard, JoinableStore, require
-from schedule_sdk.testing.contracts.job_store import StoreContract
 from schedule_sdk.testing.contracts.rows import NOW, insert, job
+from schedule_sdk.testing.contracts.store import StoreContract
 
 
 class JoinedTransactionContract(StoreContract):

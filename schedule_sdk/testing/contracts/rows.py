@@ -57,7 +57,7 @@ FIRED_JOB_ID = "01900000-0000-7000-8000-00000000000a"
 
 
 def fire(seconds: float = 0, **changes: Any) -> FireRecord:
-    """A fire history entry: a success due ``seconds`` after ``NOW``, fired 250 ms late."""
+    """A fire history entry: a success due ``seconds`` after ``NOW``, fired late by ``lateness_ms=250``."""
     values: dict[str, Any] = {
         "job_id": FIRED_JOB_ID,
         "topic": "contract.test",
