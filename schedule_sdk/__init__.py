@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib as _importlib
 from typing import TYPE_CHECKING
+from typing import Any as _Any
 
 if TYPE_CHECKING:
     from schedule_sdk.aio.service import AsyncScheduleService
@@ -110,7 +111,7 @@ def _errors() -> frozenset[str]:
     return frozenset(names)
 
 
-def __getattr__(name: str) -> object:
+def __getattr__(name: str) -> _Any:
     """A public name, imported from its home on first use; also the error classes, importable from
     the top as before (their home is :mod:`schedule_sdk.errors`)."""
     if name in _SUBPACKAGES:

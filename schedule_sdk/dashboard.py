@@ -17,16 +17,17 @@ if TYPE_CHECKING:
 _HOME = "schedule_sdk.entrypoints.dashboard"
 
 
-def __getattr__(name: str) -> object:
-    if name in __all__:
-        value = getattr(importlib.import_module(_HOME), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+if not TYPE_CHECKING:  # checkers see the names above, and no other
 
+    def __getattr__(name: str) -> object:
+        if name in __all__:
+            value = getattr(importlib.import_module(_HOME), name)
+            globals()[name] = value
+            return value
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+    def __dir__() -> list[str]:
+        return sorted(set(globals()) | set(__all__))
 
 
 __all__ = ["AuthHook", "TenantScope", "create_dashboard"]
