@@ -99,3 +99,16 @@ def test_type_checkers_see_the_names_and_their_types(tmp_path: Path) -> None:
     assert cron.startswith('"def (expression: str'), cron
     assert dashboard.endswith('-> starlette.applications.Starlette"'), dashboard
     assert "TenantScope" in scope, scope
+
+
+def test_starting_on_a_migrated_database_loads_no_alembic(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'jobs.db'}"
+    start = (
+        "from schedule_sdk import ScheduleContainer\n"
+        "container = ScheduleContainer()\n"
+        f"container.config.from_dict({{'database_url': {url!r}}})\n"
+        "container.schedule_service().list()\n"
+        "container.shutdown_resources()"
+    )
+    assert "alembic" in loaded_after(start)  # the first start-up migrates the empty database
+    assert "alembic" not in loaded_after(start)  # later ones find it at HEAD_REVISION
