@@ -117,17 +117,18 @@ def __getattr__(name: str) -> _Any:
     if name in _SUBPACKAGES:
         return _importlib.import_module(f"{__name__}.{name}")
     home = _HOMES.get(name)
-    if home is None and not name.startswith("__") and name in _errors():
-        home = "schedule_sdk.errors"
     if home is not None:
         value = getattr(_importlib.import_module(home), name)
         globals()[name] = value
         return value
+    if not name.startswith("__") and name in _errors():
+        return getattr(_importlib.import_module("schedule_sdk.errors"), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__) | _errors() | _SUBPACKAGES)
+    """The public names and the sub-packages (the error classes are listed by :mod:`schedule_sdk.errors`)."""
+    return sorted((set(globals()) - {"TYPE_CHECKING"}) | set(__all__) | _SUBPACKAGES)
 
 
 __all__ = [
