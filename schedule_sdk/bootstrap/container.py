@@ -29,7 +29,6 @@ import importlib
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
-from dependency_injector import containers, providers
 from sqlalchemy.engine import Engine
 
 from schedule_sdk.adapters.clock import SystemClock
@@ -39,6 +38,7 @@ from schedule_sdk.adapters.stores import schema
 from schedule_sdk.adapters.stores.declared import SQLAlchemyDeclaredRows
 from schedule_sdk.adapters.stores.engine import make_async_engine, make_engine, session_name
 from schedule_sdk.adapters.stores.sqlalchemy import SQLAlchemyJobStore
+from schedule_sdk.bootstrap.injector import containers, providers
 from schedule_sdk.bootstrap.settings import Settings
 from schedule_sdk.bootstrap.tracing import tracing_for
 from schedule_sdk.core.declared import DeclaredSchedules, DeclaredSync

@@ -18,7 +18,6 @@ import logging
 import threading
 from typing import Any
 
-from dependency_injector import containers, providers
 from sqlalchemy.engine import Engine
 
 from schedule_sdk.adapters.brokers.inprocess import InProcessBus, InProcessCommandSource
@@ -27,6 +26,7 @@ from schedule_sdk.adapters.stores import schema
 from schedule_sdk.adapters.stores.engine import make_engine
 from schedule_sdk.adapters.stores.sqlalchemy_timers import SQLAlchemyTimerStore
 from schedule_sdk.bootstrap.container import ScheduleContainer
+from schedule_sdk.bootstrap.injector import containers, providers
 from schedule_sdk.bootstrap.settings import Settings
 from schedule_sdk.bootstrap.timer_settings import TimerSettings
 from schedule_sdk.core.listeners import ListenerRegistry

@@ -17,18 +17,10 @@ import os
 import sys
 import traceback
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from datetime import UTC, date, datetime, timedelta
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
-import sqlalchemy as sa
-
-from schedule_sdk.bootstrap.container import ScheduleContainer
-from schedule_sdk.bootstrap.settings import Settings
-from schedule_sdk.core.reconciler import ReconcileReport
-from schedule_sdk.core.retention import parse_duration
-from schedule_sdk.core.service import shown_history
-from schedule_sdk.domain.calendars import Calendar, HolidaySpec
 from schedule_sdk.domain.errors import (
     InvalidSetting,
     JobFinished,
@@ -39,17 +31,50 @@ from schedule_sdk.domain.errors import (
     ScheduleUnavailable,
     ScheduleValidationError,
 )
-from schedule_sdk.domain.history import FireRecord
-from schedule_sdk.domain.jobs import CronRepeat, RepeatSpec, ScheduledJob
-from schedule_sdk.domain.redis_url import sentinel_target
 from schedule_sdk.domain.text import masked_url, without_secret
-from schedule_sdk.domain.time_limits import limit_ms
-from schedule_sdk.domain.timing import FireTime
 from schedule_sdk.entrypoints import cli_schedules
-from schedule_sdk.entrypoints.stopping import StopSignals
+from schedule_sdk.entrypoints.cli_context import (
+    ERROR,
+    NOT_FOUND,
+    OK,
+    UNAVAILABLE,
+    UNHEALTHY,
+    USAGE,
+    Context,
+    UsageError,
+)
 
-OK, ERROR, USAGE, NOT_FOUND, UNAVAILABLE = 0, 1, 2, 3, 4
-UNHEALTHY = 5  # `health`: a check failed (no live worker, old backlog); `db current`: upgrade pending
+if TYPE_CHECKING:
+    import sqlalchemy as sa
+
+    from schedule_sdk.bootstrap.container import ScheduleContainer
+    from schedule_sdk.bootstrap.settings import Settings
+    from schedule_sdk.core.reconciler import ReconcileReport
+    from schedule_sdk.domain.history import FireRecord
+    from schedule_sdk.domain.jobs import RepeatSpec, ScheduledJob
+    from schedule_sdk.domain.timing import FireTime
+
+# The CLI's start-up imports no store, container or web framework: ``--help`` and ``cron`` need
+# none of them, and each command imports what it uses inside itself.
+
+__all__ = [
+    "ERROR",
+    "NOT_FOUND",
+    "OK",
+    "UNAVAILABLE",
+    "UNHEALTHY",
+    "USAGE",
+    "Context",
+    "UsageError",
+    "beat_age",
+    "build_parser",
+    "clock_offset",
+    "fire_to_dict",
+    "import_listener_modules",
+    "job_to_dict",
+    "main",
+    "run_in",
+]
 
 EPILOG = """\
 configuration:
@@ -68,35 +93,6 @@ exit codes:
 """
 
 
-class UsageError(Exception):
-    """A configuration or usage problem the user must fix (exit code 2)."""
-
-
-@dataclass
-class Context:
-    """What every command gets: parsed options, the container, and where to write."""
-
-    args: argparse.Namespace
-    container: ScheduleContainer
-    out: TextIO
-    err: TextIO
-
-    @property
-    def settings(self) -> Settings:
-        settings: Settings = self.container.settings()
-        return settings
-
-    def progress(self, text: str, *, final: bool = False) -> None:
-        """A progress line on stderr (rewritten in place on a terminal)."""
-        if self.args.quiet:
-            return
-        if self.err.isatty():
-            self.err.write(f"\r\x1b[K{text}" + ("\n" if final else ""))
-        else:
-            self.err.write(text + "\n")
-        self.err.flush()
-
-
 # -- helpers ---------------------------------------------------------------------------------------
 
 
@@ -107,6 +103,10 @@ def _one_line(error: BaseException) -> str:
 
 def _check_urls(settings: Settings) -> None:
     """Refuse URLs no adapter can use before anything tries to connect."""
+    import sqlalchemy as sa
+
+    from schedule_sdk.domain.redis_url import sentinel_target
+
     shown = masked_url(settings.database_url)  # never print a password
     try:
         url = sa.make_url(settings.database_url)
@@ -128,6 +128,9 @@ def _check_urls(settings: Settings) -> None:
 def job_to_dict(job: ScheduledJob) -> dict[str, Any]:
     """A JSON-ready view of a stored job (times as ISO 8601 UTC; the time limit as
     ``time_limit_ms``, whole milliseconds or None)."""
+    from schedule_sdk.domain.jobs import ScheduledJob
+    from schedule_sdk.domain.time_limits import limit_ms
+
     data: dict[str, Any] = {}
     for name in ScheduledJob.__dataclass_fields__:
         value = getattr(job, name)
@@ -169,6 +172,8 @@ def import_listener_modules(modules: Sequence[str]) -> None:
 
 
 def cmd_worker(ctx: Context) -> int:
+    from schedule_sdk.entrypoints.stopping import StopSignals
+
     settings = ctx.settings
     modules = settings.listener_modules
     import_listener_modules(modules)
@@ -225,7 +230,7 @@ def cmd_dashboard(ctx: Context) -> int:
     try:
         import uvicorn
 
-        from schedule_sdk.dashboard import create_dashboard
+        from schedule_sdk.entrypoints.dashboard import create_dashboard
     except ImportError as error:
         raise UsageError(f"the dashboard needs: pip install 'schedule-sdk[dashboard]' ({error})") from error
     token = os.environ.get(DASHBOARD_TOKEN_ENV) or None
@@ -390,6 +395,8 @@ def cmd_jobs_list(ctx: Context) -> int:
 
 
 def cmd_jobs_show(ctx: Context) -> int:
+    from schedule_sdk.core.service import shown_history
+
     service = ctx.container.schedule_service()
     job = service.get_by_id(ctx.args.job_id)
     if job is None:
@@ -431,6 +438,9 @@ def _cron_spec(a: argparse.Namespace) -> RepeatSpec:
     """The spec ``schedule-sdk cron`` previews: the expression in ``--tz``, with ``--spread`` (and
     ``--spread-key``) and the calendar of ``--exclude-weekday``, ``--exclude-date`` and
     ``--holidays``."""
+    from schedule_sdk.domain.calendars import Calendar, HolidaySpec
+    from schedule_sdk.domain.jobs import CronRepeat, RepeatSpec
+
     spread = None if a.spread is None else timedelta(seconds=a.spread)
     dates: list[date] = []
     for text in a.exclude_date or ():
@@ -475,6 +485,8 @@ def _fire_note(fire: FireTime) -> str:
 
 def fire_to_dict(fire: FireRecord) -> dict[str, Any]:
     """A JSON-ready fire history entry (times as ISO 8601 UTC)."""
+    from schedule_sdk.domain.history import FireRecord
+
     data = {name: getattr(fire, name) for name in FireRecord.__dataclass_fields__}
     data.update(due_at=fire.due_at.isoformat(), fired_at=fire.fired_at.isoformat())
     data["outcome"] = fire.outcome.value
@@ -518,6 +530,8 @@ def cmd_jobs_requeue(ctx: Context) -> int:
 
 
 def cmd_jobs_purge(ctx: Context) -> int:
+    from schedule_sdk.core.retention import parse_duration
+
     try:
         older_than = parse_duration(ctx.args.older_than)
     except ScheduleValidationError as error:
@@ -779,9 +793,13 @@ def build_parser() -> argparse.ArgumentParser:
 # -- main ------------------------------------------------------------------------------------------
 
 
-def _container(args: argparse.Namespace) -> ScheduleContainer:
+def _container(args: argparse.Namespace) -> ScheduleContainer | None:
     if args.handler is cmd_cron:  # needs no store: the configured URLs are not checked
-        return ScheduleContainer()
+        return None
+    if args.handler is cmd_timer and {"-h", "--help"} & set(args.timer_args):
+        return None  # the timer service's own help: it reads TIMER_* settings, not these URLs
+    from schedule_sdk.bootstrap.container import ScheduleContainer
+
     overrides: dict[str, Any] = {"database_url": args.database_url, "redis_url": args.redis_url}
     if getattr(args, "listeners", None):
         overrides["listener_modules"] = args.listeners
@@ -860,7 +878,7 @@ def run_in(
         return _failed(args, error, err)
 
 
-def _run(args: argparse.Namespace, container: ScheduleContainer, out: TextIO, err: TextIO) -> int:
+def _run(args: argparse.Namespace, container: ScheduleContainer | None, out: TextIO, err: TextIO) -> int:
     try:
         return int(args.handler(Context(args, container, out, err)))
     except KeyboardInterrupt:

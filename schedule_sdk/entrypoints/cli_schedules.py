@@ -10,10 +10,10 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from schedule_sdk.domain.declared import Plan, PlanItem
+from schedule_sdk.entrypoints.cli_context import Context, UsageError
 
 if TYPE_CHECKING:
-    from schedule_sdk.entrypoints.cli import Context
+    from schedule_sdk.domain.declared import Plan, PlanItem
 
 _SIGNS = {"add": "+", "change": "~", "remove": "-", "keep": "=", "unchanged": " ", "stale": "!"}
 
@@ -24,8 +24,6 @@ def _time(value: Any) -> str:
 
 def _bind(ctx: Context) -> Any:
     """The container's declared sync, with the methods of ``--container`` bound."""
-    from schedule_sdk.entrypoints.cli import UsageError
-
     container = ctx.container
     schedules = container.declared_schedules()
     modules = list(ctx.settings.listener_modules)

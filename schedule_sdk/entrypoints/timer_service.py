@@ -13,14 +13,16 @@ import argparse
 import gc
 import logging
 import os
+from typing import TYPE_CHECKING
 
-from schedule_sdk.adapters.metrics import InMemoryMetrics, PrometheusMetrics
-from schedule_sdk.bootstrap.timer import Timer
-from schedule_sdk.bootstrap.timer_settings import TimerSettings
 from schedule_sdk.domain.errors import ScheduleError
 from schedule_sdk.domain.text import masked_url
 from schedule_sdk.entrypoints.stopping import StopSignals
-from schedule_sdk.ports import Metrics
+
+if TYPE_CHECKING:
+    from schedule_sdk.bootstrap.timer import Timer
+    from schedule_sdk.bootstrap.timer_settings import TimerSettings
+    from schedule_sdk.ports import Metrics
 
 logger = logging.getLogger(__name__)
 
@@ -50,6 +52,10 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    # Imported once the options are read: ``--help`` loads neither the store nor the container.
+    from schedule_sdk.bootstrap.timer import Timer
+    from schedule_sdk.bootstrap.timer_settings import TimerSettings
+
     logging.basicConfig(
         level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
@@ -86,6 +92,8 @@ def _serve(timer: Timer, settings: TimerSettings, stop: StopSignals) -> int:
 
 
 def _metrics(settings: TimerSettings) -> Metrics:
+    from schedule_sdk.adapters.metrics import InMemoryMetrics, PrometheusMetrics
+
     if not settings.metrics_port:
         return InMemoryMetrics()
     metrics = PrometheusMetrics()

@@ -36,10 +36,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import cast
 
-from dependency_injector import providers
-
 from schedule_sdk.adapters.stores.memory import MemoryJobStore
 from schedule_sdk.bootstrap.container import ScheduleContainer
+from schedule_sdk.bootstrap.injector import providers
 from schedule_sdk.bootstrap.settings import Settings
 from schedule_sdk.core.firing import Firing
 from schedule_sdk.core.listeners import ListenerRegistry

@@ -19,21 +19,31 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeGuard
 
 import sqlalchemy as sa
 from sqlalchemy import event
 from sqlalchemy.engine import Connection
-from sqlalchemy.orm import Session, SessionTransaction
 
 from schedule_sdk.domain.errors import TransactionNotJoinable
+
+if TYPE_CHECKING:
+    from sqlalchemy.orm import Session, SessionTransaction
 
 logger = logging.getLogger(__name__)
 
 _HOOKS = "schedule_sdk_after_transaction"
+
+
+def _is_session(connection: object) -> TypeGuard[Session]:
+    """Whether ``connection`` is an ORM ``Session``, without importing the ORM: a Session exists
+    only where ``sqlalchemy.orm`` was imported."""
+    orm = sys.modules.get("sqlalchemy.orm")
+    return orm is not None and isinstance(connection, orm.Session)
 
 
 def connection_of(connection: object, home: sa.URL) -> Connection:
@@ -41,7 +51,7 @@ def connection_of(connection: object, home: sa.URL) -> Connection:
 
     :raises TransactionNotJoinable: not a Connection or Session, or not on the database ``home``.
     """
-    if isinstance(connection, Session):
+    if _is_session(connection):
         conn = connection.connection()
     elif isinstance(connection, Connection):
         conn = connection
@@ -91,7 +101,7 @@ def after_transaction(
 ) -> None:
     """Run ``committed`` after the caller's transaction commits, ``rolled_back`` if it does not."""
     hooks: _Hooks | None
-    if isinstance(connection, Session):
+    if _is_session(connection):
         hooks = connection.info.get(_HOOKS)
         if hooks is None:
             hooks = connection.info[_HOOKS] = _Hooks()

@@ -10,13 +10,13 @@ filters by ``tenant_id``; the only cross-tenant query is the maintenance query :
 from __future__ import annotations
 
 import contextlib
+import importlib
 from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy import exc
-from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection, Engine
 
 from schedule_sdk.adapters.stores.engine import translate_errors
@@ -82,10 +82,17 @@ def due_query(tenant_id: str, now: datetime, limit: int) -> sa.Select[Any]:
     )
 
 
+def dialect_insert(dialect: str) -> Any:
+    """The ``insert`` of the ``postgresql`` or ``sqlite`` dialect (``ON CONFLICT``), imported on
+    first use: a process loads only its database's dialect."""
+    name = "postgresql" if dialect == "postgresql" else "sqlite"
+    return importlib.import_module(f"sqlalchemy.dialects.{name}").insert
+
+
 class SQLAlchemyTimerStore(TimerStore):
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
-        insert = postgresql.insert if engine.dialect.name == "postgresql" else sqlite.insert
+        insert = dialect_insert(engine.dialect.name)
         # RETURNING tells which rows were new (executemany: "insertmanyvalues" batches)
         self._insert_statement = (
             insert(t)
