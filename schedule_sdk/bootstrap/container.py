@@ -35,10 +35,10 @@ from sqlalchemy.engine import Engine
 from schedule_sdk.adapters.clock import SystemClock
 from schedule_sdk.adapters.metrics import InMemoryMetrics
 from schedule_sdk.adapters.publishers.blinker import BlinkerEventPublisher
-from schedule_sdk.adapters.stores import schema
-from schedule_sdk.adapters.stores.declared import SQLAlchemyDeclaredRows
-from schedule_sdk.adapters.stores.engine import make_async_engine, make_engine, session_name
-from schedule_sdk.adapters.stores.sqlalchemy import SQLAlchemyJobStore
+from schedule_sdk.adapters.sql import schema
+from schedule_sdk.adapters.sql.declared import SQLAlchemyDeclaredRows
+from schedule_sdk.adapters.sql.engine import make_async_engine, make_engine, session_name
+from schedule_sdk.adapters.sql.store import SQLAlchemyJobStore
 from schedule_sdk.bootstrap.settings import Settings
 from schedule_sdk.bootstrap.tracing import tracing_for
 from schedule_sdk.core.declared import DeclaredSchedules, DeclaredSync

@@ -38,7 +38,7 @@ from typing import cast
 
 from dependency_injector import providers
 
-from schedule_sdk.adapters.stores.memory import MemoryJobStore
+from schedule_sdk.adapters.memory import MemoryJobStore
 from schedule_sdk.bootstrap.container import ScheduleContainer
 from schedule_sdk.bootstrap.settings import Settings
 from schedule_sdk.core.firing import Firing

@@ -15,8 +15,8 @@ import pytest
 import sqlalchemy as sa
 
 from schedule_sdk import JobStatus, OneShotSpec, StoreUnavailable
-from schedule_sdk.adapters.stores import schema
-from schedule_sdk.adapters.stores.engine import make_engine, session_name
+from schedule_sdk.adapters.sql import schema
+from schedule_sdk.adapters.sql.engine import make_engine, session_name
 from tests.conftest import COMBINATIONS, Backend
 from tests.conftest import _backend as backend_of
 from tests.support import control, services

@@ -20,8 +20,8 @@ from schedule_sdk import (
     StoreLacksCapability,
     TransactionNotJoinable,
 )
+from schedule_sdk.adapters.memory import MemoryJobStore
 from schedule_sdk.adapters.publishers.blinker import BlinkerEventPublisher
-from schedule_sdk.adapters.stores.memory import MemoryJobStore
 from schedule_sdk.core.firing import Firing
 from schedule_sdk.core.health import check_health
 from schedule_sdk.core.listeners import ListenerRegistry

@@ -18,8 +18,8 @@ from datetime import timedelta
 from dependency_injector import containers
 from starlette.applications import Starlette
 
-from schedule_sdk.adapters.stores.declared import SQLAlchemyDeclaredRows
-from schedule_sdk.adapters.stores.sqlalchemy import SQLAlchemyJobStore
+from schedule_sdk.adapters.sql.declared import SQLAlchemyDeclaredRows
+from schedule_sdk.adapters.sql.store import SQLAlchemyJobStore
 from schedule_sdk.bootstrap.container import ScheduleContainer
 from schedule_sdk.core.service import ScheduleService
 from schedule_sdk.entrypoints.dashboard.app import Dashboard

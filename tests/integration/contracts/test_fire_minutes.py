@@ -17,11 +17,11 @@ import pytest
 import sqlalchemy as sa
 from alembic import command
 
-from schedule_sdk.adapters.stores import fire_minutes, schema
-from schedule_sdk.adapters.stores.engine import make_engine
-from schedule_sdk.adapters.stores.fire_minutes import PER_ENTRY_MAX
-from schedule_sdk.adapters.stores.sqlalchemy import SQLAlchemyJobStore
-from schedule_sdk.adapters.stores.tables import schedule_fire_failures, schedule_fire_minutes, schedule_fires
+from schedule_sdk.adapters.sql import fire_minutes, schema
+from schedule_sdk.adapters.sql.engine import make_engine
+from schedule_sdk.adapters.sql.fire_minutes import PER_ENTRY_MAX
+from schedule_sdk.adapters.sql.store import SQLAlchemyJobStore
+from schedule_sdk.adapters.sql.tables import schedule_fire_failures, schedule_fire_minutes, schedule_fires
 from schedule_sdk.domain.history import LATENESS_BOUNDS, FireOutcome, FireRecord
 from schedule_sdk.testing.contracts.rows import NOW, fire, record
 

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from schedule_sdk.adapters.stores.sqlalchemy import PURGE_LOCK_KEY, SQLAlchemyJobStore
+from schedule_sdk.adapters.sql.store import PURGE_LOCK_KEY, SQLAlchemyJobStore
 from schedule_sdk.domain.status import JobStatus
 
 from .conftest import StoreFactory

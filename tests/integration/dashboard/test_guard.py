@@ -11,7 +11,7 @@ import pytest
 import sqlalchemy as sa
 
 from schedule_sdk import JobMetadata, JobStatus, ScheduleValidationError
-from schedule_sdk.adapters.stores.tables import schedule_jobs
+from schedule_sdk.adapters.sql.tables import schedule_jobs
 from schedule_sdk.dashboard import TenantScope, create_dashboard
 from schedule_sdk.domain.timers import TIMER_TOPIC
 from schedule_sdk.entrypoints.dashboard.security import LOGIN_FAILURES, LOGIN_WINDOW, MAX_FORM_BYTES

@@ -17,7 +17,7 @@ from schedule_sdk import (
     JobStatus,
     RepeatSpec,
 )
-from schedule_sdk.adapters.stores.tables import schedule_fires
+from schedule_sdk.adapters.sql.tables import schedule_fires
 from schedule_sdk.dashboard import create_dashboard
 
 from .conftest import T0, Client, Site, fire

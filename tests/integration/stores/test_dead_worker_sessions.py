@@ -20,7 +20,7 @@ import sqlalchemy as sa
 from sqlalchemy import exc
 
 from schedule_sdk import OneShotSpec
-from schedule_sdk.adapters.stores.engine import session_name
+from schedule_sdk.adapters.sql.engine import session_name
 from schedule_sdk.ports import WorkerInfo
 from tests.conftest import Backend
 from tests.harness import Harness

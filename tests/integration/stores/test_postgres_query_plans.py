@@ -13,9 +13,9 @@ import psycopg
 import pytest
 import sqlalchemy as sa
 
-from schedule_sdk.adapters.stores import pg_claims
-from schedule_sdk.adapters.stores import sqlalchemy as store
-from schedule_sdk.adapters.stores.engine import make_engine
+from schedule_sdk.adapters.sql import store
+from schedule_sdk.adapters.sql.engine import make_engine
+from schedule_sdk.adapters.sql.fast import pg_claims
 from schedule_sdk.domain.jobs import JobQuery
 from schedule_sdk.domain.status import JobStatus
 

@@ -10,10 +10,9 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
-from schedule_sdk.adapters.stores import schema
-from schedule_sdk.adapters.stores import sqlalchemy as store
-from schedule_sdk.adapters.stores.engine import make_engine
-from schedule_sdk.adapters.stores.tables import schedule_jobs as t
+from schedule_sdk.adapters.sql import schema, store
+from schedule_sdk.adapters.sql.engine import make_engine
+from schedule_sdk.adapters.sql.tables import schedule_jobs as t
 from schedule_sdk.domain.jobs import JobQuery
 from schedule_sdk.domain.status import JobStatus
 
@@ -72,8 +71,8 @@ def _sql(statement: sa.ClauseElement) -> str:
 )
 def test_dashboard_reads_use_their_index(name: str, index: str, tmp_path: Path) -> None:
     """The dashboard's reads at a million rows: by index, never a table scan."""
-    from schedule_sdk.adapters.stores.tables import NOT_PENDING_CONDITION
-    from schedule_sdk.adapters.stores.tables import schedule_fires as f
+    from schedule_sdk.adapters.sql.tables import NOT_PENDING_CONDITION
+    from schedule_sdk.adapters.sql.tables import schedule_fires as f
 
     statements = {
         "a status other than pending": sa.select(t.c.id)

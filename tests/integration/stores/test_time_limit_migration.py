@@ -13,10 +13,10 @@ import sqlalchemy as sa
 from alembic import command
 from alembic.script import ScriptDirectory
 
-from schedule_sdk.adapters.stores import schema
-from schedule_sdk.adapters.stores.engine import make_engine
-from schedule_sdk.adapters.stores.sqlalchemy import SQLAlchemyJobStore, to_row
-from schedule_sdk.adapters.stores.tables import schedule_fires, schedule_jobs, schedule_workers
+from schedule_sdk.adapters.sql import schema
+from schedule_sdk.adapters.sql.engine import make_engine
+from schedule_sdk.adapters.sql.store import SQLAlchemyJobStore, to_row
+from schedule_sdk.adapters.sql.tables import schedule_fires, schedule_jobs, schedule_workers
 from schedule_sdk.domain.history import FireOutcome
 from schedule_sdk.ports import WorkerInfo
 from schedule_sdk.testing.contracts.rows import NOW, fire, job

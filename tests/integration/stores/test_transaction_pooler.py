@@ -17,7 +17,7 @@ import pytest
 import sqlalchemy as sa
 
 from schedule_sdk import InvalidSetting, OneShotSpec, ScheduleContainer, Settings
-from schedule_sdk.adapters.stores.watch import check_listen
+from schedule_sdk.adapters.sql.watch import check_listen
 from schedule_sdk.entrypoints.cli import USAGE, main
 from schedule_sdk.errors import ListenNotDelivered
 from tests.conftest import Backend
