@@ -285,6 +285,9 @@ class JoinedTransaction(JobTransaction):
 # configured store has the capabilities that component needs (``StoreLacksCapability``).
 
 
+_Capability = TypeVar("_Capability")
+
+
 class JobStore(ABC):
     """The source of truth for jobs (and, for the ``sql`` substrate, the delay index): write
     transactions, reads, claims with leases, and the scans the reconciler and the poller need.
@@ -458,6 +461,12 @@ class JobStore(ABC):
     def close(self) -> None:
         """Release connections and threads."""
 
+    def capability(self, port: type[_Capability]) -> _Capability | None:
+        """This store's implementation of the capability ``port`` (one of :data:`CAPABILITIES`), or
+        None. By default the store itself when it inherits ``port``; a store that composes its
+        capabilities as objects of their own returns those. Use :func:`provided` or :func:`require`."""
+        return self if isinstance(self, port) else None
+
 
 class JoinableStore(ABC):
     """Capability: writing in the caller's own open transaction (``connection=`` of the service).
@@ -565,22 +574,25 @@ class Retention(ABC):
         wait for it)."""
 
 
-#: The capabilities a store may add to :class:`JobStore`.
-CAPABILITIES: tuple[type, ...] = (JoinableStore, WorkerRegistry, FireHistory, Retention)
-
-_Capability = TypeVar("_Capability")
+def provided(store: object, capability: Callable[..., _Capability]) -> _Capability | None:
+    """``store``'s implementation of ``capability`` (one of :data:`CAPABILITIES`, an abstract class:
+    hence typed as a callable, which mypy accepts): :meth:`JobStore.capability` for a job store,
+    else ``store`` itself if it inherits ``capability``; None when it has none."""
+    port = cast(type, capability)
+    found = store.capability(port) if isinstance(store, JobStore) else store
+    return cast(_Capability, found) if isinstance(found, port) else None
 
 
 def require(store: object, capability: Callable[..., _Capability], needed_by: str) -> _Capability:
     """``store`` as ``capability`` (one of :data:`CAPABILITIES`, an abstract class: hence typed as
     a callable, which mypy accepts), or refuse, naming ``needed_by``: what needs it.
 
-    :raises StoreLacksCapability: ``store`` does not declare ``capability`` (does not inherit it).
+    :raises StoreLacksCapability: ``store`` does not provide ``capability`` (:func:`provided`).
     """
-    port = cast(type, capability)
-    if isinstance(store, port):
-        return cast(_Capability, store)
-    raise StoreLacksCapability(type(store).__name__, port.__name__, needed_by)
+    found = provided(store, capability)
+    if found is not None:
+        return found
+    raise StoreLacksCapability(type(store).__name__, cast(type, capability).__name__, needed_by)
 
 
 class ExecutionQueue(ABC):
@@ -1085,3 +1097,14 @@ class DeclaredRows(ABC):
     @abstractmethod
     def read(self) -> list[tuple[StoredDeclaration, ScheduledJob | None]]:
         """:meth:`rows` outside a sync (a snapshot, no lock)."""
+
+
+#: The capabilities a store may add to :class:`JobStore`.
+CAPABILITIES: tuple[type, ...] = (
+    JoinableStore,
+    WorkerRegistry,
+    FireHistory,
+    Retention,
+    OperatorReads,
+    DeclaredRows,
+)

@@ -2,10 +2,10 @@
 
 In WAL mode with ``synchronous=NORMAL`` a commit appends to the log and does not wait for the disk;
 the disk is waited for when the log is copied back into the database, a *checkpoint* (copy, then
-fsync: several milliseconds). By default SQLite runs one inside the commit that takes the log past
+fsync). By default SQLite runs one inside the commit that takes the log past
 1,000 pages, while that writer still holds this process's writer lock: a claim queued behind it
 waits for the fsync, and at 200 fires a second (a claim and an outcome per fire) that was most of
-the worst 1 % of fire lateness (measured: p99 3.9 -> 1.7 ms on bench/independent.py's W3).
+the worst 1 % of fire lateness (bench/independent.py's W3 measures it).
 
 So the store's writer connection never checkpoints by itself (``wal_autocheckpoint=0``) and a
 :class:`Checkpointer` thread runs a ``PASSIVE`` checkpoint (which waits for no reader and no

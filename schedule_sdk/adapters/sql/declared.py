@@ -15,7 +15,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection, Engine
 
 from schedule_sdk.adapters.sql.engine import translate_errors
-from schedule_sdk.adapters.sql.store import from_row
+from schedule_sdk.adapters.sql.rows import from_row
 from schedule_sdk.adapters.sql.tables import schedule_declared as d
 from schedule_sdk.adapters.sql.tables import schedule_jobs as t
 from schedule_sdk.adapters.sql.timers import connection_of
@@ -49,6 +49,8 @@ def _pairs(conn: Connection) -> list[tuple[StoredDeclaration, ScheduledJob | Non
 
 
 class SQLAlchemyDeclaredRows(DeclaredRows):
+    """:class:`~schedule_sdk.ports.DeclaredRows` as the ``schedule_declared`` table on ``engine``."""
+
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
 

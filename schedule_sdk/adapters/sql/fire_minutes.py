@@ -5,10 +5,10 @@ added to in the transaction that writes the entries, purged with them.
   per summary table adds them (the failures table only when a fire failed).
 - PostgreSQL, batches of up to :data:`PER_ENTRY_MAX` fires: one statement per entry inserts it
   and adds 1 to its (minute, lateness class) row (a data-modifying CTE), all of them one
-  ``executemany`` (pipelined: one round trip); then the failures as on SQLite. A separate
-  statement for the counts costs a round trip per batch (measured +74 us for a batch of one
-  fire), which larger batches share: their entries are one ``COPY`` and their counts are added
-  as on SQLite, where adding one count per entry would update the same few rows once per entry.
+  ``executemany`` (pipelined: one round trip); then the failures as on SQLite. A separate statement
+  for the counts costs a round trip per batch, which larger batches share: their entries are one
+  ``COPY`` and their counts are added as on SQLite, where adding one count per entry would update
+  the same few rows once per entry.
 
 On PostgreSQL a summary row stays locked from its update to the commit, so writers adding to the
 same row would commit one after another. Rows are therefore spread over :data:`SHARDS` shards, the

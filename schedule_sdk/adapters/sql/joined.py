@@ -11,16 +11,20 @@ carries its transaction, after checking it reaches the database that holds the S
   no-op on the committed connection; an error of the COMMIT reaches the caller as from
   ``commit()``); ``rollback`` (also on ``close()`` of an open transaction) counts as rolled back.
 
+:class:`SQLJoins` is the SQL job store's :class:`~schedule_sdk.ports.JoinableStore`: it writes
+through those connections (or Django's connection, :mod:`.django`).
+
 Savepoints are not tracked: a job written inside a savepoint that is rolled back alone still gets
 its after-commit hand-off, which finds no row and does nothing.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,7 +33,11 @@ from sqlalchemy import event
 from sqlalchemy.engine import Connection
 from sqlalchemy.orm import Session, SessionTransaction
 
+from schedule_sdk.adapters.sql import django
+from schedule_sdk.adapters.sql.engine import translate_errors
+from schedule_sdk.adapters.sql.transaction import JoinedSQLTransaction
 from schedule_sdk.domain.errors import TransactionNotJoinable
+from schedule_sdk.ports import JoinableStore, JoinedTransaction
 
 logger = logging.getLogger(__name__)
 
@@ -136,3 +144,24 @@ def _listen_connection(conn: Connection, hooks: _Hooks) -> None:
     @event.listens_for(conn, "rollback")
     def _rollback(conn: Connection) -> None:
         hooks.run(committed=False)
+
+
+class SQLJoins(JoinableStore):
+    """:class:`~schedule_sdk.ports.JoinableStore` for the SQL job store on ``home`` (its engine)."""
+
+    def __init__(self, home: sa.Engine) -> None:
+        self.home = home
+
+    @contextlib.contextmanager
+    def join(self, connection: object) -> Iterator[JoinedTransaction]:
+        """Write through the caller's SQLAlchemy ``Connection`` or ``Session``, or Django's
+        connection inside ``transaction.atomic()`` (on this store's database), in its transaction:
+        this store's write lock is not taken, the caller commits or rolls back."""
+        if django.is_django_connection(connection):
+            check_database(django.url_of(connection), self.home.url)
+            with translate_errors(), django.borrow(connection) as conn:
+                yield JoinedSQLTransaction(conn, lambda done, _: django.on_commit(connection, done))
+            return
+        with translate_errors():
+            conn = connection_of(connection, self.home.url)
+        yield JoinedSQLTransaction(conn, lambda done, undone: after_transaction(connection, done, undone))

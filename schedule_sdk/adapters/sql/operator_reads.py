@@ -21,6 +21,7 @@ from sqlalchemy.engine import Engine
 
 from schedule_sdk.adapters.sql.engine import translate_errors
 from schedule_sdk.adapters.sql.fire_minutes import minute_of
+from schedule_sdk.adapters.sql.rows import from_row
 from schedule_sdk.adapters.sql.tables import FINISHED_CONDITION, NOT_PENDING_CONDITION
 from schedule_sdk.adapters.sql.tables import schedule_fire_failures as fire_failures
 from schedule_sdk.adapters.sql.tables import schedule_fire_minutes as fire_minutes
@@ -48,10 +49,11 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 class SQLOperatorReads(OperatorReads):
-    """:class:`~schedule_sdk.ports.OperatorReads` as SQL on ``self.engine`` (SQLite or PostgreSQL):
-    the SQL job store inherits it."""
+    """:class:`~schedule_sdk.ports.OperatorReads` as SQL on ``engine`` (SQLite or PostgreSQL): the
+    SQL job store composes it."""
 
-    engine: Engine
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
 
     def _rows(self, statement: sa.Executable, **params: Any) -> list[tuple[Any, ...]]:
         with translate_errors(), self.engine.connect() as conn:
@@ -229,8 +231,6 @@ class SQLOperatorReads(OperatorReads):
     # -- the jobs list ------------------------------------------------------------------------
 
     def search_jobs(self, search: JobSearch) -> list[ScheduledJob]:
-        from schedule_sdk.adapters.sql.store import from_row  # it builds on this module
-
         with translate_errors(), self.engine.connect() as conn:
             return [from_row(r) for r in conn.execute(search_statement(search)).mappings()]
 

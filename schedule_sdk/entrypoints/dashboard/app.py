@@ -76,7 +76,15 @@ from schedule_sdk.entrypoints.dashboard.security import (
     client_of,
     read_form,
 )
-from schedule_sdk.ports import Clock, DeclaredRows, JobStore, OperatorReads, WorkerRegistry, require
+from schedule_sdk.ports import (
+    Clock,
+    DeclaredRows,
+    JobStore,
+    OperatorReads,
+    WorkerRegistry,
+    provided,
+    require,
+)
 
 PAGE_SIZE = 50
 #: The "what fires next" page: this far ahead, at most this many fires.
@@ -234,10 +242,11 @@ class Dashboard:
 
     def _alarm(self) -> Alarm | None:
         """None while a registered worker is live; else what the banner says."""
-        if not isinstance(self.store, WorkerRegistry):
+        registry = provided(self.store, WorkerRegistry)
+        if registry is None:
             return None
         try:
-            registered = self.store.workers()
+            registered = registry.workers()
         except ScheduleUnavailable:
             return None  # the page itself will say the store is unreachable
         now = self.clock.now()

@@ -1,11 +1,11 @@
 """PostgreSQL claims as prepared driver statements: the statement every fire starts with.
 
-A claim through SQLAlchemy Core costs about 0.3 ms of CPU per execution (cache lookup, expanding
-parameters, result processing) on top of the driver's 0.2 ms; on the fire path that CPU competes
-for the GIL with the pump, the consumer and the listeners, and shows up as lateness. So on
-PostgreSQL both claim statements are fixed SQL text run on the driver connection (keys travel as
-arrays, so the text never changes and psycopg prepares it once per connection), except behind a
-transaction pooler, where the engine's connections prepare nothing (``prepare_threshold=None``).
+A claim through SQLAlchemy Core spends CPU per execution (cache lookup, expanding parameters, result
+processing) on top of the driver's own; on the fire path that CPU competes for the GIL with the
+pump, the consumer and the listeners, and shows up as lateness. So on PostgreSQL both claim
+statements are fixed SQL text run on the driver connection (keys travel as arrays, so the text never
+changes and psycopg prepares it once per connection), except behind a transaction pooler, where the
+engine's connections prepare nothing (``prepare_threshold=None``).
 
 Both choose and lock pending rows inside a materialized CTE (``FOR UPDATE SKIP LOCKED`` evaluated
 once, so a batch never claims more than asked; a locked row is re-checked against the condition
@@ -254,11 +254,11 @@ def claim_keyed(engine: Engine, lock: str, statement: str, params: dict[str, Any
 #: - no table scans. The planner estimates the due pending rows from the whole table's ``run_at``
 #:   statistics, though finished rows are the past and pending ones mostly the future: it expects
 #:   thousands due where there are a few, and where every row has a key it expects no row without
-#:   one, and then reads the whole table to find none (0.5 ms per claim on 3,000 rows) rather than
-#:   the due entries of ``ix_schedule_jobs_pending_due`` (0.1 ms). No claim is ever better served
+#:   one, and then reads the whole table to find none rather than the due entries of
+#:   ``ix_schedule_jobs_pending_due``. No claim is ever better served
 #:   by reading the whole table;
 #: - generic plans: the keyed claim's custom plans (made afresh for each execution's values) cost
-#:   about 0.5 ms of planning, five times its execution; its generic plan reads the same indexes.
+#:   more planning than execution; its generic plan reads the same indexes.
 CLAIM_SETTINGS = (
     "set_config('enable_seqscan', 'off', true), set_config('plan_cache_mode', 'force_generic_plan', true)"
 )
@@ -276,7 +276,7 @@ def claim_keyed_first(
 
     The transaction is the pipeline's implicit one (both statements, up to its synchronisation):
     an explicit ``BEGIN`` and ``COMMIT``, and the driver's transaction block (which synchronises
-    at its end and then the pipeline again) cost about 0.3 ms more. A failed statement aborts it:
+    at its end and then the pipeline again) would cost more round trips. A failed statement aborts it:
     the statement after it is skipped, and the synchronisation rolls it back."""
     with _session(engine) as driver:
         prepares = driver.prepare_threshold is not None

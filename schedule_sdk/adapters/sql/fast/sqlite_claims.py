@@ -4,8 +4,8 @@ The claim statements are the store's Core statements, compiled once for SQLite (
 one home). Each claim runs the compiled text on the driver connection, inside the transaction the
 store began on it, with a plain tuple of parameters, and maps the returned tuples itself. Through
 SQLAlchemy an empty claim (two statements: rows without a concurrency key, then those with one)
-cost about 100 us of CPU, most of it building result metadata for 38 columns and processing
-parameters; this way about 40 us. On the due instant that CPU holds the GIL the listener thread
+spent most of its CPU building result metadata for 38 columns and processing parameters, which
+this way skips. On the due instant that CPU holds the GIL the listener thread
 waits for, and shows up as lateness.
 """
 
