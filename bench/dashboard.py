@@ -34,11 +34,11 @@ import psycopg
 import sqlalchemy as sa
 from _stats import PG_ADMIN  # bench/ is on sys.path when run as a script
 
-from schedule_sdk.adapters.stores import schema
-from schedule_sdk.adapters.stores.engine import make_engine
-from schedule_sdk.adapters.stores.sqlalchemy import SQLAlchemyJobStore
-from schedule_sdk.adapters.stores.sqlalchemy_timers import timer_schedules
-from schedule_sdk.adapters.stores.tables import schedule_jobs
+from schedule_sdk.adapters.sql import schema
+from schedule_sdk.adapters.sql.engine import make_engine
+from schedule_sdk.adapters.sql.store import SQLAlchemyJobStore
+from schedule_sdk.adapters.sql.tables import schedule_jobs
+from schedule_sdk.adapters.sql.timers import timer_schedules
 from schedule_sdk.core.service import ScheduleService
 from schedule_sdk.dashboard import create_dashboard
 from schedule_sdk.domain.history import FireOutcome, FireRecord

@@ -74,7 +74,7 @@ def _trace(path: str) -> None:
     by default. ``INDEP_SWITCH=SECONDS`` sets the worker's ``sys.setswitchinterval``."""
     import threading
 
-    from schedule_sdk.adapters.stores.sqlalchemy import SQLAlchemyJobStore
+    from schedule_sdk.adapters.sql.store import SQLAlchemyJobStore
     from schedule_sdk.core.firing import Firing
     from schedule_sdk.core.store_time import StoreTime
 

@@ -22,8 +22,8 @@ from typing import Any
 
 import pytest
 
-from schedule_sdk.adapters.stores import schema
-from schedule_sdk.adapters.stores.engine import make_engine
+from schedule_sdk.adapters.sql import schema
+from schedule_sdk.adapters.sql.engine import make_engine
 from tests.harness import Harness
 from tests.support import services
 from tests.support.sentinel import SentinelCluster

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from sqlalchemy.engine import Connection
 from sqlalchemy.util import greenlet_spawn
 
-from schedule_sdk.adapters.stores.sqlalchemy import ConnectionJobStore
+from schedule_sdk.adapters.sql.store import ConnectionJobStore
 from schedule_sdk.core.service import ScheduleService
 from schedule_sdk.domain.errors import TransactionNotJoinable
 from schedule_sdk.domain.history import FireRecord

@@ -28,8 +28,8 @@ from typing import TypeVar
 
 from sqlalchemy.engine import Connection
 
-from schedule_sdk.adapters.stores.engine import is_sqlite_busy, make_engine
-from schedule_sdk.adapters.stores.sqlalchemy import ConnectionJobStore, SQLAlchemyJobStore
+from schedule_sdk.adapters.sql.engine import is_sqlite_busy, make_engine
+from schedule_sdk.adapters.sql.store import ConnectionJobStore, SQLAlchemyJobStore
 from schedule_sdk.aio.blocking import BlockingCalls
 from schedule_sdk.core.service import ScheduleService
 from schedule_sdk.domain.errors import StoreUnavailable

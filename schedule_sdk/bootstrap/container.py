@@ -34,10 +34,10 @@ from sqlalchemy.engine import Engine
 from schedule_sdk.adapters.clock import SystemClock
 from schedule_sdk.adapters.metrics import InMemoryMetrics
 from schedule_sdk.adapters.publishers.blinker import BlinkerEventPublisher
-from schedule_sdk.adapters.stores import schema
-from schedule_sdk.adapters.stores.declared import SQLAlchemyDeclaredRows
-from schedule_sdk.adapters.stores.engine import make_async_engine, make_engine, session_name
-from schedule_sdk.adapters.stores.sqlalchemy import SQLAlchemyJobStore
+from schedule_sdk.adapters.sql import schema
+from schedule_sdk.adapters.sql.declared import SQLAlchemyDeclaredRows
+from schedule_sdk.adapters.sql.engine import make_async_engine, make_engine, session_name
+from schedule_sdk.adapters.sql.store import SQLAlchemyJobStore
 from schedule_sdk.bootstrap.injector import containers, providers
 from schedule_sdk.bootstrap.settings import Settings
 from schedule_sdk.bootstrap.tracing import tracing_for
@@ -52,7 +52,7 @@ from schedule_sdk.core.service import ScheduleService
 from schedule_sdk.core.store_time import StoreTime
 from schedule_sdk.core.unobserved import NoMetrics
 from schedule_sdk.core.worker import ScheduleWorker
-from schedule_sdk.ports import DeclaredRows, JobStore
+from schedule_sdk.ports import DeclaredRows, JobStore, provided
 from schedule_sdk.substrates.sql.poller import DuePoller
 from schedule_sdk.substrates.sql.queue import SQLExecutionQueue
 
@@ -141,7 +141,7 @@ def _worker_purger(retention: object, purger: Callable[[], Purger]) -> Purger | 
 def _declared_rows(store: JobStore, engine: Callable[[], Engine]) -> DeclaredRows:
     """Where the declared schedules are kept: the store itself when it keeps them (the in-memory
     store), else the ``schedule_declared`` table on the store's database."""
-    return store if isinstance(store, DeclaredRows) else SQLAlchemyDeclaredRows(engine())
+    return provided(store, DeclaredRows) or SQLAlchemyDeclaredRows(engine())
 
 
 def _sync_at_start(schedules: DeclaredSchedules, sync: Callable[[], DeclaredSync]) -> Callable[[], object]:

@@ -22,9 +22,9 @@ from sqlalchemy.engine import Engine
 
 from schedule_sdk.adapters.brokers.inprocess import InProcessBus, InProcessCommandSource
 from schedule_sdk.adapters.metrics import InMemoryMetrics
-from schedule_sdk.adapters.stores import schema
-from schedule_sdk.adapters.stores.engine import make_engine
-from schedule_sdk.adapters.stores.sqlalchemy_timers import SQLAlchemyTimerStore
+from schedule_sdk.adapters.sql import schema
+from schedule_sdk.adapters.sql.engine import make_engine
+from schedule_sdk.adapters.sql.timers import SQLAlchemyTimerStore
 from schedule_sdk.bootstrap.container import ScheduleContainer
 from schedule_sdk.bootstrap.injector import containers, providers
 from schedule_sdk.bootstrap.settings import Settings

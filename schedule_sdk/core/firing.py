@@ -57,6 +57,7 @@ from schedule_sdk.ports import (
     Metrics,
     Occurrence,
     Tracing,
+    provided,
 )
 
 logger = logging.getLogger(__name__)
@@ -382,7 +383,7 @@ class Firing(FirePath):
     ) -> None:
         self._store = store
         #: Where fires are recorded: the store, when it keeps a fire history (else none is kept).
-        self._history = store if isinstance(store, FireHistory) else None
+        self._history = provided(store, FireHistory)
         self._queue = queue
         self._publisher = publisher
         self._clock = clock

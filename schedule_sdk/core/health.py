@@ -22,7 +22,15 @@ from datetime import datetime
 from typing import Any
 
 from schedule_sdk.domain.errors import ScheduleError
-from schedule_sdk.ports import Clock, JobStore, OperatorReads, WorkerInfo, WorkerRegistry, require
+from schedule_sdk.ports import (
+    Clock,
+    JobStore,
+    OperatorReads,
+    WorkerInfo,
+    WorkerRegistry,
+    provided,
+    require,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,8 +135,9 @@ def check_health(
             f"{due} due but not fired, oldest waiting {age:.1f}s (limit {max_backlog_age:g}s)",
         )
     )
-    if isinstance(store, OperatorReads):
-        checks.append(_unheard(store, now))
+    reads = provided(store, OperatorReads)
+    if reads is not None:
+        checks.append(_unheard(reads, now))
     return HealthReport(checks)
 
 

@@ -26,7 +26,7 @@ from collections.abc import Callable
 from datetime import timedelta
 
 from schedule_sdk.domain.errors import InvalidSetting
-from schedule_sdk.ports import Clock, FireHistory, JobStore, Retention, require
+from schedule_sdk.ports import Clock, FireHistory, JobStore, Retention, provided, require
 
 logger = logging.getLogger(__name__)
 
@@ -74,7 +74,7 @@ class Purger:
         #: What deletes finished jobs: the store, which must be a Retention (``StoreLacksCapability``).
         self._retention: Retention = require(store, Retention, "the purger (retention, jobs purge)")
         #: The fire history to purge too: the store's, when it keeps one.
-        self._history = store if isinstance(store, FireHistory) else None
+        self._history = provided(store, FireHistory)
         self._clock = clock
         #: Where budgets, deadlines and rests are measured (seconds; only differences count) and how
         #: the purger waits: ``time.monotonic`` and ``time.sleep`` unless given. A test passes one

@@ -63,6 +63,7 @@ from schedule_sdk.ports import (
     Metrics,
     Occurrence,
     Tracing,
+    provided,
 )
 
 logger = logging.getLogger(__name__)
@@ -123,9 +124,10 @@ class ScheduleService:
 
         :raises TransactionNotJoinable: it cannot join a caller's transaction.
         """
-        if not isinstance(self._store, JoinableStore):
+        joinable = provided(self._store, JoinableStore)
+        if joinable is None:
             raise TransactionNotJoinable(f"{type(self._store).__name__} cannot join a caller's transaction")
-        return self._store
+        return joinable
 
     def schedule_at(self, spec: OneShotSpec, *, connection: object | None = None) -> ScheduledJob:
         """Schedule a one-shot job to fire once at ``spec.run_at`` (in ``connection``'s transaction if given).
@@ -364,9 +366,10 @@ class ScheduleService:
             if not isinstance(before, datetime) or before.utcoffset() is None:
                 raise InvalidCursor("before must be an aware datetime")
             before = timing.bounded_utc(before, "before", InvalidCursor)
-        if not isinstance(self._store, FireHistory) or names_no_job(job_id):
+        history = provided(self._store, FireHistory)
+        if history is None or names_no_job(job_id):
             return []
-        return self._store.history(job_id, limit, before)
+        return history.history(job_id, limit, before)
 
     def upcoming(
         self,

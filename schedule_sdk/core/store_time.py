@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from schedule_sdk.domain.errors import ScheduleError
-from schedule_sdk.ports import ClaimClock, Clock, JobStore, WorkerRegistry
+from schedule_sdk.ports import ClaimClock, Clock, JobStore, WorkerRegistry, provided
 
 logger = logging.getLogger(__name__)
 
@@ -71,7 +71,7 @@ class StoreTime(ClaimClock):
         refresh_after: float = REFRESH_AFTER,
     ) -> None:
         self._clock = clock
-        self._registry = store if isinstance(store, WorkerRegistry) else None
+        self._registry = provided(store, WorkerRegistry)
         self.max_offset = max_offset
         self._refresh_after = refresh_after
         self._reading: ClockReading | None = None

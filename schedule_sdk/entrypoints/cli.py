@@ -559,7 +559,7 @@ def cmd_jobs_purge(ctx: Context) -> int:
 
 @contextlib.contextmanager
 def _engine(ctx: Context) -> Iterator[sa.Engine]:
-    from schedule_sdk.adapters.stores.engine import make_engine
+    from schedule_sdk.adapters.sql.engine import make_engine
 
     engine = make_engine(ctx.settings.database_url, pool_size=1, pooler=ctx.settings.database_pooler)
     try:
@@ -569,7 +569,7 @@ def _engine(ctx: Context) -> Iterator[sa.Engine]:
 
 
 def cmd_db_current(ctx: Context) -> int:
-    from schedule_sdk.adapters.stores import schema
+    from schedule_sdk.adapters.sql import schema
 
     with _engine(ctx) as engine:
         current, head = schema.current_revision(engine), schema.head_revision()
@@ -579,7 +579,7 @@ def cmd_db_current(ctx: Context) -> int:
 
 
 def cmd_db_upgrade(ctx: Context) -> int:
-    from schedule_sdk.adapters.stores import schema
+    from schedule_sdk.adapters.sql import schema
 
     with _engine(ctx) as engine:
         current, head = schema.current_revision(engine), schema.head_revision()

@@ -24,6 +24,7 @@ from schedule_sdk.ports.capabilities import (
     Retention,
     WorkerInfo,
     WorkerRegistry,
+    provided,
     require,
 )
 from schedule_sdk.ports.clock import ClaimClock, Clock
@@ -85,5 +86,6 @@ __all__ = [
     "WorkerInfo",
     "WorkerRegistry",
     "key_of",
+    "provided",
     "require",
 ]

@@ -21,7 +21,7 @@ from schedule_sdk.domain.jobs import ScheduledJob
 from schedule_sdk.domain.overview import JobSearch, Overview, SeenWorker
 from schedule_sdk.domain.status import JobStatus
 from schedule_sdk.domain.timers import TimerEntry, TimerState
-from schedule_sdk.ports.store import JobTransaction, JoinedTransaction
+from schedule_sdk.ports.store import JobStore, JobTransaction, JoinedTransaction
 
 
 class JoinableStore(ABC):
@@ -238,17 +238,34 @@ class DeclaredRows(ABC):
 _Capability = TypeVar("_Capability")
 
 
-#: The capabilities a store may add to :class:`JobStore`.
-CAPABILITIES: tuple[type, ...] = (JoinableStore, WorkerRegistry, FireHistory, Retention)
+def provided(store: object, capability: Callable[..., _Capability]) -> _Capability | None:
+    """``store``'s implementation of ``capability`` (one of :data:`CAPABILITIES`, an abstract class:
+    hence typed as a callable, which mypy accepts): :meth:`JobStore.capability` for a job store,
+    else ``store`` itself if it inherits ``capability``; None when it has none."""
+    port = cast(type, capability)
+    found = store.capability(port) if isinstance(store, JobStore) else store
+    return cast(_Capability, found) if isinstance(found, port) else None
 
 
 def require(store: object, capability: Callable[..., _Capability], needed_by: str) -> _Capability:
-    """``store`` as ``capability`` (one of :data:`CAPABILITIES`, an abstract class: hence typed as
-    a callable, which mypy accepts), or refuse, naming ``needed_by``: what needs it.
+    """``store``'s implementation of ``capability`` (one of :data:`CAPABILITIES`, an abstract class:
+    hence typed as a callable, which mypy accepts), or refuse, naming ``needed_by``: what needs it.
 
-    :raises StoreLacksCapability: ``store`` does not declare ``capability`` (does not inherit it).
+    :raises StoreLacksCapability: ``store`` does not provide ``capability`` (:func:`provided`).
     """
-    port = cast(type, capability)
-    if isinstance(store, port):
-        return cast(_Capability, store)
-    raise StoreLacksCapability(type(store).__name__, port.__name__, needed_by)
+    found = provided(store, capability)
+    if found is not None:
+        return found
+    raise StoreLacksCapability(type(store).__name__, cast(type, capability).__name__, needed_by)
+
+
+#: The capabilities a store may add to :class:`~schedule_sdk.ports.store.JobStore`; a store
+#: provides each by inheriting it or by composing an object that does (``JobStore.capability``).
+CAPABILITIES: tuple[type, ...] = (
+    JoinableStore,
+    WorkerRegistry,
+    FireHistory,
+    Retention,
+    OperatorReads,
+    DeclaredRows,
+)

@@ -10,7 +10,7 @@ from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeVar
 
 from schedule_sdk.domain.jobs import JobQuery, ScheduledJob
 from schedule_sdk.domain.status import JobStatus
@@ -147,6 +147,9 @@ class JoinedTransaction(JobTransaction):
     def when_done(self, committed: Callable[[], None], rolled_back: Callable[[], None]) -> None:
         """Call ``committed`` once the caller's transaction has committed, or ``rolled_back`` once
         it rolled back (on the thread that ends it; each at most once)."""
+
+
+_Capability = TypeVar("_Capability")
 
 
 class JobStore(ABC):
@@ -321,3 +324,11 @@ class JobStore(ABC):
     @abstractmethod
     def close(self) -> None:
         """Release connections and threads."""
+
+    def capability(self, port: type[_Capability]) -> _Capability | None:
+        """This store's implementation of the capability ``port`` (one of
+        :data:`~schedule_sdk.ports.capabilities.CAPABILITIES`), or None. By default the store
+        itself when it inherits ``port``; a store that composes its capabilities as objects of
+        their own returns those. Callers use :func:`~schedule_sdk.ports.capabilities.provided` or
+        :func:`~schedule_sdk.ports.capabilities.require`."""
+        return self if isinstance(self, port) else None

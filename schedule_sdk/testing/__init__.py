@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import cast
 
-from schedule_sdk.adapters.stores.memory import MemoryJobStore
+from schedule_sdk.adapters.memory import MemoryJobStore
 from schedule_sdk.bootstrap.container import ScheduleContainer
 from schedule_sdk.bootstrap.injector import providers
 from schedule_sdk.bootstrap.settings import Settings

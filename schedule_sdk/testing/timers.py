@@ -1,5 +1,5 @@
 """``MemoryTimerStore``: the timer store (:class:`~schedule_sdk.ports.TimerStore`) in a dict,
-sharing the transactions of a :class:`~schedule_sdk.adapters.stores.memory.MemoryJobStore`.
+sharing the transactions of a :class:`~schedule_sdk.adapters.memory.MemoryJobStore`.
 
 Writes made in a job store transaction are applied when it commits and dropped when it rolls back,
 so a timer and the job that fires it commit together, as on the SQL stores. Reads outside a
@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from schedule_sdk.adapters.stores.memory import MemoryJobStore, MemoryTransaction
+from schedule_sdk.adapters.memory import MemoryJobStore, MemoryTransaction
 from schedule_sdk.domain.jobs import JobQuery
 from schedule_sdk.domain.status import JobStatus
 from schedule_sdk.domain.timers import TimerEntry, TimerState

@@ -20,7 +20,7 @@ import pytest
 
 from schedule_sdk import JobStatus, OneShotSpec
 from schedule_sdk.core.health import container_health
-from schedule_sdk.ports import WorkerInfo
+from schedule_sdk.ports import WorkerInfo, WorkerRegistry, require
 from tests.support.observed import create_observed, observed
 from tests.support.waiting import wait_until
 from tests.support.worker_process import WorkerProcess, faketime_env
@@ -31,7 +31,10 @@ BEAT = 1.0
 
 
 def worker_row(h, worker_id: str) -> WorkerInfo | None:
-    return next((w for w in h.container.store().workers() if w.id == worker_id), None)
+    return next(
+        (w for w in require(h.container.store(), WorkerRegistry, "the test").workers() if w.id == worker_id),
+        None,
+    )
 
 
 def spec(run_at: datetime) -> OneShotSpec:

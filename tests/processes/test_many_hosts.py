@@ -21,6 +21,7 @@ import pytest
 
 from schedule_sdk import OneShotSpec, ScheduledJob
 from schedule_sdk.core.claim_timing import CLAIM_AHEAD
+from schedule_sdk.ports import WorkerRegistry, require
 from tests.support.observed import conninfo, create_observed, observed, observed_count
 from tests.support.waiting import wait_for, wait_until, with_lead
 from tests.support.worker_process import WorkerProcess
@@ -105,7 +106,9 @@ def test_four_hosts_fire_10000_jobs_once_and_take_over_a_killed_hosts_claims(pos
     ]
     survivors = hosts[1:]
     try:
-        assert {w.host for w in h.container.store().workers()} == {f"host-{i}" for i in range(HOSTS)}
+        assert {w.host for w in require(h.container.store(), WorkerRegistry, "the test").workers()} == {
+            f"host-{i}" for i in range(HOSTS)
+        }
         # 10 chunks of 1,000 jobs, 1 ms apart; each chunk falls due LEAD after the previous one's
         # scheduling returned, and 20 of its jobs are cancelled at once. What each cancel found is
         # judged by when it returned: long enough before its job's due instant, nothing claimed it.

@@ -11,6 +11,7 @@ import pytest
 import redis
 
 from schedule_sdk import OneShotSpec, ScheduleContainer
+from schedule_sdk.ports import WorkerRegistry, require
 from schedule_sdk.substrates.rq.plumbing import Keys
 from tests.support.rq_fixtures import env_of, read_events, release_all, run_stock_rq_worker, spawn_worker
 from tests.support.waiting import wait_until
@@ -38,7 +39,7 @@ def _holder_pid(lock: bytes, store) -> int:
     """The pid of the worker whose id the pump lock names (``<worker id>/<32 hex>``), from the
     worker registry."""
     worker_id = lock.decode().rsplit("/", 1)[0]
-    [pid] = [w.pid for w in store.workers() if w.id == worker_id]
+    [pid] = [w.pid for w in require(store, WorkerRegistry, "the test").workers() if w.id == worker_id]
     return pid
 
 

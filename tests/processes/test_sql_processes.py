@@ -15,8 +15,9 @@ import pytest
 import sqlalchemy as sa
 
 from schedule_sdk import JobStatus, OneShotSpec, StoreUnavailable
-from schedule_sdk.adapters.stores import schema
-from schedule_sdk.adapters.stores.engine import make_engine, session_name
+from schedule_sdk.adapters.sql import schema
+from schedule_sdk.adapters.sql.engine import make_engine, session_name
+from schedule_sdk.ports import WorkerRegistry, require
 from tests.conftest import COMBINATIONS, Backend
 from tests.conftest import _backend as backend_of
 from tests.support import control, services
@@ -206,7 +207,7 @@ def test_a_worker_paused_for_less_than_dead_after_fires_nothing_twice(backend, t
 
 def _idle_since(h, worker_id: str, since: datetime) -> bool:
     """``worker_id`` beat after ``since`` holding no fire (neither queued nor running)."""
-    row = next((w for w in h.store.workers() if w.id == worker_id), None)
+    row = next((w for w in require(h.store, WorkerRegistry, "the test").workers() if w.id == worker_id), None)
     return row is not None and row.last_beat > since and row.in_flight == 0
 
 

@@ -14,6 +14,7 @@ import pytest
 
 from schedule_sdk import Backoff, FireOutcome, OneShotSpec, RetryPolicy
 from schedule_sdk.core.health import container_health
+from schedule_sdk.ports import WorkerRegistry, require
 from tests.conftest import Backend
 from tests.harness import Harness
 from tests.processes.test_sql_processes import WorkerProcess
@@ -44,7 +45,7 @@ def limited_worker(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Callable[
 
 
 def stuck_of(h: Harness) -> list[int]:
-    return [w.stuck for w in h.store.workers()]
+    return [w.stuck for w in require(h.store, WorkerRegistry, "the test").workers()]
 
 
 def stuck_check(h: Harness) -> tuple[bool, str]:
@@ -111,7 +112,12 @@ def test_an_async_listener_is_cancelled_at_its_topics_limit_and_no_thread_is_stu
         assert wait_until(lambda: [w for w, j, _, _ in lines(notes) if j == job.id] == ["enter", "cancelled"])
         # A beat after the timeout still shows no stuck thread: the coroutine was cancelled.
         later = fire.fired_at + timedelta(seconds=1)
-        seen = wait_for(lambda: [w for w in h.store.workers() if w.last_beat > later], "a later beat")
+        seen = wait_for(
+            lambda: [
+                w for w in require(h.store, WorkerRegistry, "the test").workers() if w.last_beat > later
+            ],
+            "a later beat",
+        )
         assert [w.stuck for w in seen] == [0]
         assert stuck_check(h)[0] is False
     finally:

@@ -20,8 +20,10 @@ from schedule_sdk import (
     StoreLacksCapability,
     TransactionNotJoinable,
 )
+from schedule_sdk.adapters.memory import MemoryJobStore
 from schedule_sdk.adapters.publishers.blinker import BlinkerEventPublisher
-from schedule_sdk.adapters.stores.memory import MemoryJobStore
+from schedule_sdk.adapters.sql.engine import make_engine
+from schedule_sdk.adapters.sql.store import SQLAlchemyJobStore
 from schedule_sdk.core.firing import Firing
 from schedule_sdk.core.health import check_health
 from schedule_sdk.core.listeners import ListenerRegistry
@@ -36,9 +38,12 @@ from schedule_sdk.ports import (
     JobTransaction,
     JoinableStore,
     OccurrenceRef,
+    OperatorReads,
     Retention,
     WorkerInfo,
     WorkerRegistry,
+    provided,
+    require,
 )
 from schedule_sdk.substrates.sql.queue import SQLExecutionQueue
 from schedule_sdk.testing import FakeClock
@@ -154,13 +159,33 @@ def test_the_job_store_port_has_no_defaults_but_derivations() -> None:
         "concurrency_load",
         "warm",
     }
-    assert concrete == derived
+    lookup = {"capability"}  # not a derivation: how a store hands out the capabilities it composes
+    assert concrete == derived | lookup
 
 
-def test_the_sdk_stores_declare_every_capability() -> None:
-    for port in CAPABILITIES:
-        assert issubclass(MemoryJobStore, port)
+def test_the_sdk_stores_declare_every_capability(tmp_path: Path) -> None:
+    for port in CAPABILITIES:  # all but the operator's reads (the dashboard's), SQL aggregates
+        assert issubclass(MemoryJobStore, port) is (port is not OperatorReads)
+        assert (provided(MemoryJobStore(), port) is not None) is (port is not OperatorReads)
     assert not any(isinstance(BareStore(), port) for port in CAPABILITIES)
+    assert not any(provided(BareStore(), port) for port in CAPABILITIES)
+    sql = SQLAlchemyJobStore(make_engine(f"sqlite:///{tmp_path / 'capabilities.db'}"))
+    try:
+        for port in CAPABILITIES:  # composed objects of their own, not the store
+            found = provided(sql, port)
+            assert isinstance(found, port) and found is not sql
+            assert require(sql, port, "this test") is found
+    finally:
+        sql.close()
+
+
+def test_a_capability_is_found_through_the_store_or_the_object_itself() -> None:
+    memory = MemoryJobStore()
+    assert provided(memory, WorkerRegistry) is memory
+    assert provided(memory.capability(WorkerRegistry), WorkerRegistry) is memory  # a capability object
+    assert provided(object(), WorkerRegistry) is None
+    with pytest.raises(StoreLacksCapability):
+        require(BareStore(), WorkerRegistry, "this test")
 
 
 # -- refused as the container builds a component ---------------------------------------------------

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 
-from schedule_sdk.adapters.stores.checkpoints import Checkpointer
+from schedule_sdk.adapters.sql.checkpoints import Checkpointer
 
 
 def test_a_checkpoint_runs_after_every_commits_and_not_before() -> None:

@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from schedule_sdk.adapters.stores.memory import MemoryJobStore
+from schedule_sdk.adapters.memory import MemoryJobStore
 from schedule_sdk.core.reconciler import Reconciler
 from schedule_sdk.domain.errors import QueueUnavailable
 from schedule_sdk.domain.ids import new_id

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from schedule_sdk.adapters.stores.memory import MemoryJobStore
+from schedule_sdk.adapters.memory import MemoryJobStore
 from schedule_sdk.core.retention import Purger
 from schedule_sdk.domain.jobs import JobQuery
 from schedule_sdk.domain.status import JobStatus

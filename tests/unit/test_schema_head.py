@@ -3,7 +3,7 @@ head of the migration scripts."""
 
 from __future__ import annotations
 
-from schedule_sdk.adapters.stores import schema
+from schedule_sdk.adapters.sql import schema
 
 
 def test_the_head_revision_constant_is_the_migration_scripts_head() -> None:

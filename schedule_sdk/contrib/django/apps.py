@@ -12,7 +12,7 @@ from django.db import DEFAULT_DB_ALIAS, connections
 from django.db.models.signals import post_migrate
 from django.utils.module_loading import module_has_submodule
 
-from schedule_sdk.adapters.stores.django import url_of
+from schedule_sdk.adapters.sql.django import url_of
 from schedule_sdk.bootstrap.container import ScheduleContainer
 from schedule_sdk.bootstrap.settings import Settings
 

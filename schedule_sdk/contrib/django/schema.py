@@ -6,8 +6,8 @@ from typing import Any
 
 from django.db import DEFAULT_DB_ALIAS
 
-from schedule_sdk.adapters.stores import schema
-from schedule_sdk.adapters.stores.django import lent_engine
+from schedule_sdk.adapters.sql import schema
+from schedule_sdk.adapters.sql.django import lent_engine
 
 
 def upgrade(wrapper: Any) -> None:

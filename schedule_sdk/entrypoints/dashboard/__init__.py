@@ -17,14 +17,12 @@ from datetime import timedelta
 
 from starlette.applications import Starlette
 
-from schedule_sdk.adapters.stores.declared import SQLAlchemyDeclaredRows
-from schedule_sdk.adapters.stores.sqlalchemy import SQLAlchemyJobStore
 from schedule_sdk.bootstrap.container import ScheduleContainer
 from schedule_sdk.bootstrap.injector import containers
 from schedule_sdk.core.service import ScheduleService
 from schedule_sdk.entrypoints.dashboard.app import Dashboard
 from schedule_sdk.entrypoints.dashboard.security import Access, AuthHook, TenantScope
-from schedule_sdk.ports import Clock, DeclaredRows, JobStore, OperatorReads
+from schedule_sdk.ports import Clock, DeclaredRows, JobStore, OperatorReads, provided
 
 
 def create_dashboard(
@@ -67,11 +65,7 @@ def create_dashboard(
         service = source
         if store is None:
             raise TypeError("create_dashboard(service, store=...) needs the service's job store")
-        declared: DeclaredRows | None = None
-        if isinstance(store, DeclaredRows):
-            declared = store
-        elif isinstance(store, SQLAlchemyJobStore):
-            declared = SQLAlchemyDeclaredRows(store.engine)
+        declared = provided(store, DeclaredRows)
     elif isinstance(source, containers.Container):  # a ScheduleContainer instance
         service = source.schedule_service()
         store = store or source.store()
@@ -81,7 +75,8 @@ def create_dashboard(
             dead_after = float(source.settings().dead_after)
     else:
         raise TypeError("create_dashboard takes a ScheduleContainer or a ScheduleService")
-    if not isinstance(store, OperatorReads):
+    reads = provided(store, OperatorReads)
+    if reads is None:
         raise TypeError(
             "the dashboard needs a job store that implements OperatorReads (the SQL job store does)"
         )
@@ -100,7 +95,7 @@ def create_dashboard(
     dashboard = Dashboard(
         service=service,
         store=store,
-        reads=store,
+        reads=reads,
         clock=clock,
         access=access,
         title=title,

@@ -65,7 +65,15 @@ from schedule_sdk.entrypoints.dashboard.views import (
     spec_text,
     timer_note,
 )
-from schedule_sdk.ports import Clock, DeclaredRows, JobStore, OperatorReads, WorkerRegistry, require
+from schedule_sdk.ports import (
+    Clock,
+    DeclaredRows,
+    JobStore,
+    OperatorReads,
+    WorkerRegistry,
+    provided,
+    require,
+)
 
 #: The "what fires next" page: this far ahead, at most this many fires.
 UPCOMING_WINDOW = timedelta(hours=24)
@@ -189,10 +197,11 @@ class Dashboard:
 
     def _alarm(self) -> Alarm | None:
         """None while a registered worker is live; else what the banner says."""
-        if not isinstance(self.store, WorkerRegistry):
+        registry = provided(self.store, WorkerRegistry)
+        if registry is None:
             return None
         try:
-            registered = self.store.workers()
+            registered = registry.workers()
         except ScheduleUnavailable:
             return None  # the page itself will say the store is unreachable
         now = self.clock.now()

@@ -15,7 +15,7 @@ how to open a *caller's connection* on its database, with a transaction begun::
 The connection is ended through :meth:`~JoinedTransactionContract.commit`,
 :meth:`~JoinedTransactionContract.rollback` and :meth:`~JoinedTransactionContract.close_connection`,
 which call its ``commit()``, ``rollback()`` and ``close()`` (a SQLAlchemy ``Connection``, a
-``Session``, a :class:`~schedule_sdk.adapters.stores.memory.MemoryConnection`); override them for
+``Session``, a :class:`~schedule_sdk.adapters.memory.MemoryConnection`); override them for
 anything else. What the suite checks: rows written through ``join`` are visible to others only
 after the caller commits and not at all after it rolls back, leaving the ``join`` block (even
 with an exception) ends nothing, and the ``when_done`` callbacks run once the caller's

@@ -139,7 +139,7 @@ def test_a_connection_to_another_database_is_refused_and_writes_nothing(backend,
 def test_the_async_service_joins_an_async_session_or_connection(backend, app_engine):
     from sqlalchemy.ext.asyncio import AsyncSession
 
-    from schedule_sdk.adapters.stores.engine import make_async_engine
+    from schedule_sdk.adapters.sql.engine import make_async_engine
 
     h = backend.harness().start()
 

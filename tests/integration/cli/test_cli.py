@@ -26,7 +26,7 @@ from schedule_sdk import (
     ScheduleContainer,
     ScheduleService,
 )
-from schedule_sdk.adapters.stores import schema
+from schedule_sdk.adapters.sql import schema
 from schedule_sdk.entrypoints.cli import main
 from tests.support.waiting import wait_until
 

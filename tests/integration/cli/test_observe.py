@@ -21,6 +21,7 @@ from schedule_sdk import SCHEDULE_ARRIVED_EVENT, ConcurrencyLimit, JobStatus, On
 from schedule_sdk.domain.jobs import Backoff, RetryPolicy
 from schedule_sdk.entrypoints.cli import main
 from schedule_sdk.entrypoints.logs import JsonFormatter
+from schedule_sdk.ports import WorkerRegistry, require
 from tests.harness import Harness
 from tests.support.waiting import wait_for, wait_until
 
@@ -54,9 +55,11 @@ def test_workers_lists_live_workers_and_shows_dead_ones(harness: Harness, db_url
     harness.start()
     me = harness.worker.dispatcher.worker_id
     stale = replace(
-        harness.store.workers()[0], id="old-one", last_beat=datetime.now(UTC) - timedelta(minutes=5)
+        require(harness.store, WorkerRegistry, "the test").workers()[0],
+        id="old-one",
+        last_beat=datetime.now(UTC) - timedelta(minutes=5),
     )
-    harness.store.beat(stale)
+    require(harness.store, WorkerRegistry, "the test").beat(stale)
     code, out, _ = cli(db_url, "workers", "--json", capsys=capsys)
     listed = {w["id"]: w for w in json.loads(out)["workers"]}
     assert code == 0 and {k: w["state"] for k, w in listed.items()} == {me: "live", "old-one": "dead"}
@@ -78,7 +81,9 @@ def test_workers_lists_live_workers_and_shows_dead_ones(harness: Harness, db_url
     ]
     assert any(line.startswith(me) and "+0.000s±0.000" in line for line in lines), out
     harness.stop()
-    assert [w.id for w in harness.store.workers()] == ["old-one"]  # a clean stop deregisters
+    assert [w.id for w in require(harness.store, WorkerRegistry, "the test").workers()] == [
+        "old-one"
+    ]  # a clean stop deregisters
 
 
 def test_health_exit_codes_follow_workers_backlog_and_store(harness: Harness, db_url: str, capsys) -> None:

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from schedule_sdk.adapters.stores import schema
-from schedule_sdk.adapters.stores.engine import make_engine
-from schedule_sdk.adapters.stores.memory import MemoryJobStore
-from schedule_sdk.adapters.stores.sqlalchemy import SQLAlchemyJobStore
+from schedule_sdk.adapters.memory import MemoryJobStore
+from schedule_sdk.adapters.sql import schema
+from schedule_sdk.adapters.sql.engine import make_engine
+from schedule_sdk.adapters.sql.store import SQLAlchemyJobStore
 from schedule_sdk.ports import JobStore
 from tests.support import services
 
@@ -52,9 +52,10 @@ class StoreFactory:
 
     def close_all(self) -> None:
         for store in self._opened:
-            engines = [store.engine] + ([store._claims] if store._claims is not None else [])
+            claims = store.connections.claims
+            engines = [store.engine] + ([claims] if claims is not None else [])
             checked_out = sum(e.pool.checkedout() for e in engines)  # type: ignore[attr-defined]
-            checked_out -= store._writer_conn is not None  # SQLite's one writer connection, kept open
+            checked_out -= store.connections.writer_conn is not None  # SQLite's one writer, kept open
             store.close()
             assert checked_out == 0, f"{checked_out} connection(s) still checked out"
 

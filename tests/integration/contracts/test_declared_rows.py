@@ -4,8 +4,8 @@ the SDK: the in-memory store keeps the declarations itself; the SQL stores in th
 
 from __future__ import annotations
 
-from schedule_sdk.adapters.stores.declared import SQLAlchemyDeclaredRows
-from schedule_sdk.adapters.stores.sqlalchemy import SQLAlchemyJobStore
+from schedule_sdk.adapters.sql.declared import SQLAlchemyDeclaredRows
+from schedule_sdk.adapters.sql.store import SQLAlchemyJobStore
 from schedule_sdk.ports import DeclaredRows, JobStore
 from schedule_sdk.testing.contracts.declared_rows import DeclaredRowsContract
 

@@ -17,12 +17,13 @@ import pytest
 import sqlalchemy as sa
 from alembic import command
 
-from schedule_sdk.adapters.stores import fire_minutes, schema
-from schedule_sdk.adapters.stores.engine import make_engine
-from schedule_sdk.adapters.stores.fire_minutes import PER_ENTRY_MAX
-from schedule_sdk.adapters.stores.sqlalchemy import SQLAlchemyJobStore
-from schedule_sdk.adapters.stores.tables import schedule_fire_failures, schedule_fire_minutes, schedule_fires
+from schedule_sdk.adapters.sql import fire_minutes, schema
+from schedule_sdk.adapters.sql.engine import make_engine
+from schedule_sdk.adapters.sql.fire_minutes import PER_ENTRY_MAX
+from schedule_sdk.adapters.sql.store import SQLAlchemyJobStore
+from schedule_sdk.adapters.sql.tables import schedule_fire_failures, schedule_fire_minutes, schedule_fires
 from schedule_sdk.domain.history import LATENESS_BOUNDS, FireOutcome, FireRecord
+from schedule_sdk.ports import FireHistory, require
 from schedule_sdk.testing.contracts.rows import NOW, fire, record
 
 #: (outcome, error): an unheard fire counts as succeeded, or as failed when it failed its attempt;
@@ -123,12 +124,14 @@ def test_purge_history_deletes_the_summary_of_whole_minutes_before_the_cutoff_on
     fires = random_fires(300)
     record(store, *fires)
     cutoff = NOW - timedelta(minutes=20, seconds=30)  # in the middle of a minute
-    while store.purge_history(cutoff, 50) == 50:
+    while require(store, FireHistory, "the test").purge_history(cutoff, 50) == 50:
         pass
     first_kept = int(cutoff.timestamp()) // 60  # the minute holding the cutoff is not whole before it
     by_class, failed = expected([f for f in fires if int(f.fired_at.timestamp()) // 60 >= first_kept])
     assert stored(store) == (by_class, failed)
-    assert all(f.fired_at >= cutoff for f in store.history(fires[0].job_id, 1000))
+    assert all(
+        f.fired_at >= cutoff for f in require(store, FireHistory, "the test").history(fires[0].job_id, 1000)
+    )
 
 
 def test_the_migration_fills_the_summary_from_the_history_stored_before_it(store):

@@ -8,8 +8,10 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from schedule_sdk.adapters.stores.sqlalchemy import PURGE_LOCK_KEY, SQLAlchemyJobStore
+from schedule_sdk.adapters.sql.retention import PURGE_LOCK_KEY
+from schedule_sdk.adapters.sql.store import SQLAlchemyJobStore
 from schedule_sdk.domain.status import JobStatus
+from schedule_sdk.ports import Retention, require
 
 from .conftest import StoreFactory
 from .jobs import NOW, at, insert, job
@@ -23,12 +25,14 @@ def test_one_purger_at_a_time_on_postgres(postgres_databases: Any, wait: bool) -
     factory = StoreFactory("postgres", postgres_databases.create("contracts"))
     try:
         first, other = factory.open(), factory.open()
+        purger = require(other, Retention, "the test")
         assert isinstance(first, SQLAlchemyJobStore)
         insert(first, *[job(status=JobStatus.COMPLETED, updated_at=at(-100)) for _ in range(4)])
         results: list[int | None] = []
         with first.engine.connect() as conn, conn.begin():
             conn.execute(sa.text("SELECT pg_advisory_xact_lock(:k)"), {"k": PURGE_LOCK_KEY})
-            thread = threading.Thread(target=lambda: results.append(other.purge_finished(NOW, 10, wait=wait)))
+            purge = lambda: results.append(purger.purge_finished(NOW, 10, wait=wait))  # noqa: E731
+            thread = threading.Thread(target=purge)
             thread.start()
             thread.join(0.5)
             if wait:

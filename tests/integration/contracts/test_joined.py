@@ -8,8 +8,8 @@ from typing import Any
 
 from sqlalchemy.engine import Engine
 
-from schedule_sdk.adapters.stores.engine import make_engine
-from schedule_sdk.adapters.stores.memory import MemoryJobStore
+from schedule_sdk.adapters.memory import MemoryJobStore
+from schedule_sdk.adapters.sql.engine import make_engine
 from schedule_sdk.testing.contracts.joined import JoinedTransactionContract
 
 from .backends import OnEveryStore

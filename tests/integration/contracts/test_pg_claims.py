@@ -1,4 +1,4 @@
-"""The PostgreSQL store's own claim path (``adapters/stores/pg_claims.py``): driver sessions from a
+"""The PostgreSQL store's own claim path (``adapters/sql/fast/pg_claims.py``): driver sessions from a
 pool of their own, outside the shared JobStore contract."""
 
 from __future__ import annotations

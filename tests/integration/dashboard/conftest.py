@@ -13,9 +13,9 @@ import httpx
 import pytest
 
 from schedule_sdk import FireOutcome, FireRecord, OneShotSpec, ScheduleService
-from schedule_sdk.adapters.stores import schema
-from schedule_sdk.adapters.stores.engine import make_engine
-from schedule_sdk.adapters.stores.sqlalchemy import SQLAlchemyJobStore
+from schedule_sdk.adapters.sql import schema
+from schedule_sdk.adapters.sql.engine import make_engine
+from schedule_sdk.adapters.sql.store import SQLAlchemyJobStore
 from schedule_sdk.dashboard import create_dashboard
 from schedule_sdk.substrates.sql.queue import SQLExecutionQueue
 from schedule_sdk.testing import FakeClock

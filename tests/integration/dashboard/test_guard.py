@@ -11,10 +11,11 @@ import pytest
 import sqlalchemy as sa
 
 from schedule_sdk import JobMetadata, JobStatus, ScheduleValidationError
-from schedule_sdk.adapters.stores.tables import schedule_jobs
+from schedule_sdk.adapters.sql.tables import schedule_jobs
 from schedule_sdk.dashboard import TenantScope, create_dashboard
 from schedule_sdk.domain.timers import TIMER_TOPIC
 from schedule_sdk.entrypoints.dashboard.security import LOGIN_FAILURES, LOGIN_WINDOW, MAX_FORM_BYTES
+from schedule_sdk.ports import WorkerRegistry, require
 
 from .conftest import T0, Client, Site
 
@@ -274,7 +275,7 @@ def test_the_alarm_shows_on_every_page_while_no_worker_is_live(site: Site):
     for path in ("/", "/jobs", "/workers", "/timers"):
         assert 'id="alarm"' in client.get(path).text, path
     worker = WorkerInfo("w-1", "host-a", 4242, "sql", T0, T0, clock_offset=-1.25, clock_error=0.0015)
-    site.store.beat(worker)
+    require(site.store, WorkerRegistry, "the test").beat(worker)
     assert 'id="alarm"' not in client.get("/").text
     workers = client.get("/workers").text
     assert "live" in workers and 'id="workers-note"' not in workers

@@ -17,8 +17,9 @@ from schedule_sdk import (
     JobStatus,
     RepeatSpec,
 )
-from schedule_sdk.adapters.stores.tables import schedule_fires
+from schedule_sdk.adapters.sql.tables import schedule_fires
 from schedule_sdk.dashboard import create_dashboard
+from schedule_sdk.ports import OperatorReads, require
 
 from .conftest import T0, Client, Site, fire
 
@@ -183,7 +184,7 @@ def test_the_overview_aggregates_fire_history_in_sql(any_site: Site):
     records += [fire(job_id, T0 - timedelta(minutes=90), 1)]  # outside the hour
     any_site.fires(*records)
     data = create_dashboard(any_site.service, store=any_site.store, clock=any_site.clock)
-    overview = any_site.store.overview(T0, 60)
+    overview = require(any_site.store, OperatorReads, "the test").overview(T0, 60)
     assert overview.total_fires == 6 and overview.total_failures == 1
     by_minute = {b.start: b for b in overview.buckets if b.fires}
     two = by_minute[T0 - timedelta(minutes=3)]  # 11:57:59 - 11:57:55: the 11:57 bucket
@@ -205,7 +206,9 @@ def test_the_overview_shows_a_badge_for_unheard_fires(any_site: Site):
         for m in (1, 2)
     ]
     any_site.fires(*unheard, fire(job_id, T0 - timedelta(minutes=90), 1, outcome=FireOutcome.UNHEARD))
-    assert any_site.store.unheard(T0, 60) == [("log.typo", 2)]  # the older one is outside the hour
+    assert require(any_site.store, OperatorReads, "the test").unheard(T0, 60) == [
+        ("log.typo", 2)
+    ]  # the older one is outside the hour
     html = (
         Client(create_dashboard(any_site.service, store=any_site.store, clock=any_site.clock)).get("/").text
     )
@@ -223,7 +226,7 @@ def test_the_wide_windows_sum_whole_buckets_of_the_per_minute_summary(any_site: 
     records += [fire(job_id, T0 - timedelta(seconds=30), 40)]
     records += [fire(job_id, T0 - timedelta(hours=25), 1)]  # before the first bucket
     any_site.fires(*records)
-    reads = any_site.store
+    reads = require(any_site.store, OperatorReads, "the test")
     day = reads.overview(T0, 1440)
     assert len(day.buckets) == 25 and day.since == T0 - timedelta(hours=24)  # 12:00 to 12:00, hourly
     assert (day.total_fires, day.total_failures, day.failures_by_topic) == (5, 1, [("mail.send", 1)])

@@ -13,10 +13,10 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import sqlite
 
 from schedule_sdk import IntervalRepeat, JobMetadata, JobStatus, RepeatSpec
-from schedule_sdk.adapters.stores import schema
-from schedule_sdk.adapters.stores.engine import make_engine
-from schedule_sdk.adapters.stores.operator_reads import search_statement
-from schedule_sdk.adapters.stores.tables import schedule_jobs
+from schedule_sdk.adapters.sql import schema
+from schedule_sdk.adapters.sql.engine import make_engine
+from schedule_sdk.adapters.sql.operator_reads import search_statement
+from schedule_sdk.adapters.sql.tables import schedule_jobs
 from schedule_sdk.domain.overview import JobSearch
 
 from .conftest import T0, Site

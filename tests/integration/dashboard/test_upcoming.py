@@ -7,7 +7,7 @@ import re
 from datetime import UTC, datetime, timedelta
 
 from schedule_sdk import CronRepeat, IntervalRepeat, JobMetadata, RepeatSpec
-from schedule_sdk.adapters.stores.declared import SQLAlchemyDeclaredRows
+from schedule_sdk.adapters.sql.declared import SQLAlchemyDeclaredRows
 from schedule_sdk.dashboard import TenantScope
 from schedule_sdk.domain.declared import StoredDeclaration
 

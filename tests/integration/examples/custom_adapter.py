@@ -21,7 +21,7 @@ from pathlib import Path
 from dependency_injector import providers
 
 from schedule_sdk import ListenerRegistry, ScheduleArrivedEvent, ScheduleContainer
-from schedule_sdk.adapters.stores.sqlalchemy import SQLAlchemyJobStore
+from schedule_sdk.adapters.sql.store import SQLAlchemyJobStore
 from schedule_sdk.domain.jobs import JobQuery, ScheduledJob
 from schedule_sdk.ports import (
     EventPublisher,

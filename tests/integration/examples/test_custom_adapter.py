@@ -25,10 +25,10 @@ from schedule_sdk import (
     ScheduleArrivedEvent,
     ScheduleContainer,
 )
-from schedule_sdk.adapters.stores import schema
-from schedule_sdk.adapters.stores.engine import make_engine
-from schedule_sdk.adapters.stores.memory import MemoryJobStore
-from schedule_sdk.adapters.stores.sqlalchemy import SQLAlchemyJobStore
+from schedule_sdk.adapters.memory import MemoryJobStore
+from schedule_sdk.adapters.sql import schema
+from schedule_sdk.adapters.sql.engine import make_engine
+from schedule_sdk.adapters.sql.store import SQLAlchemyJobStore
 from schedule_sdk.ports import JobStore
 from schedule_sdk.testing.contracts.job_store import (
     JobStoreContract,

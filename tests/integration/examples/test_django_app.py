@@ -381,8 +381,8 @@ def test_migrate_creates_the_sdk_tables_exactly_as_its_alembic_migrations_descri
     from alembic.autogenerate import compare_metadata
     from alembic.runtime.migration import MigrationContext
 
-    from schedule_sdk.adapters.stores import schema
-    from schedule_sdk.adapters.stores.tables import metadata, schedule_fires, schedule_jobs
+    from schedule_sdk.adapters.sql import schema
+    from schedule_sdk.adapters.sql.tables import metadata, schedule_fires, schedule_jobs
 
     url, env = shared_database(fresh_backend, tmp_path)
     migrated = manage("migrate", "--noinput", env=env)

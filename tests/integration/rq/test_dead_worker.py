@@ -12,7 +12,7 @@ import pytest
 import redis
 
 from schedule_sdk import OneShotSpec
-from schedule_sdk.ports import Occurrence, WorkerInfo
+from schedule_sdk.ports import Occurrence, WorkerInfo, WorkerRegistry, require
 from schedule_sdk.substrates.rq import RQExecutionQueue
 from schedule_sdk.substrates.rq.pump import DuePump
 
@@ -55,7 +55,7 @@ def test_a_live_worker_takes_a_dead_workers_pump_lock_at_once_and_fires(rq_setti
     queue: RQExecutionQueue = h.container.queue()
     r = redis.Redis.from_url(rq_settings["redis_url"], decode_responses=True)
     r.set(queue.keys.pump, _token("dead-pump"), px=int(LONG * 1000))  # as a kill -9 leaves it
-    h.store.beat(_dead_row("dead-pump"))
+    require(h.store, WorkerRegistry, "the test").beat(_dead_row("dead-pump"))
     job = h.service.schedule_at(_soon())
     h.start()
     pump = h.container.runner().pump
@@ -69,7 +69,7 @@ def test_a_live_workers_pump_lock_is_left_alone(rq_settings, harnesses):
     queue: RQExecutionQueue = h.container.queue()
     r = redis.Redis.from_url(rq_settings["redis_url"], decode_responses=True)
     r.set(queue.keys.pump, _token("live-pump"), px=int(LONG * 1000))
-    h.store.beat(_dead_row("someone-else"))
+    require(h.store, WorkerRegistry, "the test").beat(_dead_row("someone-else"))
     runner = h.container.runner()
     declared: list[list[str]] = []
     peers_dead = runner.peers_dead
@@ -101,7 +101,7 @@ def test_entries_a_dead_consumer_popped_are_handed_over_long_before_the_lease(rq
     assert queue.release_due(time.time() * 1000, 10) == [key]
     assert r.lpop(queue.rq_queue.key) is not None  # the dead worker's consumer took it ...
     r.zadd(queue.keys.released, {key: (time.time() - 2.0) * 1000}, xx=True)  # ... 2 s ago, then died
-    h.store.beat(_dead_row("dead-consumer"))
+    require(h.store, WorkerRegistry, "the test").beat(_dead_row("dead-consumer"))
     h.start()
     [event] = h.wait_events(job.id, 1, timeout=15)
     assert event.occurrence == 1 and h.wait_status(job.id, "completed").occurrence_count == 1

@@ -14,9 +14,9 @@ pytestmark = pytest.mark.postgres
 
 def test_a_fresh_store_opens_its_claims_session_when_warmed(postgres_backend: Backend) -> None:
     store: Any = postgres_backend.harness().store
-    assert store._claims.pool.checkedin() == 0  # nothing claimed yet: nothing opened
+    assert store.connections.claims.pool.checkedin() == 0  # nothing claimed yet: nothing opened
     store.warm()
-    assert store._claims.pool.checkedin() == 1
+    assert store.connections.claims.pool.checkedin() == 1
 
 
 def test_a_started_worker_holds_a_claims_session_before_its_first_claim(postgres_backend: Backend) -> None:
@@ -24,6 +24,6 @@ def test_a_started_worker_holds_a_claims_session_before_its_first_claim(postgres
     store: Any = h.store
     h.start()
     try:
-        assert store._claims.pool.checkedin() + store._claims.pool.checkedout() >= 1
+        assert store.connections.claims.pool.checkedin() + store.connections.claims.pool.checkedout() >= 1
     finally:
         h.stop()

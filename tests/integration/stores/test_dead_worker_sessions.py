@@ -20,8 +20,8 @@ import sqlalchemy as sa
 from sqlalchemy import exc
 
 from schedule_sdk import OneShotSpec
-from schedule_sdk.adapters.stores.engine import session_name
-from schedule_sdk.ports import WorkerInfo
+from schedule_sdk.adapters.sql.engine import session_name
+from schedule_sdk.ports import WorkerInfo, WorkerRegistry, require
 from tests.conftest import Backend
 from tests.harness import Harness
 
@@ -34,7 +34,7 @@ def backend(postgres_either: Backend) -> Backend:
 
 
 def _register(h: Harness, worker_id: str, beat: datetime) -> None:
-    h.store.beat(  # type: ignore[attr-defined]
+    require(h.store, WorkerRegistry, "the test").beat(
         WorkerInfo(id=worker_id, host="elsewhere", pid=1, substrate="sql", started_at=beat, last_beat=beat)
     )
 
@@ -81,7 +81,7 @@ def test_a_dead_workers_session_holding_a_claim_is_ended_and_the_claim_released(
     _register(h, worker_id, now - timedelta(minutes=1))
     paused = _locked_open(h, jobs[0])
     try:
-        released = survivor.store.release_dead(now, [], now, 10)  # type: ignore[attr-defined]
+        released = require(survivor.store, WorkerRegistry, "the test").release_dead(now, [], now, 10)
         assert sorted(j.id for j in released) == jobs  # the locked one too
         with pytest.raises(exc.DBAPIError):  # its transaction was ended, never committed
             paused.execute(sa.text("SELECT 1"))
@@ -102,7 +102,9 @@ def test_a_live_workers_open_transaction_is_left_alone(backend: Backend, victim:
     _register(h, live_id, now)
     live = _locked_open(h, dead_jobs[0])
     try:
-        released = survivor.store.release_dead(now - timedelta(seconds=10), [], now, 10)  # type: ignore[attr-defined]
+        released = require(survivor.store, WorkerRegistry, "the test").release_dead(
+            now - timedelta(seconds=10), [], now, 10
+        )
         assert [j.id for j in released] == dead_jobs[1:]  # the row the live session holds is skipped
         assert live.execute(sa.text("SELECT 1")).scalar() == 1  # still open
     finally:
@@ -121,6 +123,6 @@ def test_an_unnamed_session_holding_a_dead_workers_claim_hides_it(backend: Backe
     conninfo = sa.make_url(backend.database_url).set(drivername="postgresql").render_as_string(False)
     with psycopg.connect(conninfo, prepare_threshold=None) as other:
         other.execute("SELECT id FROM schedule_jobs WHERE id = %s FOR UPDATE", (jobs[0],))
-        released = survivor.store.release_dead(now, [], now, 10)  # type: ignore[attr-defined]
+        released = require(survivor.store, WorkerRegistry, "the test").release_dead(now, [], now, 10)
         other.rollback()
     assert [j.id for j in released] == jobs[1:]

@@ -10,10 +10,10 @@ import sqlalchemy as sa
 from alembic import command
 
 from schedule_sdk import IntervalRepeat
-from schedule_sdk.adapters.stores import schema
-from schedule_sdk.adapters.stores.engine import make_engine
-from schedule_sdk.adapters.stores.sqlalchemy import SQLAlchemyJobStore, to_row
-from schedule_sdk.adapters.stores.tables import schedule_jobs
+from schedule_sdk.adapters.sql import schema
+from schedule_sdk.adapters.sql.engine import make_engine
+from schedule_sdk.adapters.sql.store import SQLAlchemyJobStore, to_row
+from schedule_sdk.adapters.sql.tables import schedule_jobs
 from schedule_sdk.testing.contracts.rows import insert, job
 
 

@@ -11,15 +11,15 @@ import sqlalchemy as sa
 from alembic import command
 
 from schedule_sdk import IntervalRepeat, RepeatSpec, ScheduledJob
-from schedule_sdk.adapters.stores import schema
-from schedule_sdk.adapters.stores.engine import make_engine
-from schedule_sdk.adapters.stores.sqlalchemy import SQLAlchemyJobStore, to_row
-from schedule_sdk.adapters.stores.tables import schedule_jobs
+from schedule_sdk.adapters.sql import schema
+from schedule_sdk.adapters.sql.engine import make_engine
+from schedule_sdk.adapters.sql.store import SQLAlchemyJobStore, to_row
+from schedule_sdk.adapters.sql.tables import schedule_jobs
 from schedule_sdk.testing.contracts.rows import NOW
 
 #: The revision 0022 follows.
 BEFORE = importlib.import_module(
-    "schedule_sdk.adapters.stores.migrations.versions.0022_overlap_runs"
+    "schedule_sdk.adapters.sql.migrations.versions.0022_overlap_runs"
 ).down_revision
 
 

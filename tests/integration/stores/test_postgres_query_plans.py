@@ -13,9 +13,9 @@ import psycopg
 import pytest
 import sqlalchemy as sa
 
-from schedule_sdk.adapters.stores import pg_claims
-from schedule_sdk.adapters.stores import sqlalchemy as store
-from schedule_sdk.adapters.stores.engine import make_engine
+from schedule_sdk.adapters.sql import statements
+from schedule_sdk.adapters.sql.engine import make_engine
+from schedule_sdk.adapters.sql.fast import pg_claims
 from schedule_sdk.domain.jobs import JobQuery
 from schedule_sdk.domain.status import JobStatus
 
@@ -90,10 +90,10 @@ def test_claims_read_their_index(database: str, name: str) -> None:
 
 STATEMENTS = {
     "next_due_at": (
-        sa.select(sa.func.min(store.t.c.run_at)).where(store._PENDING),
+        sa.select(sa.func.min(statements.t.c.run_at)).where(statements.PENDING),
         "ix_schedule_jobs_pending_due",
     ),
-    "purge_finished": (store._PURGE_PG, "ix_schedule_jobs_finished"),
+    "purge_finished": (statements.PURGE_PG, "ix_schedule_jobs_finished"),
 }
 
 
@@ -129,7 +129,7 @@ PAGES = {
 def test_list_pages_walk_an_index_in_id_order(database: str, name: str) -> None:
     query, index = PAGES[name]
     engine = make_engine(database)
-    compiled = store.list_statement(query).compile(
+    compiled = statements.list_statement(query).compile(
         dialect=engine.dialect, compile_kwargs={"literal_binds": True}
     )
     engine.dispose()
@@ -167,7 +167,7 @@ def test_a_fire_outcome_updates_its_row_by_key_during_a_burst(burst: str) -> Non
     """The guarded update that writes each fire's outcome finds its row by id (an index condition
     on id), never by walking every row the worker holds."""
     engine = make_engine(burst)
-    statement = store._update_statement(frozenset({JobStatus.ACTIVE}), True)
+    statement = statements.update_statement(frozenset({JobStatus.ACTIVE}), True)
     compiled = statement.compile(dialect=engine.dialect)
     engine.dispose()
     params: dict[str, Any] = dict.fromkeys(compiled.params)

@@ -12,16 +12,16 @@ import sqlalchemy as sa
 from alembic import command
 
 from schedule_sdk import Calendar, CronRepeat, HolidaySpec, RepeatSpec, ScheduledJob
-from schedule_sdk.adapters.stores import schema
-from schedule_sdk.adapters.stores.engine import make_engine
-from schedule_sdk.adapters.stores.sqlalchemy import SQLAlchemyJobStore, to_row
-from schedule_sdk.adapters.stores.tables import schedule_jobs
+from schedule_sdk.adapters.sql import schema
+from schedule_sdk.adapters.sql.engine import make_engine
+from schedule_sdk.adapters.sql.store import SQLAlchemyJobStore, to_row
+from schedule_sdk.adapters.sql.tables import schedule_jobs
 from schedule_sdk.testing.contracts.rows import NOW
 
 NEW_COLUMNS = ("spread_ms", "spread_offset_ms", "jitter_ms", "calendar")
 #: The revision 0019 follows (the newest before it).
 BEFORE = importlib.import_module(
-    "schedule_sdk.adapters.stores.migrations.versions.0019_spread_and_calendars"
+    "schedule_sdk.adapters.sql.migrations.versions.0019_spread_and_calendars"
 ).down_revision
 
 

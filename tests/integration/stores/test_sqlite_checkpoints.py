@@ -7,9 +7,9 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from schedule_sdk import OneShotSpec
-from schedule_sdk.adapters.stores import schema
-from schedule_sdk.adapters.stores.engine import make_engine
-from schedule_sdk.adapters.stores.sqlalchemy import SQLAlchemyJobStore
+from schedule_sdk.adapters.sql import schema
+from schedule_sdk.adapters.sql.engine import make_engine
+from schedule_sdk.adapters.sql.store import SQLAlchemyJobStore
 from schedule_sdk.domain.ids import new_id
 from schedule_sdk.domain.jobs import ScheduledJob
 
@@ -25,12 +25,12 @@ def test_the_writer_does_not_checkpoint_and_the_store_thread_keeps_the_wal_copie
             spec = OneShotSpec(topic="t.ckpt", run_at=now + timedelta(hours=1), timezone="UTC")
             with store.transaction() as tx:
                 tx.insert(ScheduledJob.first_of(spec, new_id(), now))
-        writer = store._writer_conn
+        writer = store.connections.writer_conn
         assert writer is not None
         driver = writer.connection.driver_connection
         assert driver is not None
         assert driver.execute("PRAGMA wal_autocheckpoint").fetchone()[0] == 0
-        checkpoints = store._checkpoints
+        checkpoints = store.connections.checkpoints
         assert checkpoints is not None
         commits = checkpoints._commits
         assert commits >= 250

@@ -10,24 +10,23 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
-from schedule_sdk.adapters.stores import schema
-from schedule_sdk.adapters.stores import sqlalchemy as store
-from schedule_sdk.adapters.stores.engine import make_engine
-from schedule_sdk.adapters.stores.tables import schedule_jobs as t
+from schedule_sdk.adapters.sql import schema, statements
+from schedule_sdk.adapters.sql.engine import make_engine
+from schedule_sdk.adapters.sql.tables import schedule_jobs as t
 from schedule_sdk.domain.jobs import JobQuery
 from schedule_sdk.domain.status import JobStatus
 
 BY_ID, DUE = "sqlite_autoindex_schedule_jobs_1", "ix_schedule_jobs_pending_due"
 STATEMENTS = {
-    "claim_due": (store._CLAIM_DUE, [BY_ID, DUE]),
-    "claim_many": (store._CLAIM_MANY, [BY_ID]),
-    "next_due_at": (sa.select(sa.func.min(t.c.run_at)).where(store._PENDING), [DUE]),
+    "claim_due": (statements.CLAIM_DUE, [BY_ID, DUE]),
+    "claim_many": (statements.CLAIM_MANY, [BY_ID]),
+    "next_due_at": (sa.select(sa.func.min(t.c.run_at)).where(statements.PENDING), [DUE]),
     "release_expired": (
-        sa.select(t.c.id).where(store._ACTIVE, t.c.claimed_until < sa.bindparam("now")),
+        sa.select(t.c.id).where(statements.ACTIVE, t.c.claimed_until < sa.bindparam("now")),
         ["ix_schedule_jobs_active_claimed"],
     ),
     # retention reads finished rows through their own index, never the open ones
-    "purge_finished": (store._PURGE, [BY_ID, "ix_schedule_jobs_finished"]),
+    "purge_finished": (statements.PURGE, [BY_ID, "ix_schedule_jobs_finished"]),
 }
 
 
@@ -72,8 +71,8 @@ def _sql(statement: sa.ClauseElement) -> str:
 )
 def test_dashboard_reads_use_their_index(name: str, index: str, tmp_path: Path) -> None:
     """The dashboard's reads at a million rows: by index, never a table scan."""
-    from schedule_sdk.adapters.stores.tables import NOT_PENDING_CONDITION
-    from schedule_sdk.adapters.stores.tables import schedule_fires as f
+    from schedule_sdk.adapters.sql.tables import NOT_PENDING_CONDITION
+    from schedule_sdk.adapters.sql.tables import schedule_fires as f
 
     statements = {
         "a status other than pending": sa.select(t.c.id)
@@ -113,7 +112,7 @@ def test_list_pages_walk_an_index_in_id_order(name: str, tmp_path: Path) -> None
     schema.upgrade(engine)
     engine.dispose()
     query, index = LIST_PAGES[name]
-    statement = store.list_statement(query)
+    statement = statements.list_statement(query)
     sql = str(statement.compile(dialect=engine.dialect, compile_kwargs={"literal_binds": True}))
     with sqlite3.connect(tmp_path / "jobs.db") as connection:
         plan = [row[3] for row in connection.execute("EXPLAIN QUERY PLAN " + sql)]

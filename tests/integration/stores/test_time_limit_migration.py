@@ -13,12 +13,12 @@ import sqlalchemy as sa
 from alembic import command
 from alembic.script import ScriptDirectory
 
-from schedule_sdk.adapters.stores import schema
-from schedule_sdk.adapters.stores.engine import make_engine
-from schedule_sdk.adapters.stores.sqlalchemy import SQLAlchemyJobStore, to_row
-from schedule_sdk.adapters.stores.tables import schedule_fires, schedule_jobs, schedule_workers
+from schedule_sdk.adapters.sql import schema
+from schedule_sdk.adapters.sql.engine import make_engine
+from schedule_sdk.adapters.sql.store import SQLAlchemyJobStore, to_row
+from schedule_sdk.adapters.sql.tables import schedule_fires, schedule_jobs, schedule_workers
 from schedule_sdk.domain.history import FireOutcome
-from schedule_sdk.ports import WorkerInfo
+from schedule_sdk.ports import FireHistory, WorkerInfo, WorkerRegistry, require
 from schedule_sdk.testing.contracts.rows import NOW, fire, job
 
 
@@ -63,14 +63,16 @@ def test_rows_from_before_read_back_and_the_downgrade_keeps_timeouts_as_failures
     try:
         stored = store.get(old.id)
         assert stored is not None and stored.time_limit is None
-        assert [w.stuck for w in store.workers()] == [0]
+        assert [w.stuck for w in require(store, WorkerRegistry, "the test").workers()] == [0]
         limited = job(time_limit=timedelta(seconds=3))
         timed_out = fire(outcome=FireOutcome.TIMEOUT, error="ListenerTimedOut: x", job_id=limited.id)
         with store.transaction() as tx:
             tx.insert(limited)
             tx.record_fires([timed_out])
         assert store.get(limited.id).time_limit == timedelta(seconds=3)  # type: ignore[union-attr]
-        assert [f.outcome for f in store.history(limited.id, 10)] == [FireOutcome.TIMEOUT]
+        assert [f.outcome for f in require(store, FireHistory, "the test").history(limited.id, 10)] == [
+            FireOutcome.TIMEOUT
+        ]
     finally:
         store.close()
     _to(engine, before, "downgrade")

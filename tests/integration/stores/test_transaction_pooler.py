@@ -17,9 +17,10 @@ import pytest
 import sqlalchemy as sa
 
 from schedule_sdk import InvalidSetting, OneShotSpec, ScheduleContainer, Settings
-from schedule_sdk.adapters.stores.watch import check_listen
+from schedule_sdk.adapters.sql.watch import check_listen
 from schedule_sdk.entrypoints.cli import USAGE, main
 from schedule_sdk.errors import ListenNotDelivered
+from schedule_sdk.ports import WorkerRegistry, require
 from tests.conftest import Backend
 from tests.harness import Harness
 
@@ -50,7 +51,7 @@ def test_a_worker_whose_listen_goes_through_the_pooler_refuses_to_start(pooled: 
     assert isinstance(error, InvalidSetting) and error.code == "SCHEDULE_LISTEN_NOT_DELIVERED"
     assert "127.0.0.1:6432" in str(error) and "database_listen_url" in str(error)
     assert not h.worker.running
-    assert h.store.workers() == []  # its heartbeat row is gone again
+    assert require(h.store, WorkerRegistry, "the test").workers() == []  # its heartbeat row is gone again
     assert set(_threads("schedule-sdk")) <= before  # no poller, no listener thread left behind
 
 
@@ -102,7 +103,7 @@ def test_the_engines_prepare_nothing_behind_the_pooler(pooled: Backend) -> None:
         service.schedule_at(
             OneShotSpec(topic="pooled.prepare", run_at=datetime.now(UTC) + timedelta(hours=1), timezone="UTC")
         )
-    claims = h.store._claims  # type: ignore[attr-defined]  # the claims' own autocommit pool
+    claims = h.store.connections.claims  # type: ignore[attr-defined]  # the claims' own autocommit pool
     for engine in (h.container.engine(), claims):
         with engine.connect() as conn:
             assert conn.connection.driver_connection.prepare_threshold is None  # type: ignore[union-attr]

@@ -11,11 +11,11 @@ import pytest
 
 from schedule_sdk.adapters.brokers.inprocess import InProcessBus, InProcessCommandSource
 from schedule_sdk.adapters.brokers.nats import JetStreamBus, JetStreamCommandSource, NatsLoop
-from schedule_sdk.adapters.stores import schema
-from schedule_sdk.adapters.stores.engine import make_engine
-from schedule_sdk.adapters.stores.memory import MemoryJobStore
-from schedule_sdk.adapters.stores.sqlalchemy import SQLAlchemyJobStore
-from schedule_sdk.adapters.stores.sqlalchemy_timers import SQLAlchemyTimerStore
+from schedule_sdk.adapters.memory import MemoryJobStore
+from schedule_sdk.adapters.sql import schema
+from schedule_sdk.adapters.sql.engine import make_engine
+from schedule_sdk.adapters.sql.store import SQLAlchemyJobStore
+from schedule_sdk.adapters.sql.timers import SQLAlchemyTimerStore
 from schedule_sdk.domain.errors import ScheduleError
 from schedule_sdk.ports import CommandSource, JobStore, MessageBus, TimerStore
 from schedule_sdk.testing import MemoryTimerStore

@@ -8,9 +8,9 @@ from datetime import UTC, datetime
 import pytest
 import sqlalchemy as sa
 
-from schedule_sdk.adapters.stores import schema
-from schedule_sdk.adapters.stores.engine import make_engine
-from schedule_sdk.adapters.stores.sqlalchemy_timers import due_query
+from schedule_sdk.adapters.sql import schema
+from schedule_sdk.adapters.sql.engine import make_engine
+from schedule_sdk.adapters.sql.timers import due_query
 from schedule_sdk.timer import Timer, TimerSettings
 from tests.support.timer_fixtures import command
 

@@ -1,11 +1,11 @@
-"""Alembic environment: always run programmatically by :mod:`schedule_sdk.adapters.stores.schema`."""
+"""Alembic environment: always run programmatically by :mod:`schedule_sdk.adapters.sql.schema`."""
 
 from __future__ import annotations
 
 from alembic import context
 
-from schedule_sdk.adapters.stores.schema import VERSION_TABLE
-from schedule_sdk.adapters.stores.tables import metadata
+from schedule_sdk.adapters.sql.schema import VERSION_TABLE
+from schedule_sdk.adapters.sql.tables import metadata
 
 connection = context.config.attributes["connection"]
 context.configure(connection=connection, target_metadata=metadata, version_table=VERSION_TABLE)

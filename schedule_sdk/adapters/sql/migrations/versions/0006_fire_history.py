@@ -18,7 +18,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-from schedule_sdk.adapters.stores.tables import UTCDateTime
+from schedule_sdk.adapters.sql.tables import UTCDateTime
 
 revision = "0006"
 down_revision = "0005"

@@ -9,7 +9,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-from schedule_sdk.adapters.stores.tables import UTCDateTime
+from schedule_sdk.adapters.sql.tables import UTCDateTime
 
 revision = "0001"
 down_revision = None

@@ -4,7 +4,7 @@ Revision ID: 0014
 Revises: 0013
 
 ``schedule_fires.traceback`` (nullable text) keeps the traceback of a failed attempt's error,
-its tail capped at 8 KiB of UTF-8; older entries have none.
+its tail capped by the fire history's traceback limit; older entries have none.
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-from schedule_sdk.adapters.stores.tables import UTCDateTime
+from schedule_sdk.adapters.sql.tables import UTCDateTime
 
 revision = "0012"
 down_revision = "0011"

@@ -1,0 +1,148 @@
+"""Wake-ups from other processes: PostgreSQL ``LISTEN``, SQLite ``PRAGMA data_version``.
+
+Both run one daemon thread and are best effort: on errors they back off and retry, and the
+poller's bounded safety-net interval covers anything they miss.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import sqlite3
+import threading
+from collections.abc import Callable
+from datetime import datetime
+
+from sqlalchemy.engine import URL
+
+from schedule_sdk.domain.backoff import Reconnect, retrying
+from schedule_sdk.domain.errors import ListenNotDelivered
+
+logger = logging.getLogger(__name__)
+
+OnChange = Callable[[datetime | None], None]
+
+#: How long :func:`check_listen` waits for its notification (a direct connection delivers it in
+#: about a millisecond).
+LISTEN_CHECK_SECONDS = 5.0
+
+
+def check_listen(url: URL, timeout: float = LISTEN_CHECK_SECONDS) -> None:
+    """Check that ``LISTEN`` works on ``url``: one connection listens on a channel of its own,
+    another sends it a notification, which must arrive within ``timeout`` seconds. Behind a
+    transaction pooler (PgBouncer with ``pool_mode=transaction``) the listening server session
+    is handed back to the pool as soon as ``LISTEN`` commits, so the notification never reaches
+    the client. A database that cannot be reached is not judged here (the watcher retries).
+
+    :raises ListenNotDelivered: the notification did not arrive.
+    """
+    import psycopg
+
+    dsn = url.set(drivername="postgresql").render_as_string(hide_password=False)
+    channel = f"schedule_sdk_listen_check_{secrets.token_hex(6)}"
+    try:
+        # A server that does not answer is not waited for longer than the check itself.
+        wait = max(1, round(timeout))
+        with psycopg.connect(dsn, autocommit=True, prepare_threshold=None, connect_timeout=wait) as listener:
+            listener.execute(f'LISTEN "{channel}"')
+            sender = psycopg.connect(dsn, autocommit=True, prepare_threshold=None, connect_timeout=wait)
+            with sender:
+                sender.execute("SELECT pg_notify(%s, 'check')", (channel,))
+            delivered = any(True for _ in listener.notifies(timeout=timeout, stop_after=1))
+    except psycopg.Error as error:
+        logger.warning("could not check LISTEN on %s: %s", url.render_as_string(hide_password=True), error)
+        return
+    if not delivered:
+        raise ListenNotDelivered(
+            f"a notification sent to {url.render_as_string(hide_password=True)} was not delivered "
+            f"within {timeout:g}s: LISTEN goes through a transaction pooler (such as PgBouncer with "
+            "pool_mode=transaction). Set database_pooler=transaction (SCHEDULE_DATABASE_POOLER) and "
+            "database_listen_url (SCHEDULE_DATABASE_LISTEN_URL) to a direct connection to PostgreSQL, "
+            "or leave database_listen_url unset to wake up by polling"
+        )
+
+
+#: The payload of the notification sent when a concurrency slot frees (migration 0023).
+SLOT_PAYLOAD = "slot"
+
+
+def listen_postgres(
+    url: URL, channel: str, on_change: OnChange, on_slot: Callable[[], None] | None = None
+) -> Callable[[], None]:
+    """LISTEN on ``channel``; a notification's payload is a job's due time (ISO 8601), or
+    :data:`SLOT_PAYLOAD` for a freed slot (``on_slot``, else ``on_change(None)``)."""
+    import psycopg
+
+    stop = threading.Event()
+    dsn = url.set(drivername="postgresql").render_as_string(hide_password=False)
+
+    backoff = Reconnect()
+
+    def listen() -> float:
+        """Connect and LISTEN; relay the notifications until stop."""
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute(f'LISTEN "{channel}"')
+            backoff.reset()  # connected: a later drop retries after the first delay again
+            on_change(None)  # anything sent while we were away
+            while not stop.is_set():
+                for note in conn.notifies(timeout=0.5):
+                    if note.payload == SLOT_PAYLOAD and on_slot is not None:
+                        on_slot()
+                    else:
+                        on_change(_parse(note.payload))
+        return 0.0
+
+    def run() -> None:
+        retrying(
+            listen,
+            stop=stop,
+            backoff=backoff,
+            errors=(psycopg.Error,),
+            what=f"LISTEN {channel}",
+            logger=logger,
+        )
+
+    return _start(run, stop, "schedule-sdk-pg-listen")
+
+
+def poll_sqlite_data_version(url: URL, on_change: OnChange, interval: float = 0.05) -> Callable[[], None]:
+    """Watch SQLite's ``data_version``, which changes whenever another connection commits."""
+    stop = threading.Event()
+    path = url.database or ""
+
+    def run() -> None:
+        last = None
+        conn = None
+        while not stop.wait(interval):
+            try:
+                if conn is None:
+                    conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+                version = conn.execute("PRAGMA data_version").fetchone()[0]
+            except sqlite3.Error:
+                conn = None
+                continue
+            if last is not None and version != last:
+                on_change(None)
+            last = version
+        if conn is not None:
+            conn.close()
+
+    return _start(run, stop, "schedule-sdk-sqlite-watch")
+
+
+def _parse(payload: str) -> datetime | None:
+    try:
+        return datetime.fromisoformat(payload)
+    except ValueError:
+        return None
+
+
+def _start(run: Callable[[], None], stop: threading.Event, name: str) -> Callable[[], None]:
+    thread = threading.Thread(target=run, name=name, daemon=True)
+    thread.start()
+
+    def cancel() -> None:
+        stop.set()
+        thread.join(timeout=2)
+
+    return cancel

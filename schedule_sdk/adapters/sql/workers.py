@@ -1,0 +1,92 @@
+"""The SQL job store's worker registry (``schedule_workers``): heartbeats, the store's clock, and the
+release of dead workers' claims."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from datetime import UTC, datetime
+
+import sqlalchemy as sa
+
+from schedule_sdk.adapters.sql import sessions
+from schedule_sdk.adapters.sql.connections import Connections
+from schedule_sdk.adapters.sql.engine import translate_errors
+from schedule_sdk.adapters.sql.rows import from_row
+from schedule_sdk.adapters.sql.statements import ACTIVE, once
+from schedule_sdk.adapters.sql.tables import schedule_jobs as t
+from schedule_sdk.adapters.sql.tables import schedule_workers as w
+from schedule_sdk.domain.jobs import ScheduledJob
+from schedule_sdk.ports import WorkerInfo, WorkerRegistry
+
+
+class SQLWorkerRegistry(WorkerRegistry):
+    """:class:`~schedule_sdk.ports.WorkerRegistry` on the SQL job store's connections."""
+
+    def __init__(self, connections: Connections) -> None:
+        self.connections = connections
+
+    def beat(self, worker: WorkerInfo) -> None:
+        values = dataclasses.asdict(worker)
+        with self.connections.write() as conn:
+            updated = conn.execute(
+                sa.update(w)
+                .where(w.c.id == worker.id)
+                .values(
+                    last_beat=worker.last_beat,
+                    in_flight=worker.in_flight,
+                    stuck=worker.stuck,
+                    clock_offset=worker.clock_offset,
+                    clock_error=worker.clock_error,
+                )
+            ).rowcount
+            if not updated:
+                conn.execute(sa.insert(w), values)
+
+    def store_clock(self) -> datetime | None:
+        """PostgreSQL's ``clock_timestamp()``, one autocommit round trip; None on SQLite, which
+        has no clock of its own (its time is the clock of the machine its processes share).
+        Read on the durable pool, in autocommit: its sessions take no start-up option, so a worker
+        misconfigured behind a transaction pooler still reaches the check that names the problem."""
+        if not self.connections.is_pg:
+            return None
+        with translate_errors(), self.connections.engine.connect() as conn:
+            conn = conn.execution_options(isolation_level="AUTOCOMMIT")
+            value = conn.exec_driver_sql("SELECT clock_timestamp()").scalar_one()
+        assert isinstance(value, datetime)
+        return value.astimezone(UTC)
+
+    def workers(self) -> list[WorkerInfo]:
+        with self.connections.read() as conn:
+            rows = conn.execute(sa.select(w).order_by(w.c.id)).mappings().all()
+        return [WorkerInfo(**dict(row)) for row in rows]
+
+    def remove_worker(self, worker_id: str) -> None:
+        with self.connections.write() as conn:
+            conn.execute(sa.delete(w).where(w.c.id == worker_id))
+
+    def release_dead(
+        self, beat_before: datetime, also: Sequence[str], now: datetime, limit: int
+    ) -> list[ScheduledJob]:
+        dead = sa.select(w.c.id).where(sa.or_(w.c.last_beat < beat_before, w.c.id.in_(list(also))))
+        chosen = (
+            sa.select(t.c.id)
+            .where(ACTIVE, t.c.claimed_by.in_(dead))
+            .limit(limit)
+            .with_for_update(skip_locked=True)
+        )
+        statement = (
+            sa.update(t)
+            .where(t.c.id.in_(once(chosen)), ACTIVE)
+            .values(status="pending", claimed_by=None, claimed_until=None, updated_at=now)
+            .returning(*t.c)
+        )
+        with self.connections.write() as conn:
+            if self.connections.is_pg:  # their sessions left inside a transaction would hide locked claims
+                sessions.end_sessions_of(conn, conn.execute(dead).scalars().all())
+            rows = conn.execute(statement).mappings().all()
+        return [from_row(r) for r in rows]
+
+    def forget_workers(self, beat_before: datetime) -> int:
+        with self.connections.write() as conn:
+            return int(conn.execute(sa.delete(w).where(w.c.last_beat < beat_before)).rowcount)
