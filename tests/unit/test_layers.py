@@ -134,3 +134,119 @@ def test_the_rule_sees_wrong_way_arrows_and_private_names(tmp_path: Path) -> Non
     assert private_imports(package) == [
         "schedule_sdk.substrates.sql.poller:3 imports schedule_sdk.ports._Hidden"
     ]
+
+
+#: The public faces: what users import. Nothing inside the package imports them (a back-arrow),
+#: but another face may.
+PUBLIC_FACES = {"schedule_sdk", "schedule_sdk.dashboard", "schedule_sdk.errors", "schedule_sdk.timer"}
+#: A module of the package is read whole by one reader: past this many lines, split it by theme.
+MAX_LINES = 900
+
+
+def _module_files(package: Path) -> dict[str, Path]:
+    return {module_of(path, package): path for path in package_files(package)}
+
+
+def _target_modules(target: str, names: list[str], known: dict[str, Path]) -> list[str]:
+    """The package's modules an import names: ``from a.b import c`` is ``a.b.c`` when that is a
+    module, else ``a.b``."""
+    found = [f"{target}.{name}" for name in names if f"{target}.{name}" in known]
+    if len(found) < len(names) or not names:
+        found.append(target)
+    return [module for module in found if module in known]
+
+
+def import_graph(package: Path = PACKAGE) -> dict[str, set[str]]:
+    """Module -> the package's modules it imports, anywhere in it (at the top, in a function, under
+    ``TYPE_CHECKING``): a circle is a circle to a reader whichever way it is taken."""
+    known = _module_files(package)
+    graph: dict[str, set[str]] = {module: set() for module in known}
+    for module, path in known.items():
+        for target, names, _ in imports(path):
+            graph[module].update(m for m in _target_modules(target, names, known) if m != module)
+    return graph
+
+
+def circles(package: Path = PACKAGE) -> list[list[str]]:
+    """The strongly connected groups of more than one module (Tarjan's algorithm)."""
+    graph = import_graph(package)
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for other in sorted(graph[node]):
+            if other not in index:
+                visit(other)
+                low[node] = min(low[node], low[other])
+            elif other in on_stack:
+                low[node] = min(low[node], index[other])
+        if low[node] == index[node]:
+            group = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                group.append(member)
+                if member == node:
+                    break
+            if len(group) > 1:
+                found.append(sorted(group))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return sorted(found)
+
+
+def back_arrows(package: Path = PACKAGE) -> list[str]:
+    """Imports of a public face from a module that is not one."""
+    known = _module_files(package)
+    found = []
+    for module, path in known.items():
+        if module in PUBLIC_FACES:
+            continue
+        for target, names, line in imports(path):
+            faces = [m for m in _target_modules(target, names, known) if m in PUBLIC_FACES]
+            found += [f"{module}:{line} -> {face}" for face in faces]
+    return sorted(found)
+
+
+def long_modules(package: Path = PACKAGE) -> list[str]:
+    return sorted(
+        f"{module_of(path, package)}: {count} lines"
+        for path in package_files(package)
+        if (count := len(path.read_text().splitlines())) > MAX_LINES
+    )
+
+
+def test_no_import_circles() -> None:
+    assert circles() == []
+
+
+def test_nothing_inside_the_package_imports_a_public_face() -> None:
+    assert back_arrows() == []
+
+
+def test_no_module_is_longer_than_a_reader_reads_whole() -> None:
+    assert long_modules() == []
+
+
+def test_the_rules_see_circles_back_arrows_and_long_modules(tmp_path: Path) -> None:
+    """The checkers themselves, on a small package of their own."""
+    package = tmp_path / "schedule_sdk"
+    (package / "domain").mkdir(parents=True)
+    (package / "__init__.py").write_text("from schedule_sdk.domain.jobs import Job\n")
+    (package / "domain" / "__init__.py").write_text("")
+    (package / "domain" / "jobs.py").write_text("from schedule_sdk.domain import limits\n")
+    (package / "domain" / "limits.py").write_text(
+        "def check():\n    from schedule_sdk.domain.jobs import Job\n" + "\n" * MAX_LINES
+    )
+    (package / "domain" / "status.py").write_text("from schedule_sdk import Job\n")
+    assert circles(package) == [["schedule_sdk.domain.jobs", "schedule_sdk.domain.limits"]]
+    assert back_arrows(package) == ["schedule_sdk.domain.status:1 -> schedule_sdk"]
+    assert long_modules(package) == [f"schedule_sdk.domain.limits: {MAX_LINES + 2} lines"]
