@@ -7,9 +7,11 @@ poller's bounded safety-net interval covers anything they miss.
 from __future__ import annotations
 
 import logging
+import os
 import secrets
 import sqlite3
 import threading
+import time
 from collections.abc import Callable
 from datetime import datetime
 
@@ -106,21 +108,37 @@ def listen_postgres(
 
 
 def poll_sqlite_data_version(url: URL, on_change: OnChange, interval: float = 0.05) -> Callable[[], None]:
-    """Watch SQLite's ``data_version``, which changes whenever another connection commits."""
+    """Watch SQLite's ``data_version``, which changes whenever another connection commits.
+
+    Every ``interval`` seconds the thread looks at the database file and its ``-wal`` log
+    (:func:`_files`: a commit writes to one of them) and reads ``data_version`` only when they
+    changed, or while their last change is too recent for their timestamps to tell a later write
+    apart (:func:`_settled`): an idle database costs a ``stat``, not a query.
+    """
     stop = threading.Event()
     path = url.database or ""
 
+    files_of = os.path.realpath(path) if path else path  # SQLite keeps the log beside the target
+
     def run() -> None:
         last = None
+        seen: tuple[int, ...] | None = None
+        settled = False  # the last version read covers every write the files do not show
         conn = None
         while not stop.wait(interval):
+            now = time.time_ns()  # before the stat: a write after it is stamped later than this
+            files = _files(files_of)
+            if files == seen and settled:
+                continue
             try:
                 if conn is None:
                     conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
                 version = conn.execute("PRAGMA data_version").fetchone()[0]
             except sqlite3.Error:
                 conn = None
+                seen = None
                 continue
+            seen, settled = files, _settled(files, now)
             if last is not None and version != last:
                 on_change(None)
             last = version
@@ -128,6 +146,36 @@ def poll_sqlite_data_version(url: URL, on_change: OnChange, interval: float = 0.
             conn.close()
 
     return _start(run, stop, "schedule-sdk-sqlite-watch")
+
+
+def _files(path: str) -> tuple[int, ...]:
+    """The database file's and its ``-wal`` log's inode, size and modification time (ns); zeros
+    for a file that is not there."""
+    found: list[int] = []
+    for name in (path, path + "-wal"):
+        try:
+            st = os.stat(name)
+        except OSError:
+            found += (0, 0, 0)
+        else:
+            found += (st.st_ino, st.st_size, st.st_mtime_ns)
+    return tuple(found)
+
+
+#: How far apart two writes to a file must be for their modification times to differ, at most (the
+#: kernel stamps files by a clock that ticks every few milliseconds; a file system that keeps whole
+#: seconds only is recognised by its stamps).
+STAMP_TICK_NS = 50_000_000
+
+
+def _settled(files: tuple[int, ...], now: int) -> bool:
+    """Whether any write after ``now`` (ns) will change what :func:`_files` read: the files' last
+    modification is older than a tick of their timestamps (a write in the same tick that kept a
+    file's size, as after the log's restart from its start, would read the same)."""
+    stamps = [files[i] for i in (2, 5) if files[i]]
+    whole = all(stamp % 1_000_000_000 == 0 for stamp in stamps)
+    tick = 2_000_000_000 if whole else STAMP_TICK_NS
+    return all(now - stamp > tick for stamp in stamps)
 
 
 def _parse(payload: str) -> datetime | None:
