@@ -11,12 +11,12 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection, Engine
 
 from schedule_sdk.adapters.stores.engine import translate_errors
 from schedule_sdk.adapters.stores.sqlalchemy import from_row
 from schedule_sdk.adapters.stores.sqlalchemy_timers import connection_of
+from schedule_sdk.adapters.stores.tables import dialect_insert
 from schedule_sdk.adapters.stores.tables import schedule_declared as d
 from schedule_sdk.adapters.stores.tables import schedule_jobs as t
 from schedule_sdk.domain.declared import StoredDeclaration
@@ -78,7 +78,7 @@ class SQLAlchemyDeclaredRows(DeclaredRows):
             }
             for r in rows
         ]
-        insert = (postgresql.insert if conn.dialect.name == "postgresql" else sqlite.insert)(d)
+        insert = dialect_insert(conn.dialect.name)(d)
         statement = insert.on_conflict_do_update(
             index_elements=[d.c.name],
             set_={c.name: insert.excluded[c.name] for c in d.c if c.name != "name"},

@@ -16,11 +16,10 @@ from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy import exc
-from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection, Engine
 
 from schedule_sdk.adapters.stores.engine import translate_errors
-from schedule_sdk.adapters.stores.tables import UTCDateTime
+from schedule_sdk.adapters.stores.tables import UTCDateTime, dialect_insert
 from schedule_sdk.adapters.stores.tables import schedule_jobs as jobs
 from schedule_sdk.domain.errors import InvalidTimerCommand
 from schedule_sdk.domain.timers import TimerEntry, TimerState
@@ -85,7 +84,7 @@ def due_query(tenant_id: str, now: datetime, limit: int) -> sa.Select[Any]:
 class SQLAlchemyTimerStore(TimerStore):
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
-        insert = postgresql.insert if engine.dialect.name == "postgresql" else sqlite.insert
+        insert = dialect_insert(engine.dialect.name)
         # RETURNING tells which rows were new (executemany: "insertmanyvalues" batches)
         self._insert_statement = (
             insert(t)
