@@ -767,6 +767,25 @@ class SQLAlchemyJobStore(JobStore, JoinableStore, WorkerRegistry, FireHistory, R
             self._checkpoint_conn = (conn, os.getpid())
         conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
 
+    def _others_version(self) -> int | None:
+        """SQLite: ``data_version`` on this process's writer connection, which only other
+        connections' commits change; None while a writer holds it longer than a moment (or
+        before the first write). A moment: the watcher hears a commit before its writer lets go."""
+        assert self._writers is not None
+        if not self._writers.acquire(timeout=0.05):
+            return None
+        try:
+            conn = self._writer_conn
+            if conn is None or self._writer_pid != os.getpid() or conn.in_transaction():
+                return None
+            driver = conn.connection.driver_connection
+            assert isinstance(driver, sqlite3.Connection)
+            return int(driver.execute("PRAGMA data_version").fetchone()[0])
+        except (sqlite3.Error, exc.SQLAlchemyError):
+            return None
+        finally:
+            self._writers.release()
+
     def _drop_writer(self) -> None:
         conn, self._writer_conn = self._writer_conn, None
         if conn is not None and self._writer_pid == os.getpid():
@@ -1140,7 +1159,7 @@ class SQLAlchemyJobStore(JobStore, JoinableStore, WorkerRegistry, FireHistory, R
 
         :raises ListenNotDelivered: a notification was not delivered on the listen connection."""
         if not self._is_pg:
-            return watch.poll_sqlite_data_version(self.engine.url, on_change)
+            return watch.poll_sqlite_data_version(self.engine.url, on_change, others=self._others_version)
         if self._listen_url is not None:
             url = sa.make_url(self._listen_url)
         elif transaction_pooled(self.engine):

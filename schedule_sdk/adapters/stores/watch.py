@@ -110,8 +110,14 @@ def listen_postgres(
     return _start(run, stop, "schedule-sdk-pg-listen")
 
 
-def poll_sqlite_data_version(url: URL, on_change: OnChange, interval: float = 0.05) -> Callable[[], None]:
+def poll_sqlite_data_version(
+    url: URL, on_change: OnChange, interval: float = 0.05, others: Callable[[], int | None] | None = None
+) -> Callable[[], None]:
     """Watch SQLite's ``data_version``, which changes whenever another connection commits.
+
+    ``others``: ``data_version`` as this process's writer connection reads it (None when it cannot
+    say): a change the watcher sees that this one does not is that writer's own commit, which
+    wakes nobody (this process's writes wake its poller directly).
 
     The thread reads ``data_version`` only when the database file or its ``-wal`` log changed (a
     commit writes to one of them). On Linux it sleeps until the kernel reports a write to either
@@ -130,6 +136,7 @@ def poll_sqlite_data_version(url: URL, on_change: OnChange, interval: float = 0.
         last = None
         seen: tuple[int, ...] | None = None
         settled = False  # the last version read covers every write the files do not show
+        last_other: int | None = None
         conn = None
         try:
             while not wait(interval):
@@ -148,7 +155,10 @@ def poll_sqlite_data_version(url: URL, on_change: OnChange, interval: float = 0.
                     continue
                 seen, settled = files, _settled(files, now)
                 if last is not None and version != last:
-                    on_change(None)
+                    other = others() if others is not None else None
+                    if other is None or other != last_other:
+                        on_change(None)
+                    last_other = other
                 last = version
         finally:
             if conn is not None:
