@@ -58,6 +58,9 @@ class FireDispatcher(Dispatcher):
         self._running: set[str] = set()
         self._changed = threading.Condition()
         self._threads: list[threading.Thread] = []
+        self._listeners = 0  # listener threads started (on demand: see submit)
+        self._idle = threading.Semaphore(0)  # released by a listener thread done with a job
+        self._recorder: threading.Thread | None = None
         self._stopping = False
         #: Called (from a recorder thread) whenever capacity frees up.
         self.on_capacity: Callable[[], None] = lambda: None
@@ -71,10 +74,21 @@ class FireDispatcher(Dispatcher):
     # -- pool --------------------------------------------------------------------------------
 
     def start(self) -> None:
+        """Start taking jobs. The listener threads and the recorder start with the first jobs
+        submitted, one more whenever no started one is idle, up to ``concurrency``: a worker with
+        nothing due runs none of them."""
         self._stopping = False
-        for n in range(self._concurrency):
-            self._spawn(self._work, f"schedule-sdk-listener-{n}")
-        self._recorder = self._spawn(self._record_loop, "schedule-sdk-recorder")
+
+    def _grow(self, jobs: int) -> None:
+        """Start listener threads for ``jobs`` new jobs, as far as idle ones do not take them."""
+        if self._recorder is None:
+            self._recorder = self._spawn(self._record_loop, "schedule-sdk-recorder")
+        for _ in range(jobs):
+            if self._listeners >= self._concurrency:
+                return
+            if not self._idle.acquire(blocking=False):
+                self._spawn(self._work, f"schedule-sdk-listener-{self._listeners}")
+                self._listeners += 1
 
     def _spawn(self, target: Callable[[], None], name: str) -> threading.Thread:
         thread = threading.Thread(target=target, name=name, daemon=True)
@@ -103,11 +117,20 @@ class FireDispatcher(Dispatcher):
         with self._changed:
             for job in jobs:
                 self._held[job.id] = job
+            if self._listeners < self._concurrency:  # after that, nothing to count
+                self._grow(len(jobs))
         for job in jobs:
             self._jobs.put(job)
 
     def _work(self) -> None:
-        while (job := self._jobs.get()) is not None:
+        first = True  # a thread starts for a job submitted: it is not idle until that one is done
+        while True:
+            if not first:
+                self._idle.release()
+            first = False
+            job = self._jobs.get()
+            if job is None:
+                return
             with self._changed:
                 if self._stopping:
                     continue  # released by stop()
@@ -185,10 +208,15 @@ class FireDispatcher(Dispatcher):
             self._stopping = True
             self._changed.wait_for(lambda: not self._running, timeout=max(0.0, deadline - time.monotonic()))
             overdue = set(self._running)
-        for _ in range(self._concurrency):
+        with self._changed:
+            listeners, recorder = self._listeners, self._recorder
+            self._listeners, self._recorder = 0, None
+            self._idle = threading.Semaphore(0)
+        for _ in range(listeners):
             self._jobs.put(None)
-        self._results.put(None)
-        self._recorder.join(timeout=max(0.5, deadline - time.monotonic()))
+        if recorder is not None:
+            self._results.put(None)
+            recorder.join(timeout=max(0.5, deadline - time.monotonic()))
         with self._changed:
             unfinished = [j for j in self._held if j not in overdue] + sorted(overdue)
         self._release(unfinished)

@@ -6,12 +6,15 @@ inside that event's ``wait`` holding the same lock at that instant (it takes it 
 timed wake), the handler waits for a lock its own thread holds, and the process never stops: a
 SIGTERM'd worker hangs until it is killed. So the handler here takes no lock: it sets a flag and
 writes one byte to a pipe, and the main thread waits on that pipe with ``select``, which the
-signal interrupts and the byte then ends at once.
+signal interrupts and the byte then ends at once. The pipe is also the interpreter's wake-up fd
+(``signal.set_wakeup_fd``), which gets a byte whichever thread the signal is delivered to: the
+main thread sleeps without a timeout.
 """
 
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import select
 import signal
@@ -21,8 +24,8 @@ from types import FrameType, TracebackType
 from typing import Any
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
-#: The longest the main thread waits without running Python code (seconds): a stop signal
-#: delivered to another thread is handled within that.
+#: The longest the main thread waits without running Python code (seconds) when the wake-up fd
+#: could not be set: a stop signal delivered to another thread is handled within that.
 SLICE = 0.5
 
 
@@ -36,6 +39,7 @@ class StopSignals:
         self.received: signal.Signals | None = None  #: the first stop signal, once one arrived
         self._previous: dict[signal.Signals, Any] = {}
         self._read_fd = self._write_fd = -1
+        self._wakeup: int | None = None  # the wake-up fd before ours, while ours is set
 
     @property
     def requested(self) -> bool:
@@ -46,11 +50,18 @@ class StopSignals:
         """Block until a stop signal arrived (True) or ``timeout`` seconds passed (False)."""
         deadline = None if timeout is None else time.monotonic() + timeout
         while not self.requested:
-            left = SLICE if deadline is None else min(SLICE, deadline - time.monotonic())
-            if left <= 0:
-                break
-            select.select([self._read_fd], [], [], left)
+            left = None if self._wakeup is not None else SLICE  # the wake-up fd: no timed wakes
+            if deadline is not None:
+                left = min(left or math.inf, deadline - time.monotonic())
+                if left <= 0:
+                    break
+            if select.select([self._read_fd], [], [], left)[0] and not self.requested:
+                self._drain()  # another signal's byte (or the handler's, which runs next)
         return self.requested
+
+    def _drain(self) -> None:
+        with contextlib.suppress(OSError):
+            os.read(self._read_fd, 512)
 
     def _handle(self, signum: int, _frame: FrameType | None) -> None:
         # no lock here: see the module's docstring
@@ -62,6 +73,15 @@ class StopSignals:
     def __enter__(self) -> StopSignals:
         self._read_fd, self._write_fd = os.pipe()
         os.set_blocking(self._write_fd, False)
+        os.set_blocking(self._read_fd, False)
+        try:
+            previous = signal.set_wakeup_fd(self._write_fd, warn_on_full_buffer=False)
+        except ValueError:  # not the main thread: signal.signal below says so
+            previous = None
+        if previous is not None and previous != -1:  # someone else's (an event loop): theirs
+            signal.set_wakeup_fd(previous)
+            previous = None
+        self._wakeup = previous
         for sig in self.signals:
             self._previous[sig] = signal.signal(sig, self._handle)
         return self
@@ -75,5 +95,8 @@ class StopSignals:
         for sig, handler in self._previous.items():
             signal.signal(sig, handler)
         self._previous.clear()
+        if self._wakeup is not None:
+            signal.set_wakeup_fd(self._wakeup)
+            self._wakeup = None
         os.close(self._read_fd)
         os.close(self._write_fd)

@@ -11,7 +11,8 @@ So the store's writer connection never checkpoints by itself (``wal_autocheckpoi
 :class:`Checkpointer` thread runs a ``PASSIVE`` checkpoint (which waits for no reader and no
 writer) every :attr:`~Checkpointer.every` commits, and after a quiet half second once anything was
 committed: the log stays about as short as SQLite's own policy keeps it. Once everything committed
-is checkpointed and writes stay quiet, the thread ends; the next commit starts another.
+is checkpointed, the thread sleeps until the next commit wakes it, and ends if none comes for
+:attr:`~Checkpointer.park` seconds (the next commit starts another).
 """
 
 from __future__ import annotations
@@ -26,12 +27,23 @@ logger = logging.getLogger(__name__)
 
 class Checkpointer:
     """Runs ``checkpoint`` on a thread of its own after every ``every`` commits (counted with
-    :meth:`committed`), and ``idle`` seconds after the last commit not yet checkpointed."""
+    :meth:`committed`), and ``idle`` seconds after the last commit not yet checkpointed; the thread
+    ends after ``park`` quiet seconds with everything checkpointed."""
 
-    def __init__(self, checkpoint: Callable[[], None], *, every: int = 100, idle: float = 0.5) -> None:
+    def __init__(
+        self,
+        checkpoint: Callable[[], None],
+        *,
+        every: int = 100,
+        idle: float = 0.5,
+        park: float | None = None,
+    ) -> None:
         self._checkpoint = checkpoint
         self.every = every
         self._idle = idle
+        #: Seconds the thread sleeps, all copied, for a commit to come before it ends (default
+        #: ``60 * idle``: a worker's heartbeat commits every second, so its thread stays).
+        self.park = 60 * idle if park is None else park
         self._commits = 0  # counted by the writers (under the store's writer lock)
         self._done = 0  # the count at the last checkpoint
         self._wake = threading.Event()
@@ -39,13 +51,15 @@ class Checkpointer:
         self._thread: threading.Thread | None = None
         self._pid = 0
         self._lock = threading.Lock()
+        self._parked = False  # the thread sleeps until a commit wakes it
 
     def committed(self) -> None:
         """A writer committed (cheap: called after every write transaction)."""
-        self._commits += 1  # before the thread check: a thread ending sees it, or a new one starts
+        self._commits += 1  # before the parked check: a thread parking sees it, or is woken
         if self._thread is None or self._pid != os.getpid():
             self._start()
-        if self._commits - self._done >= self.every:
+        if self._parked or self._commits - self._done >= self.every:
+            self._parked = False
             self._wake.set()
 
     def _start(self) -> None:
@@ -63,11 +77,18 @@ class Checkpointer:
             self._wake.clear()
             if self._stop.is_set():
                 return
-            with self._lock:
-                commits = self._commits
-                if commits == self._done:  # quiet, all copied: the thread ends (the next commit
-                    self._thread = None  # starts another), so a store never closed leaves none
-                    return
+            commits = self._commits
+            if commits == self._done:  # quiet, all copied: sleep until the next commit
+                self._parked = True
+                if self._commits == self._done:  # else a commit came in meanwhile
+                    self._wake.wait(self.park)
+                self._parked = False
+                with self._lock:
+                    if self._commits == self._done:  # quiet that long: the thread ends (the next
+                        self._thread = None  # commit starts another), so a store never closed
+                        return  # leaves none
+                self._wake.clear()  # the commit that woke it: a quiet ``idle`` first
+                continue
             try:
                 self._checkpoint()
             except Exception as error:  # the next commit's count tries again; SQLite stays correct

@@ -120,6 +120,24 @@ class Connections:
             self.checkpoint_conn = (conn, os.getpid())
         conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
 
+    def others_version(self) -> int | None:
+        """SQLite: ``data_version`` on this process's writer connection, which only other
+        connections' commits change; None while a writer holds it longer than a moment (or
+        before the first write). A moment: the watcher hears a commit before its writer lets go."""
+        if self.writers is None or not self.writers.acquire(timeout=0.05):
+            return None
+        try:
+            conn = self.writer_conn
+            if conn is None or self.writer_pid != os.getpid() or conn.in_transaction():
+                return None
+            driver = conn.connection.driver_connection
+            assert isinstance(driver, sqlite3.Connection)
+            return int(driver.execute("PRAGMA data_version").fetchone()[0])
+        except (sqlite3.Error, exc.SQLAlchemyError):
+            return None
+        finally:
+            self.writers.release()
+
     def drop_writer(self) -> None:
         conn, self.writer_conn = self.writer_conn, None
         if conn is not None and self.writer_pid == os.getpid():

@@ -15,9 +15,10 @@ from sqlalchemy.engine import Connection, Engine
 
 from schedule_sdk.adapters.sql.engine import translate_errors
 from schedule_sdk.adapters.sql.rows import from_row
+from schedule_sdk.adapters.sql.tables import dialect_insert
 from schedule_sdk.adapters.sql.tables import schedule_declared as d
 from schedule_sdk.adapters.sql.tables import schedule_jobs as t
-from schedule_sdk.adapters.sql.timers import connection_of, dialect_insert
+from schedule_sdk.adapters.sql.timers import connection_of
 from schedule_sdk.domain.declared import StoredDeclaration
 from schedule_sdk.domain.jobs import ScheduledJob
 from schedule_sdk.ports import DeclaredRows, JobTransaction

@@ -378,7 +378,9 @@ class SQLAlchemyJobStore(JobStore):
 
         :raises ListenNotDelivered: a notification was not delivered on the listen connection."""
         if not self.connections.is_pg:
-            return watch.poll_sqlite_data_version(self.engine.url, on_change)
+            return watch.poll_sqlite_data_version(
+                self.engine.url, on_change, others=self.connections.others_version
+            )
         if self._listen_url is not None:
             url = sa.make_url(self._listen_url)
         elif transaction_pooled(self.engine):

@@ -64,6 +64,32 @@ def _sqlite_text(value: datetime, milliseconds: bool) -> str:
 
 metadata = sa.MetaData()
 
+# The partial indexes' conditions for PostgreSQL are given to their indexes by
+# postgresql_indexes only: naming ``postgresql_where`` in an index loads SQLAlchemy's PostgreSQL
+# dialect, which a process on SQLite has no use for. The migrations create the indexes.
+
+
+def _where(condition: Any) -> dict[str, Any]:
+    """An index's partial condition: SQLite's now, PostgreSQL's by :func:`postgresql_indexes`."""
+    return {"sqlite_where": condition, "info": {"postgresql_where": condition}}
+
+
+def postgresql_indexes() -> None:
+    """Give the partial indexes their PostgreSQL condition (before DDL or a comparison of the
+    schema on PostgreSQL; the metadata's ``before_create`` does it)."""
+    for table in metadata.tables.values():
+        for index in table.indexes:
+            condition = index.info.get("postgresql_where")
+            if condition is not None and index.dialect_options["postgresql"]["where"] is None:
+                index.dialect_options["postgresql"]["where"] = condition
+
+
+@sa.event.listens_for(metadata, "before_create")
+def _before_create(target: sa.MetaData, connection: sa.Connection, **kw: Any) -> None:
+    if connection.dialect.name == "postgresql":
+        postgresql_indexes()
+
+
 schedule_jobs = sa.Table(
     "schedule_jobs",
     metadata,
@@ -134,23 +160,20 @@ sa.Index(
     "uq_schedule_jobs_client_request_id",
     schedule_jobs.c.client_request_id,
     unique=True,
-    postgresql_where=_crid_untenanted,
-    sqlite_where=_crid_untenanted,
+    **_where(_crid_untenanted),
 )
 sa.Index(
     "uq_schedule_jobs_tenant_client_request_id",
     schedule_jobs.c.tenant_id,
     schedule_jobs.c.client_request_id,
     unique=True,
-    postgresql_where=_crid_tenanted,
-    sqlite_where=_crid_tenanted,
+    **_where(_crid_tenanted),
 )
 # The delay index: only pending rows, by due time (claims and the poller's next wake-up).
 sa.Index(
     "ix_schedule_jobs_pending_due",
     schedule_jobs.c.run_at,
-    postgresql_where=_pending,
-    sqlite_where=_pending,
+    **_where(_pending),
 )
 # Concurrency keys (migration 0017): the running fires of a key (what its claims count) and the
 # pending fires of keys by due time (what its claims choose, and what waits for a slot). Rows
@@ -161,30 +184,26 @@ KEYED_PENDING_CONDITION = "status = 'pending' AND concurrency_key IS NOT NULL"
 sa.Index(
     "ix_schedule_jobs_keyed_active",
     schedule_jobs.c.concurrency_key,
-    postgresql_where=sa.text(KEYED_ACTIVE_CONDITION),
-    sqlite_where=sa.text(KEYED_ACTIVE_CONDITION),
+    **_where(sa.text(KEYED_ACTIVE_CONDITION)),
 )
 sa.Index(
     "ix_schedule_jobs_keyed_pending",
     schedule_jobs.c.run_at,
     schedule_jobs.c.concurrency_key,
-    postgresql_where=sa.text(KEYED_PENDING_CONDITION),
-    sqlite_where=sa.text(KEYED_PENDING_CONDITION),
+    **_where(sa.text(KEYED_PENDING_CONDITION)),
 )
 # Expired leases of active rows (release_expired).
 _active = schedule_jobs.c.status == "active"
 sa.Index(
     "ix_schedule_jobs_active_claimed",
     schedule_jobs.c.claimed_until,
-    postgresql_where=_active,
-    sqlite_where=_active,
+    **_where(_active),
 )
 # Retention: finished rows by the time they finished (purge_finished); open rows are not in it.
 sa.Index(
     "ix_schedule_jobs_finished",
     schedule_jobs.c.updated_at,
-    postgresql_where=sa.text(FINISHED_CONDITION),
-    sqlite_where=sa.text(FINISHED_CONDITION),
+    **_where(sa.text(FINISHED_CONDITION)),
 )
 # Keyset pages of list(), per filter.
 for _column in (schedule_jobs.c.owner_id, schedule_jobs.c.tenant_id):
@@ -192,8 +211,7 @@ for _column in (schedule_jobs.c.owner_id, schedule_jobs.c.tenant_id):
         f"ix_schedule_jobs_{_column.name.removesuffix('_id')}",
         _column,
         schedule_jobs.c.id,
-        postgresql_where=_column.is_not(None),
-        sqlite_where=_column.is_not(None),
+        **_where(_column.is_not(None)),
     )
 sa.Index("ix_schedule_jobs_topic", schedule_jobs.c.topic, schedule_jobs.c.id)
 
@@ -231,8 +249,7 @@ sa.Index(
     "ix_schedule_jobs_status",
     schedule_jobs.c.status,
     schedule_jobs.c.id,
-    postgresql_where=sa.text(NOT_PENDING_CONDITION),
-    sqlite_where=sa.text(NOT_PENDING_CONDITION),
+    **_where(sa.text(NOT_PENDING_CONDITION)),
 )
 
 #: Fire history: one row per attempt run or skipped, written with the fire's outcome.
@@ -317,3 +334,15 @@ schedule_declared = sa.Table(
     sa.CheckConstraint("kind IN ('cron', 'every', 'after')", name="ck_schedule_declared_kind"),
 )
 sa.Index("uq_schedule_declared_job", schedule_declared.c.job_id, unique=True)
+
+
+def dialect_insert(dialect: str) -> Any:
+    """The ``insert`` of ``dialect`` (``postgresql`` or ``sqlite``: their ``ON CONFLICT``), its
+    module imported on first use."""
+    if dialect == "postgresql":
+        from sqlalchemy.dialects import postgresql
+
+        return postgresql.insert
+    from sqlalchemy.dialects import sqlite
+
+    return sqlite.insert

@@ -10,7 +10,6 @@ filters by ``tenant_id``; the only cross-tenant query is the maintenance query :
 from __future__ import annotations
 
 import contextlib
-import importlib
 from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import Any
@@ -20,7 +19,7 @@ from sqlalchemy import exc
 from sqlalchemy.engine import Connection, Engine
 
 from schedule_sdk.adapters.sql.engine import translate_errors
-from schedule_sdk.adapters.sql.tables import UTCDateTime
+from schedule_sdk.adapters.sql.tables import UTCDateTime, dialect_insert
 from schedule_sdk.adapters.sql.tables import schedule_jobs as jobs
 from schedule_sdk.domain.errors import InvalidTimerCommand
 from schedule_sdk.domain.timers import TimerEntry, TimerState
@@ -80,13 +79,6 @@ def due_query(tenant_id: str, now: datetime, limit: int) -> sa.Select[Any]:
         .order_by(t.c.due_at)
         .limit(limit)
     )
-
-
-def dialect_insert(dialect: str) -> Any:
-    """The ``insert`` of the ``postgresql`` or ``sqlite`` dialect (``ON CONFLICT``), imported on
-    first use: a process loads only its database's dialect."""
-    name = "postgresql" if dialect == "postgresql" else "sqlite"
-    return importlib.import_module(f"sqlalchemy.dialects.{name}").insert
 
 
 class SQLAlchemyTimerStore(TimerStore):

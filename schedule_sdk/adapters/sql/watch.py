@@ -6,10 +6,15 @@ poller's bounded safety-net interval covers anything they miss.
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
 import secrets
+import select
 import sqlite3
+import sys
 import threading
+import time
 from collections.abc import Callable
 from datetime import datetime
 
@@ -105,29 +110,187 @@ def listen_postgres(
     return _start(run, stop, "schedule-sdk-pg-listen")
 
 
-def poll_sqlite_data_version(url: URL, on_change: OnChange, interval: float = 0.05) -> Callable[[], None]:
-    """Watch SQLite's ``data_version``, which changes whenever another connection commits."""
+def poll_sqlite_data_version(
+    url: URL, on_change: OnChange, interval: float = 0.05, others: Callable[[], int | None] | None = None
+) -> Callable[[], None]:
+    """Watch SQLite's ``data_version``, which changes whenever another connection commits.
+
+    ``others``: ``data_version`` as this process's writer connection reads it (None when it cannot
+    say): a change the watcher sees that this one does not is that writer's own commit, which
+    wakes nobody (this process's writes wake its poller directly).
+
+    The thread reads ``data_version`` only when the database file or its ``-wal`` log changed (a
+    commit writes to one of them). On Linux it sleeps until the kernel reports a write to either
+    (``inotify``), and looks at most every ``interval`` seconds while writes go on; a ``stat`` of
+    both files every second backs it up. Elsewhere, or where ``inotify`` cannot be had, it looks
+    every ``interval`` seconds: a ``stat``, and the query only when the files changed or their
+    last change is too recent for their timestamps to tell a later write apart (:func:`_settled`).
+    """
     stop = threading.Event()
     path = url.database or ""
+    files_of = os.path.realpath(path) if path else path  # SQLite keeps the log beside the target
+    writes = _Writes.open(files_of) if files_of else None
+    wait = stop.wait if writes is None else writes.wait
 
     def run() -> None:
         last = None
+        seen: tuple[int, ...] | None = None
+        settled = False  # the last version read covers every write the files do not show
+        last_other: int | None = None
         conn = None
-        while not stop.wait(interval):
-            try:
-                if conn is None:
-                    conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
-                version = conn.execute("PRAGMA data_version").fetchone()[0]
-            except sqlite3.Error:
-                conn = None
-                continue
-            if last is not None and version != last:
-                on_change(None)
-            last = version
-        if conn is not None:
-            conn.close()
+        try:
+            while not wait(interval):
+                now = time.time_ns()  # before the stat: a write after it is stamped later than this
+                files = _files(files_of)
+                written = writes is not None and writes.written  # a write the files may not show
+                if files == seen and settled and not written:
+                    continue
+                try:
+                    if conn is None:
+                        conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+                    version = conn.execute("PRAGMA data_version").fetchone()[0]
+                except sqlite3.Error:
+                    conn = None
+                    seen = None
+                    continue
+                seen, settled = files, _settled(files, now)
+                if last is not None and version != last:
+                    other = others() if others is not None else None
+                    if other is None or other != last_other:
+                        on_change(None)
+                    last_other = other
+                last = version
+        finally:
+            if conn is not None:
+                conn.close()
 
-    return _start(run, stop, "schedule-sdk-sqlite-watch")
+    cancel = _start(run, stop, "schedule-sdk-sqlite-watch")
+    if writes is None:
+        return cancel
+
+    def cancel_writes() -> None:
+        stop.set()
+        writes.wake()
+        cancel()
+        writes.close()
+
+    return cancel_writes
+
+
+class _Writes:
+    """Linux ``inotify`` on a database's folder, for writes to the database or its ``-wal`` log."""
+
+    #: IN_MODIFY | IN_CLOSE_WRITE | IN_MOVED_TO | IN_CREATE | IN_DELETE
+    MASK = 0x2 | 0x8 | 0x80 | 0x100 | 0x200
+    #: Seconds it sleeps at most: then the files are looked at anyway.
+    BACKSTOP = 1.0
+
+    def __init__(self, fd: int, names: set[bytes]) -> None:
+        self._fd = fd
+        self._names = names
+        self._stop_read, self._stop_write = os.pipe()
+        self._fds: tuple[int, ...] = (fd, self._stop_read, self._stop_write)
+        self._stopped = False
+        self._last = 0.0  # monotonic: the last time wait returned
+        #: Whether the last wait returned for a write (else at the back-stop).
+        self.written = False
+
+    @classmethod
+    def open(cls, path: str) -> _Writes | None:
+        if not sys.platform.startswith("linux"):
+            return None
+        try:
+            import ctypes
+
+            libc = ctypes.CDLL(None, use_errno=True)
+            fd = libc.inotify_init1(os.O_NONBLOCK | os.O_CLOEXEC)
+            if fd < 0:
+                return None
+            folder, name = os.path.split(path)
+            if libc.inotify_add_watch(fd, os.fsencode(folder or "."), cls.MASK) < 0:
+                os.close(fd)
+                return None
+        except (OSError, AttributeError):  # no inotify here: the thread polls
+            return None
+        base = os.fsencode(name)
+        return cls(fd, {base, base + b"-wal", base + b"-journal"})
+
+    def wait(self, interval: float) -> bool:
+        """Return once the files were written to (False), at least ``interval`` seconds after the
+        last return, or at the back-stop; True once :meth:`wake` stopped it."""
+        left = self._last + interval - time.monotonic()
+        if left > 0 and self._sleep(left):
+            return True
+        deadline = time.monotonic() + self.BACKSTOP
+        self.written = False
+        while not self.written and (left := deadline - time.monotonic()) > 0:
+            ready, _, _ = select.select([self._fd, self._stop_read], [], [], left)
+            if self._stopped or self._stop_read in ready:
+                return True
+            self.written = bool(ready) and self._written()
+        self._last = time.monotonic()
+        return self._stopped
+
+    def _sleep(self, seconds: float) -> bool:
+        ready, _, _ = select.select([self._stop_read], [], [], seconds)
+        return bool(ready) or self._stopped
+
+    def _written(self) -> bool:
+        """Read the queued events; whether one is about the database's files."""
+        found = False
+        while True:
+            try:
+                data = os.read(self._fd, 65536)
+            except BlockingIOError:
+                return found
+            offset = 0
+            while offset + 16 <= len(data):
+                size = int.from_bytes(data[offset + 12 : offset + 16], sys.byteorder)
+                name = data[offset + 16 : offset + 16 + size].rstrip(b"\0")
+                found = found or name in self._names or not name
+                offset += 16 + size
+
+    def wake(self) -> None:
+        self._stopped = True
+        with contextlib.suppress(OSError):
+            os.write(self._stop_write, b"\0")
+
+    def close(self) -> None:
+        """Close the descriptors (after the thread ended: :meth:`wake` first)."""
+        fds, self._fds = self._fds, ()
+        for fd in fds:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+
+def _files(path: str) -> tuple[int, ...]:
+    """The database file's and its ``-wal`` log's inode, size and modification time (ns); zeros
+    for a file that is not there."""
+    found: list[int] = []
+    for name in (path, path + "-wal"):
+        try:
+            st = os.stat(name)
+        except OSError:
+            found += (0, 0, 0)
+        else:
+            found += (st.st_ino, st.st_size, st.st_mtime_ns)
+    return tuple(found)
+
+
+#: How far apart two writes to a file must be for their modification times to differ, at most (the
+#: kernel stamps files by a clock that ticks every few milliseconds; a file system that keeps whole
+#: seconds only is recognised by its stamps).
+STAMP_TICK_NS = 50_000_000
+
+
+def _settled(files: tuple[int, ...], now: int) -> bool:
+    """Whether any write after ``now`` (ns) will change what :func:`_files` read: the files' last
+    modification is older than a tick of their timestamps (a write in the same tick that kept a
+    file's size, as after the log's restart from its start, would read the same)."""
+    stamps = [files[i] for i in (2, 5) if files[i]]
+    whole = all(stamp % 1_000_000_000 == 0 for stamp in stamps)
+    tick = 2_000_000_000 if whole else STAMP_TICK_NS
+    return all(now - stamp > tick for stamp in stamps)
 
 
 def _parse(payload: str) -> datetime | None:

@@ -1,0 +1,82 @@
+"""A worker with nothing due does not busy-poll its store."""
+
+from __future__ import annotations
+
+import threading
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+
+from schedule_sdk import OneShotSpec
+from tests.support.waiting import wait_until
+
+#: Statements an idle worker may run per heartbeat, its poller's safety net aside: the beat itself,
+#: the maintenance pass's look at the registry and at expired leases, and a poller's look after a
+#: wake-up. A poller or watcher that queried on every short tick would run dozens.
+PER_BEAT = 6
+SAFETY_NET = 300.0
+BEATS = 4
+
+#: What is not a statement of its own (the driver's transaction control, the watcher's pragma).
+_CONTROL = ("BEGIN", "COMMIT", "ROLLBACK", "SAVEPOINT", "RELEASE", "PRAGMA")
+
+
+class Statements:
+    """Counts the statements run on ``engine`` (SQLite: at the driver, so the claims' own driver
+    statements count too), and the worker's heartbeats among them."""
+
+    def __init__(self, engine: sa.Engine) -> None:
+        self._lock = threading.Lock()
+        self.texts: list[str] = []
+        if engine.dialect.name == "sqlite":
+            sa.event.listen(engine, "checkout", self._trace)
+            engine.dispose()  # connections made before are made again, traced
+        else:
+            sa.event.listen(engine, "before_cursor_execute", self._executed)
+
+    def _trace(self, dbapi_connection: Any, *_: Any) -> None:
+        dbapi_connection.set_trace_callback(self._seen)
+
+    def _executed(self, _conn: Any, _cursor: Any, statement: str, *_: Any) -> None:
+        self._seen(statement)
+
+    def _seen(self, statement: str) -> None:
+        text = " ".join(statement.split())
+        if not text.upper().startswith(_CONTROL):
+            with self._lock:
+                self.texts.append(text)
+
+    def reset(self) -> None:
+        with self._lock:
+            self.texts.clear()
+
+    def beats(self) -> int:
+        with self._lock:
+            return sum(1 for t in self.texts if t.startswith("UPDATE schedule_workers SET last_beat"))
+
+    def count(self) -> int:
+        with self._lock:
+            return len(self.texts)
+
+
+@pytest.mark.parametrize(
+    "backend_combination",
+    [
+        pytest.param(("sqlite", "sql"), id="sqlite-sql"),
+        pytest.param(("postgres", "sql"), id="postgres-sql", marks=pytest.mark.postgres),
+    ],
+    indirect=True,
+)
+def test_an_idle_worker_runs_a_few_statements_per_heartbeat_not_a_busy_poll(backend):
+    h = backend.harness(poll_interval=SAFETY_NET)  # its own polls aside: what else runs
+    statements = Statements(h.container.engine())
+    h.start()
+    later = datetime.now(UTC) + timedelta(hours=1)  # the poller sleeps toward it
+    h.service.schedule_at(OneShotSpec(topic="tests.idle", run_at=later, timezone="UTC"))
+    h.settle()
+    statements.reset()
+    assert wait_until(lambda: statements.beats() >= BEATS + 1, 30), statements.texts
+    seen, beats = statements.count(), statements.beats()
+    assert seen <= PER_BEAT * beats, (seen, beats, statements.texts)
