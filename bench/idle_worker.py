@@ -13,6 +13,10 @@ writes once started, lets it settle ``--settle`` seconds, then reads:
 - ``CPU %``: ``utime + stime`` of ``/proc/PID/stat`` over ``--seconds`` seconds, in % of one core;
 - ``threads``: the process's threads at the end.
 
+The schema is migrated first (``schedule-sdk db upgrade``), as for a worker restarted on a
+database at head; ``--first-start`` lets the worker migrate the new database itself, which loads
+Alembic (and with it Mako and the PostgreSQL dialect) for the life of the process.
+
 ``--w4``: W4, 100,000 pending one-shots due an hour ahead, are scheduled (``schedule_many``, by
 the same tree's code) before the worker starts, so the figures are those of a worker with a large
 backlog that is not yet due. ``--base REV``: each run alternates the working tree and ``REV``
@@ -192,6 +196,16 @@ def database(system: str, where: Path) -> str:
     return fresh_pg()
 
 
+def migrate(tree: Path, url: str, where: Path) -> None:
+    """``schedule-sdk db upgrade`` by ``tree``'s code: the worker then starts on a schema at head,
+    as a worker restarted in production does (the first start on a new database also migrates,
+    and holds Alembic's modules from then on: ``--first-start`` measures that one)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SCHEDULE_")}
+    env.update(PYTHONPATH=str(tree), SCHEDULE_DATABASE_URL=url)
+    command = [sys.executable, "-m", "schedule_sdk", "db", "upgrade"]
+    subprocess.run(command, env=env, cwd=where, check=True, stdout=subprocess.DEVNULL)
+
+
 def produce(tree: Path, url: str, where: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("SCHEDULE_")}
     env["PYTHONPATH"] = str(tree)
@@ -200,6 +214,8 @@ def produce(tree: Path, url: str, where: Path) -> None:
 
 def measure(tree: Tree, system: str, args: argparse.Namespace, where: Path) -> Result:
     url = database(system, where)
+    if not args.first_start:
+        migrate(tree.path, url, where)
     if args.w4:
         produce(tree.path, url, where)
     worker = Worker(tree.path, url, where)
@@ -219,6 +235,8 @@ def measure(tree: Tree, system: str, args: argparse.Namespace, where: Path) -> R
 
 def breakdown(system: str, args: argparse.Namespace, where: Path) -> None:
     url = database(system, where)
+    if not args.first_start:
+        migrate(ROOT, url, where)
     if args.w4:
         produce(ROOT, url, where)
     report, at = where / "breakdown.json", where / "breakdown.now"
@@ -308,6 +326,9 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=30.0, help="the CPU window")
     parser.add_argument("--settle", type=float, default=5.0, help="seconds after the start, before measuring")
     parser.add_argument("--runs", type=int, default=2)
+    parser.add_argument(
+        "--first-start", action="store_true", help="the worker migrates a new database itself (loads Alembic)"
+    )
     parser.add_argument("--breakdown", action="store_true", help="what the MB are (working tree)")
     parser.add_argument("--top", type=int, default=15, help="packages shown by --breakdown")
     args = parser.parse_args()

@@ -9,13 +9,23 @@ classes once their module is loaded by whoever uses them: an object can only be 
 class of a module that was imported, so an application's own wiring (FastAPI
 ``Depends(Provide[...])`` and the rest) behaves as before.
 
+Its ``providers`` also imports pydantic, to read pydantic 1's ``BaseSettings`` when
+``pydantic_settings`` is absent; with pydantic 2 (``pydantic_core`` installed) it does nothing with
+it. In that case pydantic is refused to that one import too (a finder on ``sys.meta_path`` raising
+``ModuleNotFoundError``: the compiled module reads a ``None`` in ``sys.modules`` as the module), so
+``Configuration.from_pydantic`` behaves as it did: it needs ``pydantic_settings`` either way.
+
 If dependency-injector was imported before (by the application), nothing is blocked.
 """
 
 from __future__ import annotations
 
+import importlib.abc
+import importlib.util
 import sys
 import threading
+from collections.abc import Sequence
+from types import ModuleType
 from typing import Any
 
 #: The optional modules ``dependency_injector.wiring`` tries at import time.
@@ -27,6 +37,31 @@ _lock = threading.Lock()
 
 def _blocked() -> list[str]:
     return [name for name in _OPTIONAL if name not in sys.modules]
+
+
+def _unused_pydantic() -> bool:
+    """Whether dependency-injector would import pydantic for nothing: pydantic 2 without
+    ``pydantic_settings`` (and nobody imported pydantic yet)."""
+    if "pydantic" in sys.modules or "pydantic_settings" in sys.modules:
+        return False
+    return (
+        importlib.util.find_spec("pydantic_settings") is None
+        and importlib.util.find_spec("pydantic_core") is not None
+    )
+
+
+class _Refuse(importlib.abc.MetaPathFinder):
+    """Refuses ``names`` (and their submodules) while it is on ``sys.meta_path``."""
+
+    def __init__(self, names: set[str]) -> None:
+        self.names = names
+
+    def find_spec(
+        self, fullname: str, path: Sequence[str] | None = None, target: ModuleType | None = None
+    ) -> None:
+        if fullname.partition(".")[0] in self.names:
+            raise ModuleNotFoundError(f"{fullname} is not imported with dependency-injector", name=fullname)
+        return None
 
 
 def _recognise_later(wiring: Any) -> None:
@@ -68,10 +103,13 @@ def _import() -> None:
         blocked = _blocked()
         for name in blocked:
             sys.modules[name] = None  # type: ignore[assignment]  # "import name" raises ImportError
+        refuse = _Refuse({"pydantic"} if _unused_pydantic() else set())
+        sys.meta_path.insert(0, refuse)
         try:
             import dependency_injector.containers  # noqa: F401
             from dependency_injector import wiring
         finally:
+            sys.meta_path.remove(refuse)
             for name in blocked:
                 if name in sys.modules and sys.modules[name] is None:
                     del sys.modules[name]

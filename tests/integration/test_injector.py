@@ -53,3 +53,28 @@ WIRED_APP = """
 def test_an_applications_fastapi_wiring_still_resolves(first: str) -> None:
     pytest.importorskip("fastapi")
     assert run(f"{first}\n{textwrap.dedent(WIRED_APP)}") == "hello"
+
+
+FROM_PYDANTIC = """
+    import sys
+    from dependency_injector import providers
+    try:
+        providers.Configuration().from_pydantic(object())
+    except Exception as error:
+        print(type(error).__name__, error)
+    print("pydantic loaded:", "pydantic" in sys.modules)
+"""
+
+
+def test_the_container_loads_no_pydantic_and_from_pydantic_answers_as_before() -> None:
+    """With pydantic 2 and no ``pydantic_settings``, dependency-injector imports pydantic for
+    nothing: the injector refuses it to that import, and ``from_pydantic`` says what it said."""
+    stock = run(FROM_PYDANTIC).splitlines()
+    ours = run(f"import schedule_sdk.bootstrap.container\n{textwrap.dedent(FROM_PYDANTIC)}").splitlines()
+    assert stock[-1] == "pydantic loaded: True"  # the stock import, on this environment
+    assert ours[-1] == "pydantic loaded: False"
+    assert ours[:-1] == stock[:-1]
+    assert (
+        run("import schedule_sdk.bootstrap.container, pydantic; print(pydantic.BaseModel.__name__)")
+        == "BaseModel"
+    )
