@@ -28,7 +28,7 @@ class SQLWorkerRegistry(WorkerRegistry):
 
     def beat(self, worker: WorkerInfo) -> None:
         values = dataclasses.asdict(worker)
-        with self.connections.write() as conn:
+        with self.connections.write(light=True) as conn:  # one small row: no checkpoint of its own
             updated = conn.execute(
                 sa.update(w)
                 .where(w.c.id == worker.id)
