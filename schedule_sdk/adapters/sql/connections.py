@@ -157,6 +157,17 @@ class Connections:
             yield conn
 
     @contextlib.contextmanager
+    def peek(self) -> Iterator[Connection]:
+        """A connection for one read statement: in autocommit on PostgreSQL (one round trip, no
+        ``BEGIN`` and ``COMMIT`` around it), a read transaction on SQLite."""
+        if not self.is_pg:
+            with self.read() as conn:
+                yield conn
+            return
+        with translate_errors(), self.engine.connect() as conn:
+            yield conn.execution_options(isolation_level="AUTOCOMMIT")
+
+    @contextlib.contextmanager
     def claiming(self) -> Iterator[Connection]:
         """A connection for one claim statement (autocommit on PostgreSQL; a write on SQLite)."""
         if self.claims is None:
@@ -234,6 +245,11 @@ class OneConnection(Connections):
             self.conn.execution_options(**{WRITE: False})  # a long-lived connection keeps options
             with self.conn.begin():
                 yield self.conn
+
+    @contextlib.contextmanager
+    def peek(self) -> Iterator[Connection]:
+        with self.read() as conn:
+            yield conn
 
     def close(self) -> None:
         return None  # the connection and the engine belong to the caller

@@ -277,7 +277,7 @@ class SQLAlchemyJobStore(JobStore):
     def release_expired(self, now: datetime, limit: int) -> list[ScheduledJob]:
         # A read first: most calls find nothing, and a read takes no writer turn, writes no log
         # and (SQLite) leaves nothing to checkpoint. A lease ending after it is the next call's.
-        with self.connections.read() as conn:
+        with self.connections.peek() as conn:
             if conn.execute(ANY_EXPIRED, {"c_now": now}).first() is None:
                 return []
         expired = (

@@ -57,7 +57,7 @@ class SQLWorkerRegistry(WorkerRegistry):
         return value.astimezone(UTC)
 
     def workers(self) -> list[WorkerInfo]:
-        with self.connections.read() as conn:
+        with self.connections.peek() as conn:  # one statement: no transaction around it
             rows = conn.execute(sa.select(w).order_by(w.c.id)).mappings().all()
         return [WorkerInfo(**dict(row)) for row in rows]
 
