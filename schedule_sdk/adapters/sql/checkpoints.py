@@ -14,7 +14,9 @@ committed: the log stays about as short as SQLite's own policy keeps it. A *ligh
 worker's heartbeat: one small row rewritten) does not call for that quiet-spell checkpoint by
 itself: while only light commits wait, the thread checkpoints them once the first is
 :attr:`~Checkpointer.linger` seconds old (or ``every`` of them came), so an idle worker does not
-copy and fsync a page or two after each beat, and its log still stays a few dozen pages long.
+copy and fsync a page or two after each beat, and its log still stays a few dozen pages long. A
+commit that changed no row (a claim that found nothing due) wrote nothing to the log: the store
+does not count it.
 Once everything committed is checkpointed, the thread sleeps until the next commit wakes it, and
 ends if none comes for :attr:`~Checkpointer.park` seconds (the next commit starts another).
 """
