@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 
 from schedule_sdk.adapters.sql.checkpoints import Checkpointer
 
@@ -85,5 +86,52 @@ def test_the_thread_ends_once_quiet_and_the_next_commit_starts_another() -> None
         assert not threads[0].is_alive() and checkpointer._thread is None
         checkpointer.committed()
         assert done[1].wait(5), "a commit after the thread ended was never checkpointed"
+    finally:
+        checkpointer.close()
+
+
+def test_light_commits_alone_wait_for_the_linger_then_are_checkpointed() -> None:
+    ran = threading.Event()
+    calls: list[int] = []
+
+    def checkpoint() -> None:
+        calls.append(1)
+        ran.set()
+
+    checkpointer = Checkpointer(checkpoint, every=1000, idle=0.01, linger=0.5)
+    try:
+        started = time.monotonic()
+        checkpointer.committed(light=True)
+        checkpointer.committed(light=True)
+        assert not ran.wait(0.2), "a heartbeat's commit was checkpointed after a quiet `idle`"
+        assert ran.wait(5), "light commits were never checkpointed"
+        assert time.monotonic() - started >= 0.5 and calls == [1]
+    finally:
+        checkpointer.close()
+
+
+def test_a_full_commit_among_light_ones_is_checkpointed_after_a_quiet_spell() -> None:
+    ran = threading.Event()
+
+    checkpointer = Checkpointer(ran.set, every=1000, idle=0.01, linger=3600)
+    try:
+        checkpointer.committed(light=True)
+        assert not ran.wait(0.1)  # lingering toward an hour
+        checkpointer.committed()
+        assert ran.wait(5), "a full commit did not end the light commits' linger"
+    finally:
+        checkpointer.close()
+
+
+def test_every_light_commits_are_checkpointed_at_once() -> None:
+    ran = threading.Event()
+
+    checkpointer = Checkpointer(ran.set, every=3, idle=0.01, linger=3600)
+    try:
+        checkpointer.committed(light=True)
+        checkpointer.committed(light=True)
+        assert not ran.wait(0.1)
+        checkpointer.committed(light=True)
+        assert ran.wait(5), "`every` light commits were not checkpointed"
     finally:
         checkpointer.close()

@@ -75,8 +75,10 @@ class Connections:
         self.claims: Engine | None = claims_engine(engine) if self.is_pg else None
 
     @contextlib.contextmanager
-    def write(self, engine: Engine | None = None) -> Iterator[Connection]:
-        """A write transaction (on ``engine`` if given): committed when the block ends normally."""
+    def write(self, engine: Engine | None = None, *, light: bool = False) -> Iterator[Connection]:
+        """A write transaction (on ``engine`` if given): committed when the block ends normally.
+        ``light``: it rewrites a row or two (a heartbeat), which alone need no checkpoint soon
+        (SQLite: see :class:`~.checkpoints.Checkpointer`)."""
         if self.writers is None or engine is not None:
             with self.write_lock, translate_errors(), (engine or self.engine).connect() as conn:
                 conn.execution_options(**{WRITE: True})
@@ -85,6 +87,9 @@ class Connections:
             return
         with self.writers, translate_errors():
             conn = self.writer()
+            driver = conn.connection.driver_connection
+            assert isinstance(driver, sqlite3.Connection)
+            changes = driver.total_changes
             try:
                 with conn.begin():
                     yield conn
@@ -92,8 +97,9 @@ class Connections:
                 if conn.invalidated or conn.in_transaction():
                     self.drop_writer()
                 raise
-            if self.checkpoints is not None:
-                self.checkpoints.committed()
+            # A commit that changed no row (a claim that found nothing due) wrote nothing to the log.
+            if self.checkpoints is not None and driver.total_changes != changes:
+                self.checkpoints.committed(light=light)
 
     def writer(self) -> Connection:
         """SQLite: the one connection of this process's writers, kept open (they take turns on the
@@ -149,6 +155,17 @@ class Connections:
         """A read transaction."""
         with translate_errors(), self.engine.connect() as conn, conn.begin():
             yield conn
+
+    @contextlib.contextmanager
+    def peek(self) -> Iterator[Connection]:
+        """A connection for one read statement: in autocommit on PostgreSQL (one round trip, no
+        ``BEGIN`` and ``COMMIT`` around it), a read transaction on SQLite."""
+        if not self.is_pg:
+            with self.read() as conn:
+                yield conn
+            return
+        with translate_errors(), self.engine.connect() as conn:
+            yield conn.execution_options(isolation_level="AUTOCOMMIT")
 
     @contextlib.contextmanager
     def claiming(self) -> Iterator[Connection]:
@@ -216,7 +233,7 @@ class OneConnection(Connections):
         self.claims = None
 
     @contextlib.contextmanager
-    def write(self, engine: Engine | None = None) -> Iterator[Connection]:
+    def write(self, engine: Engine | None = None, *, light: bool = False) -> Iterator[Connection]:
         with translate_errors():
             self.conn.execution_options(**{WRITE: True})
             with self.conn.begin():
@@ -228,6 +245,11 @@ class OneConnection(Connections):
             self.conn.execution_options(**{WRITE: False})  # a long-lived connection keeps options
             with self.conn.begin():
                 yield self.conn
+
+    @contextlib.contextmanager
+    def peek(self) -> Iterator[Connection]:
+        with self.read() as conn:
+            yield conn
 
     def close(self) -> None:
         return None  # the connection and the engine belong to the caller

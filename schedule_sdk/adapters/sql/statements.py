@@ -88,6 +88,12 @@ ACTIVE = t.c.status == sa.literal_column("'active'")
 FINISHED = sa.text(FINISHED_CONDITION)
 NOT_PENDING = sa.text(NOT_PENDING_CONDITION)
 
+#: Whether any active row's lease ended before ``c_now``: the read ``release_expired`` makes before
+#: it takes a write transaction, which it needs only when one did (rarely: a worker died mid-fire).
+ANY_EXPIRED: sa.Select[tuple[int]] = (
+    sa.select(sa.literal_column("1")).where(ACTIVE, t.c.claimed_until < NOW).limit(1)
+)
+
 #: The reconciler's scan: the key columns of open rows, in id order (the primary key's order).
 OPEN_OCCURRENCES = (
     sa.select(t.c.id, t.c.status, t.c.occurrence, t.c.attempt, t.c.run_at)

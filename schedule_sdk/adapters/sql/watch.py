@@ -17,11 +17,15 @@ import threading
 import time
 from collections.abc import Callable
 from datetime import datetime
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy.engine import URL
 
 from schedule_sdk.domain.backoff import Reconnect, retrying
 from schedule_sdk.domain.errors import ListenNotDelivered
+
+if TYPE_CHECKING:
+    import psycopg
 
 logger = logging.getLogger(__name__)
 
@@ -67,6 +71,9 @@ def check_listen(url: URL, timeout: float = LISTEN_CHECK_SECONDS) -> None:
         )
 
 
+#: Seconds the LISTEN thread sleeps at most without a notification (or its stop) waking it.
+LISTEN_BACKSTOP = 30.0
+
 #: The payload of the notification sent when a concurrency slot frees (migration 0023).
 SLOT_PAYLOAD = "slot"
 
@@ -80,8 +87,20 @@ def listen_postgres(
 
     stop = threading.Event()
     dsn = url.set(drivername="postgresql").render_as_string(hide_password=False)
+    # The thread sleeps in select() on the connection's socket and on this pipe, which the
+    # cancel writes to: it wakes for a notification or to stop, not on a timer (psycopg's own
+    # wait looks every tenth of a second).
+    wake_read, wake_write = os.pipe()
 
     backoff = Reconnect()
+
+    def relay(conn: psycopg.Connection[Any]) -> None:
+        """Hand on the notifications already received (timeout 0: it waits for none)."""
+        for note in conn.notifies(timeout=0):
+            if note.payload == SLOT_PAYLOAD and on_slot is not None:
+                on_slot()
+            else:
+                on_change(_parse(note.payload))
 
     def listen() -> float:
         """Connect and LISTEN; relay the notifications until stop."""
@@ -90,11 +109,10 @@ def listen_postgres(
             backoff.reset()  # connected: a later drop retries after the first delay again
             on_change(None)  # anything sent while we were away
             while not stop.is_set():
-                for note in conn.notifies(timeout=0.5):
-                    if note.payload == SLOT_PAYLOAD and on_slot is not None:
-                        on_slot()
-                    else:
-                        on_change(_parse(note.payload))
+                relay(conn)  # first those that came with LISTEN's answer
+                ready, _, _ = select.select([conn.fileno(), wake_read], [], [], LISTEN_BACKSTOP)
+                if wake_read in ready:
+                    break
         return 0.0
 
     def run() -> None:
@@ -102,12 +120,27 @@ def listen_postgres(
             listen,
             stop=stop,
             backoff=backoff,
-            errors=(psycopg.Error,),
+            errors=(psycopg.Error, OSError),
             what=f"LISTEN {channel}",
             logger=logger,
         )
 
-    return _start(run, stop, "schedule-sdk-pg-listen")
+    thread = threading.Thread(target=run, name="schedule-sdk-pg-listen", daemon=True)
+    thread.start()
+
+    def cancel_listen() -> None:
+        if stop.is_set():  # cancelled before: its descriptors may be closed (and their numbers reused)
+            return
+        stop.set()
+        with contextlib.suppress(OSError):
+            os.write(wake_write, b"\0")
+        thread.join(timeout=2)
+        if not thread.is_alive():  # else it may still select on them (a connect that hangs)
+            for fd in (wake_read, wake_write):
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+
+    return cancel_listen
 
 
 def poll_sqlite_data_version(

@@ -19,6 +19,15 @@ from schedule_sdk.adapters.sql.tables import schedule_workers as w
 from schedule_sdk.domain.jobs import ScheduledJob
 from schedule_sdk.ports import WorkerInfo, WorkerRegistry
 
+#: The statements run every second, built once (a statement built per call costs more than its run).
+_BEATEN = ("last_beat", "in_flight", "stuck", "clock_offset", "clock_error")
+BEAT = (
+    sa.update(w)
+    .where(w.c.id == sa.bindparam("b_id"))
+    .values({name: sa.bindparam(f"b_{name}", type_=w.c[name].type) for name in _BEATEN})
+)
+WORKERS = sa.select(w).order_by(w.c.id)
+
 
 class SQLWorkerRegistry(WorkerRegistry):
     """:class:`~schedule_sdk.ports.WorkerRegistry` on the SQL job store's connections."""
@@ -27,21 +36,11 @@ class SQLWorkerRegistry(WorkerRegistry):
         self.connections = connections
 
     def beat(self, worker: WorkerInfo) -> None:
-        values = dataclasses.asdict(worker)
-        with self.connections.write() as conn:
-            updated = conn.execute(
-                sa.update(w)
-                .where(w.c.id == worker.id)
-                .values(
-                    last_beat=worker.last_beat,
-                    in_flight=worker.in_flight,
-                    stuck=worker.stuck,
-                    clock_offset=worker.clock_offset,
-                    clock_error=worker.clock_error,
-                )
-            ).rowcount
+        params = {f"b_{name}": getattr(worker, name) for name in _BEATEN}
+        with self.connections.write(light=True) as conn:  # one small row: no checkpoint of its own
+            updated = conn.execute(BEAT, {"b_id": worker.id, **params}).rowcount
             if not updated:
-                conn.execute(sa.insert(w), values)
+                conn.execute(sa.insert(w), dataclasses.asdict(worker))
 
     def store_clock(self) -> datetime | None:
         """PostgreSQL's ``clock_timestamp()``, one autocommit round trip; None on SQLite, which
@@ -57,8 +56,8 @@ class SQLWorkerRegistry(WorkerRegistry):
         return value.astimezone(UTC)
 
     def workers(self) -> list[WorkerInfo]:
-        with self.connections.read() as conn:
-            rows = conn.execute(sa.select(w).order_by(w.c.id)).mappings().all()
+        with self.connections.peek() as conn:  # one statement: no transaction around it
+            rows = conn.execute(WORKERS).mappings().all()
         return [WorkerInfo(**dict(row)) for row in rows]
 
     def remove_worker(self, worker_id: str) -> None:

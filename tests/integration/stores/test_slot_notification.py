@@ -44,3 +44,39 @@ def test_a_freed_slot_is_announced_as_such_and_a_new_job_by_its_due_instant(post
         assert slots.wait(10), "the freed slot was not announced"
     finally:
         stop()
+
+
+def test_the_listening_thread_sleeps_on_its_socket_relays_each_notification_and_ends_when_stopped(
+    postgres_sql: Backend,
+) -> None:
+    h = postgres_sql.harness()
+    store = h.container.store()
+    changes: list[datetime | None] = []
+    changed = threading.Condition()
+
+    def on_change(due_at: datetime | None) -> None:
+        with changed:
+            changes.append(due_at)
+            changed.notify_all()
+
+    before = set(threading.enumerate())
+    stop = store.watch(on_change)
+    [listening] = [t for t in set(threading.enumerate()) - before if t.name == "schedule-sdk-pg-listen"]
+    try:
+        with changed:
+            assert changed.wait_for(lambda: changes == [None], 10)
+        run_at = datetime.now(UTC) + timedelta(hours=1)
+        jobs = [
+            h.service.schedule_at(
+                OneShotSpec(topic="listen.job", run_at=run_at + timedelta(seconds=i), timezone="UTC")
+            )
+            for i in range(3)
+        ]
+        with changed:  # one wake-up of the thread may bring several: each is relayed
+            assert changed.wait_for(lambda: len(changes) == 4, 10), changes
+        assert changes[1:] == [j.run_at for j in jobs]
+    finally:
+        stop()
+    # Stopping wakes the thread at once (it sleeps on the socket and a wake-up pipe, not on a timer
+    # shorter than its stop's wait): it has ended when stop returns.
+    assert not listening.is_alive()

@@ -12,6 +12,7 @@ from schedule_sdk.adapters.sql.engine import make_engine
 from schedule_sdk.adapters.sql.store import SQLAlchemyJobStore
 from schedule_sdk.domain.ids import new_id
 from schedule_sdk.domain.jobs import ScheduledJob
+from schedule_sdk.ports import WorkerInfo
 
 
 def test_the_writer_does_not_checkpoint_and_the_store_thread_keeps_the_wal_copied(tmp_path: Path) -> None:
@@ -39,5 +40,29 @@ def test_the_writer_does_not_checkpoint_and_the_store_thread_keeps_the_wal_copie
         while checkpoints._done < commits and time.monotonic() < deadline:
             time.sleep(0.01)
         assert checkpoints._done == commits, "the store's thread did not checkpoint what was written"
+    finally:
+        store.close()
+
+
+def test_a_heartbeat_commits_light_and_asks_for_no_checkpoint_of_its_own(tmp_path: Path) -> None:
+    engine = make_engine(f"sqlite:///{tmp_path / 'jobs.db'}")
+    schema.upgrade(engine)
+    store = SQLAlchemyJobStore(engine)
+    try:
+        checkpoints = store.connections.checkpoints
+        assert checkpoints is not None
+        now = datetime.now(UTC)
+        worker = WorkerInfo(id="w1", host="h", pid=1, substrate="sql", started_at=now, last_beat=now)
+        for _ in range(3):
+            store.registry.beat(worker)
+        # Light commits only: the thread lingers toward the first one's ``linger`` (30 s).
+        assert checkpoints._commits == 3 and checkpoints._light and checkpoints._done == 0
+        spec = OneShotSpec(topic="t.ckpt", run_at=now + timedelta(hours=1), timezone="UTC")
+        with store.transaction() as tx:
+            tx.insert(ScheduledJob.first_of(spec, new_id(), now))
+        deadline = time.monotonic() + 10  # a full commit: checkpointed after a quiet ``idle``
+        while checkpoints._done < 4 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert checkpoints._done == 4, "a full commit after heartbeats was not checkpointed"
     finally:
         store.close()

@@ -25,6 +25,8 @@ STATEMENTS = {
         sa.select(t.c.id).where(statements.ACTIVE, t.c.claimed_until < sa.bindparam("now")),
         ["ix_schedule_jobs_active_claimed"],
     ),
+    # the read that release_expired makes before it writes
+    "any_expired": (statements.ANY_EXPIRED, ["ix_schedule_jobs_active_claimed"]),
     # retention reads finished rows through their own index, never the open ones
     "purge_finished": (statements.PURGE, [BY_ID, "ix_schedule_jobs_finished"]),
 }
