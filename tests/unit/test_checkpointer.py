@@ -90,7 +90,7 @@ def test_the_thread_ends_once_quiet_and_the_next_commit_starts_another() -> None
         checkpointer.close()
 
 
-def test_light_commits_alone_wait_for_the_linger_then_are_checkpointed() -> None:
+def test_light_commits_alone_start_no_thread_until_the_linger_passes() -> None:
     ran = threading.Event()
     calls: list[int] = []
 
@@ -103,8 +103,10 @@ def test_light_commits_alone_wait_for_the_linger_then_are_checkpointed() -> None
         started = time.monotonic()
         checkpointer.committed(light=True)
         checkpointer.committed(light=True)
-        assert not ran.wait(0.2), "a heartbeat's commit was checkpointed after a quiet `idle`"
-        assert ran.wait(5), "light commits were never checkpointed"
+        assert checkpointer._thread is None, "a heartbeat's commit started a thread"
+        assert not ran.wait(0.6), "a heartbeat's commit was checkpointed without a commit past the linger"
+        checkpointer.committed(light=True)  # the first is now older than the linger
+        assert ran.wait(5), "light commits past the linger were never checkpointed"
         assert time.monotonic() - started >= 0.5 and calls == [1]
     finally:
         checkpointer.close()
@@ -116,7 +118,7 @@ def test_a_full_commit_among_light_ones_is_checkpointed_after_a_quiet_spell() ->
     checkpointer = Checkpointer(ran.set, every=1000, idle=0.01, linger=3600)
     try:
         checkpointer.committed(light=True)
-        assert not ran.wait(0.1)  # lingering toward an hour
+        assert not ran.wait(0.1)  # light: due in an hour
         checkpointer.committed()
         assert ran.wait(5), "a full commit did not end the light commits' linger"
     finally:

@@ -12,13 +12,15 @@ So the store's writer connection never checkpoints by itself (``wal_autocheckpoi
 writer) every :attr:`~Checkpointer.every` commits, and after a quiet half second once anything was
 committed: the log stays about as short as SQLite's own policy keeps it. A *light* commit (a
 worker's heartbeat: one small row rewritten) does not call for that quiet-spell checkpoint by
-itself: while only light commits wait, the thread checkpoints them once the first is
-:attr:`~Checkpointer.linger` seconds old (or ``every`` of them came), so an idle worker does not
-copy and fsync a page or two after each beat, and its log still stays a few dozen pages long. A
-commit that changed no row (a claim that found nothing due) wrote nothing to the log: the store
-does not count it.
-Once everything committed is checkpointed, the thread sleeps until the next commit wakes it, and
-ends if none comes for :attr:`~Checkpointer.park` seconds (the next commit starts another).
+itself: while only light commits wait, no thread runs for them; the first commit that finds the
+oldest of them :attr:`~Checkpointer.linger` seconds old (or ``every`` of them come) starts one,
+so an idle worker does not copy and fsync a page or two after each beat, and its log still stays
+a few dozen pages long. A commit that changed no row (a claim that found nothing due) wrote
+nothing to the log: the store does not count it.
+Once everything committed is checkpointed (or only light commits wait), the thread sleeps until
+the next commit wakes it, and ends if none comes for :attr:`~Checkpointer.park` seconds (the next
+commit that needs one starts another): a store that is never closed leaves no thread behind for
+long.
 """
 
 from __future__ import annotations
@@ -35,8 +37,8 @@ logger = logging.getLogger(__name__)
 class Checkpointer:
     """Runs ``checkpoint`` on a thread of its own after every ``every`` commits (counted with
     :meth:`committed`), ``idle`` seconds after the last commit not yet checkpointed, or, when all
-    of those are light, ``linger`` seconds after the first of them; the thread ends after ``park``
-    quiet seconds with everything checkpointed."""
+    of those are light, at the first commit ``linger`` seconds after the first of them; the thread
+    ends after ``park`` quiet seconds with nothing but light commits left."""
 
     def __init__(
         self,
@@ -51,8 +53,8 @@ class Checkpointer:
         self.every = every
         self._idle = idle
         #: Seconds the thread sleeps, all copied, for a commit to come before it ends (default
-        #: ``60 * idle``: a worker's heartbeat commits every second, so its thread stays).
-        self.park = 60 * idle if park is None else park
+        #: ``4 * idle``: while fires commit, the thread stays; a stopped worker's ends soon).
+        self.park = 4 * idle if park is None else park
         #: Seconds light commits alone wait for their checkpoint, from the first (default
         #: ``60 * idle``).
         self.linger = 60 * idle if linger is None else linger
@@ -66,7 +68,6 @@ class Checkpointer:
         self._pid = 0
         self._lock = threading.Lock()
         self._parked = False  # the thread sleeps until a commit wakes it
-        self._lingering = False  # the thread sleeps toward ``linger``: a full commit wakes it
 
     def committed(self, *, light: bool = False) -> None:
         """A writer committed (cheap: called after every write transaction); ``light``: a commit
@@ -76,11 +77,20 @@ class Checkpointer:
         if not light:
             self._light = False
         self._commits += 1  # before the parked check: a thread parking sees it, or is woken
+        if not self._waits():
+            return  # light commits only, not yet due: no thread for them
         if self._thread is None or self._pid != os.getpid():
             self._start()
-        if self._parked or self._commits - self._done >= self.every or (self._lingering and not light):
-            self._parked = self._lingering = False
+        if self._parked or self._commits - self._done >= self.every:
+            self._parked = False
             self._wake.set()
+
+    def _waits(self) -> bool:
+        """Whether what was committed since the last checkpoint calls for one: a full commit,
+        ``every`` commits, or light ones whose first is ``linger`` seconds old."""
+        if not self._light or self._commits - self._done >= self.every:
+            return True
+        return self._commits != self._done and time.monotonic() - self._since >= self.linger
 
     def _start(self) -> None:
         with self._lock:
@@ -92,39 +102,25 @@ class Checkpointer:
             self._thread.start()
 
     def _run(self) -> None:
-        wait, lingered = self._idle, False
         while not self._stop.is_set():
-            woken = self._wake.wait(wait)
+            self._wake.wait(self._idle)
             self._wake.clear()
-            wait = self._idle
             if self._stop.is_set():
                 return
             commits = self._commits
-            if commits == self._done:  # quiet, all copied: sleep until the next commit
+            if commits == self._done or not self._waits():
+                # quiet, all copied (or light commits only, not yet due): sleep until a commit
+                # that needs a checkpoint wakes it
                 self._parked = True
-                if self._commits == self._done:  # else a commit came in meanwhile
+                if not self._waits():  # else a commit came in meanwhile
                     self._wake.wait(self.park)
                 self._parked = False
                 with self._lock:
-                    if self._commits == self._done:  # quiet that long: the thread ends (the next
-                        self._thread = None  # commit starts another), so a store never closed
-                        return  # leaves none
+                    if not self._waits():  # quiet that long: the thread ends (the next commit
+                        self._thread = None  # that needs one starts another), so a store never
+                        return  # closed leaves none
                 self._wake.clear()  # the commit that woke it: a quiet ``idle`` first
                 continue
-            if lingered and woken and commits - self._done < self.every:
-                lingered = False  # a full commit woke it: a quiet ``idle`` first, as after any
-                continue
-            lingered = False
-            if self._light and commits - self._done < self.every:
-                left = self._since + self.linger - time.monotonic()
-                if left > 0:  # light commits only: sleep toward the first one's linger
-                    self._lingering = True
-                    if self._light:  # else a full commit came meanwhile (it may not have woken it)
-                        wait, lingered = left, True
-                    else:
-                        self._lingering = False
-                    continue
-            self._lingering = False
             self._light, self._since = True, time.monotonic()  # the next checkpoint's from here on
             try:
                 self._checkpoint()

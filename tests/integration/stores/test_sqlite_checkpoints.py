@@ -55,8 +55,9 @@ def test_a_heartbeat_commits_light_and_asks_for_no_checkpoint_of_its_own(tmp_pat
         worker = WorkerInfo(id="w1", host="h", pid=1, substrate="sql", started_at=now, last_beat=now)
         for _ in range(3):
             store.registry.beat(worker)
-        # Light commits only: the thread lingers toward the first one's ``linger`` (30 s).
+        # Light commits only: no checkpoint before the first one's ``linger`` (30 s), and no thread.
         assert checkpoints._commits == 3 and checkpoints._light and checkpoints._done == 0
+        assert checkpoints._thread is None
         spec = OneShotSpec(topic="t.ckpt", run_at=now + timedelta(hours=1), timezone="UTC")
         with store.transaction() as tx:
             tx.insert(ScheduledJob.first_of(spec, new_id(), now))
