@@ -203,7 +203,8 @@ def migrate(tree: Path, url: str, where: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("SCHEDULE_")}
     env.update(PYTHONPATH=str(tree), SCHEDULE_DATABASE_URL=url)
     command = [sys.executable, "-m", "schedule_sdk", "db", "upgrade"]
-    subprocess.run(command, env=env, cwd=where, check=True, stdout=subprocess.DEVNULL)
+    quiet = subprocess.DEVNULL
+    subprocess.run(command, env=env, cwd=where, check=True, stdout=quiet, stderr=quiet)
 
 
 def produce(tree: Path, url: str, where: Path) -> None:
