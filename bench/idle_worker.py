@@ -113,6 +113,8 @@ def measured(spec):
         nested[-1] += added
 bootstrap._load_unlocked = measured
 start = rss()
+# dependency-injector the way the package imports it (without the web frameworks and pydantic)
+importlib.import_module("schedule_sdk.bootstrap.injector")
 for name in json.load(open(sys.argv[1]))["modules"]:
     if name not in sys.modules and not name.startswith("__"):
         try:
