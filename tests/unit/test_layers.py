@@ -10,6 +10,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+from tests.support.source import parse_file
+
 PACKAGE = Path(__file__).resolve().parents[2] / "schedule_sdk"
 
 #: What each room may import from the package (its own room is always allowed).
@@ -32,21 +34,9 @@ def room_of(module: str) -> str:
     return parts[0]
 
 
-def _parse(path: Path, tries: int = 3) -> ast.Module:
-    """``ast.parse``, again on CPython 3.11's spurious "AST constructor recursion depth mismatch"
-    (a SystemError from a recursion counter other threads of the process can disturb)."""
-    for attempt in range(tries):
-        try:
-            return ast.parse(path.read_text(), str(path))
-        except SystemError:
-            if attempt == tries - 1:
-                raise
-    raise AssertionError("unreachable")
-
-
 def imports(path: Path) -> list[tuple[str, list[str], int]]:
     """(module imported, names imported, line) for every import of the package in ``path``."""
-    tree = _parse(path)
+    tree = parse_file(path)
     found = []
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:

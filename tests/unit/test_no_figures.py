@@ -23,6 +23,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.source import parse
+
 PACKAGE = Path(__file__).resolve().parents[2] / "schedule_sdk"
 
 #: Sub-paths of the package not checked, relative to the package (none: every module is).
@@ -95,7 +97,7 @@ def figures_in_text(text: str) -> list[str]:
 def figures_in(path: Path) -> list[str]:
     """``path:line: figure`` for every figure in the docstrings and comments of ``path``."""
     source = path.read_text()
-    texts = _docstrings(ast.parse(source, str(path))) + _comments(source)
+    texts = _docstrings(parse(source, str(path))) + _comments(source)
     return [
         f"{path.relative_to(PACKAGE.parent)}:{line}: {figure!r}"
         for line, text in sorted(texts)

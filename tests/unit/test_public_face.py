@@ -13,13 +13,14 @@ import pytest
 import schedule_sdk
 import schedule_sdk.dashboard
 import schedule_sdk.errors
+from tests.support.source import parse_file
 
 PACKAGE = Path(schedule_sdk.__file__).resolve().parent
 
 
 def checked_imports(path: Path) -> dict[str, str]:
     """name -> module of every ``from X import name`` under the file's ``if TYPE_CHECKING:``."""
-    tree = ast.parse(path.read_text())
+    tree = parse_file(path)
     found: dict[str, str] = {}
     for node in tree.body:
         if isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING":
