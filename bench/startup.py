@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import statistics
 import subprocess
 import sys
@@ -24,8 +23,9 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-WORKTREE = "WORKTREE"
+from compare import WORKTREE  # bench/ is on sys.path when run as a script
+from compare import Tree as Checkout
+
 CLI = "import sys; from schedule_sdk.entrypoints.cli import main; sys.exit(main(sys.argv[1:]))"
 
 #: name -> the arguments of ``python`` (the CLI as its console script runs it).
@@ -38,24 +38,8 @@ CASES: dict[str, list[str]] = {
 }
 
 
-class Tree:
-    """A checkout of ``rev`` (or this one, for ``WORKTREE``)."""
-
-    def __init__(self, rev: str) -> None:
-        self.rev = rev
-        if rev == WORKTREE:
-            self.path, self.label, self.temporary = ROOT, "working tree", False
-            return
-        commit = subprocess.run(
-            ["git", "-C", str(ROOT), "rev-parse", "--verify", f"{rev}^{{commit}}"],
-            check=True, capture_output=True, text=True,
-        ).stdout.strip()  # fmt: skip
-        self.path = Path(tempfile.mkdtemp(prefix="sdk-startup-")) / "tree"
-        subprocess.run(
-            ["git", "-C", str(ROOT), "worktree", "add", "--detach", str(self.path), commit],
-            check=True, capture_output=True,
-        )  # fmt: skip
-        self.label, self.temporary = f"{rev} ({commit[:10]})", True
+class Tree(Checkout):
+    """A checkout of ``rev`` (:class:`compare.Tree`) whose processes import its ``schedule_sdk``."""
 
     def env(self) -> dict[str, str]:
         path = os.pathsep.join(filter(None, [str(self.path), os.environ.get("PYTHONPATH")]))
@@ -69,13 +53,6 @@ class Tree:
         ).stdout.strip()  # fmt: skip
         if not Path(found).resolve().is_relative_to(self.path.resolve()):
             raise SystemExit(f"{self.label}: imports {found}, not its own tree")
-
-    def remove(self) -> None:
-        if self.temporary:
-            subprocess.run(
-                ["git", "-C", str(ROOT), "worktree", "remove", "--force", str(self.path)], check=False
-            )
-            shutil.rmtree(self.path.parent, ignore_errors=True)
 
 
 def wall(tree: Tree, args: list[str]) -> float:
