@@ -41,6 +41,10 @@ COUNTERS: dict[str, tuple[tuple[str, ...], str]] = {
     "schedule.listeners.stuck": ((), "Listener threads left running past a fire's time limit."),
     "schedule.listeners.unstuck": ((), "Stuck listener threads that returned later (their result dropped)."),
     "schedule.jobs.cancelled": (("topic",), "cancel() calls that cancelled an open job."),
+    "schedule.jobs.withdrawn": (
+        ("topic",),
+        "Fires claimed ahead of due whose row was cancelled, paused or rescheduled: no listener ran.",
+    ),
     "schedule.jobs.requeued": (("topic",), "Finished jobs run again by requeue()."),
     "schedule.rq.entries.refused": (
         (),

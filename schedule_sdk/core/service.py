@@ -181,7 +181,12 @@ class ScheduleService:
 
     def cancel(self, job_id: str, *, connection: object | None = None) -> None:
         """Cancel a job. Idempotent: no error if it is already cancelled, completed or failed.
-        A cancelled job never fires afterwards, even if its fire was already taken by a worker.
+
+        A cancel that returned before an occurrence's due instant (by the store's clock) means no
+        listener runs for that occurrence, even if a worker already claimed it ahead of that
+        instant: the fire path reads the row again once the occurrence is due. A fire already
+        under way when the cancel commits (after the due instant) finishes its listeners, but its
+        outcome is discarded: the job stays cancelled.
 
         :raises JobNotFound: no job has this id.
         :raises JobOwnedByTimer: the job fires a timer (it is steered by the timer only).
@@ -204,7 +209,9 @@ class ScheduleService:
 
     def reschedule(self, job_id: str, spec: JobSpec, *, connection: object | None = None) -> ScheduledJob:
         """Replace a pending or active job: in one transaction the old job is cancelled and a new
-        one (with a new id, linked both ways) is created from ``spec``.
+        one (with a new id, linked both ways) is created from ``spec``. The old job's cancel
+        holds as :meth:`cancel`'s: if it returned before an occurrence's due instant, no listener
+        runs for that occurrence of the old job.
 
         :raises JobNotFound: no job has this id.
         :raises NotReschedulable: the job is completed, failed or cancelled.
@@ -222,7 +229,9 @@ class ScheduleService:
     # -- steering: pause, resume, trigger ------------------------------------------------------
 
     def pause(self, job_id: str) -> ScheduledJob:
-        """Hold a job (status ``paused``): it never fires until :meth:`resume`. Idempotent.
+        """Hold a job (status ``paused``): it never fires until :meth:`resume`. Idempotent. As
+        for :meth:`cancel`, a pause that returned before an occurrence's due instant means no
+        listener runs for it until the job is resumed.
 
         A fire already in flight finishes running its listeners, but its outcome is not recorded
         (the pause wins, as a cancel does): the job stays paused at that occurrence, which fires

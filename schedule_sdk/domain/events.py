@@ -45,7 +45,8 @@ class ScheduleArrivedEvent:
     timezone: str
     #: The due instant this fire is for (aware UTC); ``fired_at - scheduled_for`` is the lateness.
     scheduled_for: datetime
-    #: When the fire started (aware UTC).
+    #: When the fire started (aware UTC): an instant known to have passed on the store's clock
+    #: when the listeners were called, never before ``scheduled_for`` or the actual due instant.
     fired_at: datetime
     #: 1-based attempt number within this occurrence.
     attempt: int

@@ -587,6 +587,27 @@ class JobStoreContract(StoreContract):
         for unchanged in (other_worker, not_listed, closed):
             assert self.job_store.get(unchanged.id) == unchanged
 
+    def test_still_claimed_holds_only_while_the_row_is_as_its_claim_returned_it(self) -> None:
+        mine = insert(self.job_store, job(run_at=at(5), occurrence=3, attempt=2))[0]
+        (claimed,) = self.job_store.claim_due(at(5), 10, "w1", at(30))  # claimed ahead of its run_at
+        assert self.job_store.still_claimed(claimed)
+        assert not self.job_store.still_claimed(claimed.evolve(claimed_by="w2"))
+        assert not self.job_store.still_claimed(claimed.evolve(occurrence=4))
+        assert not self.job_store.still_claimed(claimed.evolve(attempt=3))
+        assert not self.job_store.still_claimed(job())  # no such row
+        for status in (JobStatus.CANCELLED, JobStatus.PAUSED):  # a cancel, a pause drops the claim
+            with self.job_store.transaction() as tx:
+                tx.update(
+                    claimed.evolve(status=status, claimed_by=None, claimed_until=None), Guard(OPEN_STATUSES)
+                )
+            assert not self.job_store.still_claimed(claimed)
+            assert not self.reopen().still_claimed(claimed)  # as every process reads it
+            with self.job_store.transaction() as tx:
+                tx.update(claimed, Guard(frozenset({status})))
+            assert self.job_store.still_claimed(claimed)
+        assert self.job_store.release_claims("w1", [mine.id]) == 1
+        assert not self.job_store.still_claimed(claimed)
+
     def test_release_claims_returns_this_workers_rows_to_pending_due_at_once(self) -> None:
         a, b, other = insert(
             self.job_store,
