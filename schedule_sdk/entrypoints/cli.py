@@ -42,6 +42,8 @@ from schedule_sdk.entrypoints.cli_context import (
     USAGE,
     Context,
     UsageError,
+    import_listener_modules,
+    one_line,
 )
 
 if TYPE_CHECKING:
@@ -96,11 +98,6 @@ exit codes:
 # -- helpers ---------------------------------------------------------------------------------------
 
 
-def _one_line(error: BaseException) -> str:
-    text = " ".join(str(error).split()) or type(error).__name__
-    return text if len(text) <= 400 else text[:397] + "..."
-
-
 def _check_urls(settings: Settings) -> None:
     """Refuse URLs no adapter can use before anything tries to connect."""
     import sqlalchemy as sa
@@ -112,7 +109,7 @@ def _check_urls(settings: Settings) -> None:
         url = sa.make_url(settings.database_url)
         url.get_dialect()
     except (sa.exc.ArgumentError, sa.exc.NoSuchModuleError, ImportError, ValueError) as error:
-        detail = without_secret(_one_line(error), settings.database_url)
+        detail = without_secret(one_line(error), settings.database_url)
         raise UsageError(f"bad database URL {shown!r}: {detail}") from None
     if url.get_backend_name() not in ("sqlite", "postgresql"):
         raise UsageError(f"bad database URL {shown!r}: use sqlite:/// or postgresql://")
@@ -152,23 +149,6 @@ def _write_json(ctx: Context, value: Any) -> None:
 
 
 # -- commands --------------------------------------------------------------------------------------
-
-
-def import_listener_modules(modules: Sequence[str]) -> None:
-    """Import the worker's listener modules, with the working directory first on the import path
-    (as ``celery -A`` and ``rq worker`` do: ``schedule-sdk worker --listeners mymod`` run from the
-    project's folder finds ``mymod.py``, which a console script's path would not).
-
-    :raises UsageError: a module cannot be imported.
-    """
-    cwd = os.getcwd()
-    if cwd not in sys.path and "" not in sys.path:
-        sys.path.insert(0, cwd)
-    for module in modules:
-        try:
-            importlib.import_module(module)
-        except ImportError as error:
-            raise UsageError(f"cannot import listener module {module!r}: {_one_line(error)}") from error
 
 
 def cmd_worker(ctx: Context) -> int:
@@ -356,7 +336,7 @@ def cmd_timer(ctx: Context) -> int:
     try:
         module = importlib.import_module("schedule_sdk.entrypoints.timer_service")
     except ImportError as error:
-        raise UsageError(f"the timer service is not available: {_one_line(error)}") from error
+        raise UsageError(f"the timer service is not available: {one_line(error)}") from error
     timer_main: Callable[[list[str]], int] = module.main
     try:
         return int(timer_main(list(ctx.args.timer_args)) or 0)
@@ -520,7 +500,7 @@ def cmd_jobs_requeue(ctx: Context) -> int:
         try:
             job = service.requeue(job_id)
         except (JobNotFound, NotRequeueable) as error:
-            ctx.err.write(f"schedule-sdk: error: {_one_line(error)}\n")
+            ctx.err.write(f"schedule-sdk: error: {one_line(error)}\n")
             code = code or _exit_code(error)
             continue
         ctx.out.write(
@@ -891,5 +871,5 @@ def _failed(args: argparse.Namespace, error: Exception, err: TextIO) -> int:
     if args.verbose:
         traceback.print_exception(error, file=err)
     prefix = "unexpected error: " if code == ERROR and not _refused(error) else ""
-    err.write(f"schedule-sdk: error: {prefix}{_one_line(error)}\n")
+    err.write(f"schedule-sdk: error: {prefix}{one_line(error)}\n")
     return code
