@@ -163,21 +163,17 @@ def cmd_worker(ctx: Context) -> int:
         worker.start()
         if ctx.args.metrics_port:
             host = _serve_probes(ctx, worker)
-            ctx.err.write(
-                f"schedule-sdk: /metrics, /healthz and /readyz on http://{host}:{ctx.args.metrics_port}/\n"
-            )
+            ctx.notice(f"/metrics, /healthz and /readyz on http://{host}:{ctx.args.metrics_port}/")
         # A process of our own: keep start-up objects out of the cyclic GC's scans, which
         # otherwise show up as multi-millisecond pauses in fire lateness.
         gc.collect()
         gc.freeze()
-        ctx.err.write(
-            f"schedule-sdk: worker {settings.worker_id} started ({settings.execution_substrate} substrate, "
-            f"{len(modules)} listener module(s)); SIGTERM or Ctrl-C stops it\n"
+        ctx.notice(
+            f"worker {settings.worker_id} started ({settings.execution_substrate} substrate, "
+            f"{len(modules)} listener module(s)); SIGTERM or Ctrl-C stops it"
         )
-        ctx.err.flush()
         stop.wait()
-        ctx.err.write(f"schedule-sdk: stopping (in-flight fires get {settings.stop_timeout:g}s)\n")
-        ctx.err.flush()
+        ctx.notice(f"stopping (in-flight fires get {settings.stop_timeout:g}s)")
         worker.stop()
     return OK
 
@@ -216,7 +212,7 @@ def cmd_dashboard(ctx: Context) -> int:
     token = os.environ.get(DASHBOARD_TOKEN_ENV) or None
     app = create_dashboard(ctx.container, token=token)
     mode = "actions need the token" if token else f"read-only (set ${DASHBOARD_TOKEN_ENV} to allow actions)"
-    ctx.err.write(f"schedule-sdk: dashboard on http://{ctx.args.host}:{ctx.args.port}/ ({mode})\n")
+    ctx.notice(f"dashboard on http://{ctx.args.host}:{ctx.args.port}/ ({mode})")
     ctx.err.flush()
     uvicorn.run(app, host=ctx.args.host, port=ctx.args.port, log_level="warning")
     return OK

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import logging
 import os
 import sys
 from collections.abc import Sequence
@@ -70,6 +71,21 @@ class Context:
     def settings(self) -> Settings:
         settings: Settings = self.container.settings()
         return settings
+
+    def notice(self, text: str) -> None:
+        """A status line of a long-running command (a worker's start and stop) on stderr: one JSON
+        object with ``--log-format json`` (an INFO record of the ``schedule_sdk.cli`` logger, as
+        every other line), else ``schedule-sdk: <text>``; nothing with ``-q``."""
+        if self.args.quiet:
+            return
+        if getattr(self.args, "log_format", "text") == "json":
+            from schedule_sdk.entrypoints.logs import JsonFormatter
+
+            record = logging.LogRecord("schedule_sdk.cli", logging.INFO, __file__, 0, text, None, None)
+            self.err.write(JsonFormatter().format(record) + "\n")
+        else:
+            self.err.write(f"schedule-sdk: {text}\n")
+        self.err.flush()
 
     def progress(self, text: str, *, final: bool = False) -> None:
         """A progress line on stderr (rewritten in place on a terminal)."""
