@@ -89,7 +89,8 @@ CLOCK_GAUGES: dict[str, str] = {
     ),
     "schedule.worker.clock.error": "The error bound of that measurement (half its round trip), seconds.",
 }
-_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300)
+# Lateness reaches minutes to an hour in a catch-up after downtime; durations stay short.
+_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 600, 1800, 3600)
 
 BacklogSource = Callable[[], tuple[datetime, list[TopicBacklog]]]
 #: ``(offset, error)`` in seconds of this process's clock from the store's; None: not measured.

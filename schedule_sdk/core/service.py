@@ -17,7 +17,6 @@ from schedule_sdk.domain.errors import (
     ClientRequestIdInUse,
     InvalidCursor,
     InvalidPayload,
-    InvalidStatus,
     InvalidTopic,
     JobFinished,
     JobNotFound,
@@ -47,7 +46,7 @@ from schedule_sdk.domain.jobs import (
     request_key,
     spec_fire,
 )
-from schedule_sdk.domain.status import FINISHED_STATUSES, OPEN_STATUSES, JobStatus
+from schedule_sdk.domain.status import FINISHED_STATUSES, OPEN_STATUSES, JobStatus, parse_status
 from schedule_sdk.domain.text import holds_storable_text, storable
 from schedule_sdk.domain.timers import TIMER_TOPIC
 from schedule_sdk.domain.timing import FireTime
@@ -694,10 +693,7 @@ def _statuses(status: JobStatus | str | Iterable[JobStatus | str] | None) -> fro
     if status is None:
         return frozenset()
     values = [status] if isinstance(status, str) else list(status)
-    try:
-        return frozenset(JobStatus(v) for v in values)
-    except ValueError as error:
-        raise InvalidStatus(f"unknown status in {values!r}") from error
+    return frozenset(parse_status(v) for v in values)
 
 
 def _encode_cursor(last_id: str) -> str:

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import difflib
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -95,8 +96,20 @@ def zone(name: str) -> ZoneInfo:
     (on a case-insensitive file system ZoneInfo would accept it; we refuse it everywhere).
     """
     if not isinstance(name, str) or name not in _known_zone_names():
-        raise InvalidTimezone(f"not a valid IANA timezone: {name!r}")
+        raise InvalidTimezone(_not_a_zone(name))
     return _load_zone(name)
+
+
+def _not_a_zone(name: object) -> str:
+    """The refusal of ``name``, with the closest zone name when one is close ("did you mean")."""
+    text = f"not a valid IANA timezone: {name!r}"
+    if not isinstance(name, str) or not name or len(name) > 64:
+        return text
+    names = _known_zone_names()
+    by_case = {known.casefold(): known for known in names}
+    close = [name.casefold()] if name.casefold() in by_case else []
+    close = close or difflib.get_close_matches(name.casefold(), list(by_case), n=1, cutoff=0.75)
+    return f"{text} (did you mean {by_case[close[0]]!r}?)" if close else text
 
 
 @lru_cache(maxsize=1)
@@ -109,7 +122,7 @@ def _load_zone(name: str) -> ZoneInfo:
     try:
         return ZoneInfo(name)
     except (KeyError, ValueError, OSError) as exc:  # ZoneInfoNotFoundError is a KeyError
-        raise InvalidTimezone(f"not a valid IANA timezone: {name!r}") from exc
+        raise InvalidTimezone(_not_a_zone(name)) from exc
 
 
 def ensure_aware(value: datetime, field: str = "run_at") -> datetime:

@@ -42,6 +42,8 @@ from schedule_sdk.entrypoints.cli_context import (
     USAGE,
     Context,
     UsageError,
+    import_listener_modules,
+    one_line,
 )
 
 if TYPE_CHECKING:
@@ -96,11 +98,6 @@ exit codes:
 # -- helpers ---------------------------------------------------------------------------------------
 
 
-def _one_line(error: BaseException) -> str:
-    text = " ".join(str(error).split()) or type(error).__name__
-    return text if len(text) <= 400 else text[:397] + "..."
-
-
 def _check_urls(settings: Settings) -> None:
     """Refuse URLs no adapter can use before anything tries to connect."""
     import sqlalchemy as sa
@@ -112,7 +109,7 @@ def _check_urls(settings: Settings) -> None:
         url = sa.make_url(settings.database_url)
         url.get_dialect()
     except (sa.exc.ArgumentError, sa.exc.NoSuchModuleError, ImportError, ValueError) as error:
-        detail = without_secret(_one_line(error), settings.database_url)
+        detail = without_secret(one_line(error), settings.database_url)
         raise UsageError(f"bad database URL {shown!r}: {detail}") from None
     if url.get_backend_name() not in ("sqlite", "postgresql"):
         raise UsageError(f"bad database URL {shown!r}: use sqlite:/// or postgresql://")
@@ -154,23 +151,6 @@ def _write_json(ctx: Context, value: Any) -> None:
 # -- commands --------------------------------------------------------------------------------------
 
 
-def import_listener_modules(modules: Sequence[str]) -> None:
-    """Import the worker's listener modules, with the working directory first on the import path
-    (as ``celery -A`` and ``rq worker`` do: ``schedule-sdk worker --listeners mymod`` run from the
-    project's folder finds ``mymod.py``, which a console script's path would not).
-
-    :raises UsageError: a module cannot be imported.
-    """
-    cwd = os.getcwd()
-    if cwd not in sys.path and "" not in sys.path:
-        sys.path.insert(0, cwd)
-    for module in modules:
-        try:
-            importlib.import_module(module)
-        except ImportError as error:
-            raise UsageError(f"cannot import listener module {module!r}: {_one_line(error)}") from error
-
-
 def cmd_worker(ctx: Context) -> int:
     from schedule_sdk.entrypoints.stopping import StopSignals
 
@@ -183,21 +163,17 @@ def cmd_worker(ctx: Context) -> int:
         worker.start()
         if ctx.args.metrics_port:
             host = _serve_probes(ctx, worker)
-            ctx.err.write(
-                f"schedule-sdk: /metrics, /healthz and /readyz on http://{host}:{ctx.args.metrics_port}/\n"
-            )
+            ctx.notice(f"/metrics, /healthz and /readyz on http://{host}:{ctx.args.metrics_port}/")
         # A process of our own: keep start-up objects out of the cyclic GC's scans, which
         # otherwise show up as multi-millisecond pauses in fire lateness.
         gc.collect()
         gc.freeze()
-        ctx.err.write(
-            f"schedule-sdk: worker {settings.worker_id} started ({settings.execution_substrate} substrate, "
-            f"{len(modules)} listener module(s)); SIGTERM or Ctrl-C stops it\n"
+        ctx.notice(
+            f"worker {settings.worker_id} started ({settings.execution_substrate} substrate, "
+            f"{len(modules)} listener module(s)); SIGTERM or Ctrl-C stops it"
         )
-        ctx.err.flush()
         stop.wait()
-        ctx.err.write(f"schedule-sdk: stopping (in-flight fires get {settings.stop_timeout:g}s)\n")
-        ctx.err.flush()
+        ctx.notice(f"stopping (in-flight fires get {settings.stop_timeout:g}s)")
         worker.stop()
     return OK
 
@@ -236,7 +212,7 @@ def cmd_dashboard(ctx: Context) -> int:
     token = os.environ.get(DASHBOARD_TOKEN_ENV) or None
     app = create_dashboard(ctx.container, token=token)
     mode = "actions need the token" if token else f"read-only (set ${DASHBOARD_TOKEN_ENV} to allow actions)"
-    ctx.err.write(f"schedule-sdk: dashboard on http://{ctx.args.host}:{ctx.args.port}/ ({mode})\n")
+    ctx.notice(f"dashboard on http://{ctx.args.host}:{ctx.args.port}/ ({mode})")
     ctx.err.flush()
     uvicorn.run(app, host=ctx.args.host, port=ctx.args.port, log_level="warning")
     return OK
@@ -356,7 +332,7 @@ def cmd_timer(ctx: Context) -> int:
     try:
         module = importlib.import_module("schedule_sdk.entrypoints.timer_service")
     except ImportError as error:
-        raise UsageError(f"the timer service is not available: {_one_line(error)}") from error
+        raise UsageError(f"the timer service is not available: {one_line(error)}") from error
     timer_main: Callable[[list[str]], int] = module.main
     try:
         return int(timer_main(list(ctx.args.timer_args)) or 0)
@@ -520,7 +496,7 @@ def cmd_jobs_requeue(ctx: Context) -> int:
         try:
             job = service.requeue(job_id)
         except (JobNotFound, NotRequeueable) as error:
-            ctx.err.write(f"schedule-sdk: error: {_one_line(error)}\n")
+            ctx.err.write(f"schedule-sdk: error: {one_line(error)}\n")
             code = code or _exit_code(error)
             continue
         ctx.out.write(
@@ -891,5 +867,5 @@ def _failed(args: argparse.Namespace, error: Exception, err: TextIO) -> int:
     if args.verbose:
         traceback.print_exception(error, file=err)
     prefix = "unexpected error: " if code == ERROR and not _refused(error) else ""
-    err.write(f"schedule-sdk: error: {prefix}{_one_line(error)}\n")
+    err.write(f"schedule-sdk: error: {prefix}{one_line(error)}\n")
     return code

@@ -56,9 +56,10 @@ def main(argv: list[str] | None = None) -> int:
     from schedule_sdk.bootstrap.timer import Timer
     from schedule_sdk.bootstrap.timer_settings import TimerSettings
 
-    logging.basicConfig(
-        level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+    # One set-up for both ways in: ``schedule-sdk timer`` has configured logging already (its
+    # handler, its --log-format), where basicConfig alone would keep its WARNING level.
+    logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger().setLevel(args.log_level.upper())
     try:
         settings = TimerSettings.load(
             {"db_path": args.db_path, "broker_url": args.broker_url, "metrics_port": args.metrics_port}

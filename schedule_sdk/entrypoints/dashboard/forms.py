@@ -33,7 +33,7 @@ from schedule_sdk.domain.jobs import (
     check_overlap,
 )
 from schedule_sdk.domain.overview import JOB_SORTS, MAX_SEARCH_TEXT, JobSearch
-from schedule_sdk.domain.status import JobStatus
+from schedule_sdk.domain.status import JobStatus, parse_status
 from schedule_sdk.domain.text import unstorable_character
 from schedule_sdk.domain.time_limits import MAX_TIME_LIMIT, check_time_limit
 from schedule_sdk.entrypoints.dashboard.security import Grant
@@ -79,12 +79,7 @@ def search_of(form: Mapping[str, str], grant: Grant, cursor: str | None) -> JobS
     status_text = text_of(form.get("status"), "status", 16)
     statuses: frozenset[JobStatus] = frozenset()
     if status_text is not None:
-        try:
-            statuses = frozenset({JobStatus(status_text)})
-        except ValueError:
-            from schedule_sdk.domain.errors import InvalidStatus
-
-            raise InvalidStatus(f"no job status {status_text!r}") from None
+        statuses = frozenset({parse_status(status_text)})
     sort = form.get("sort") or "created"
     if sort not in JOB_SORTS:
         raise ScheduleValidationError(f"sort by one of {', '.join(JOB_SORTS)}, not {sort[:40]!r}")

@@ -577,7 +577,9 @@ def test_an_unknown_job_id_exits_3(db_url: str, command: str, capsys: pytest.Cap
 def test_bad_filters_and_settings_exit_2(
     db_url: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    assert cli(db_url, "jobs", "list", "--status", "sleeping", capsys=capsys)[0] == 2
+    code, _, err = cli(db_url, "jobs", "list", "--status", "sleeping", capsys=capsys)
+    known = "pending, active, completed, cancelled, failed, paused"
+    assert (code, err) == (2, f"schedule-sdk: error: no job status 'sleeping': one of {known}\n")
     assert cli(db_url, "jobs", "list", "--limit", "0", capsys=capsys)[0] == 2
     assert cli(db_url, "jobs", "list", "--cursor", "!!", capsys=capsys)[0] == 2
     monkeypatch.setenv("SCHEDULE_WORKER_CONCURRENCY", "0")
