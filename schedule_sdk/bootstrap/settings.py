@@ -65,6 +65,22 @@ _CHOICES: dict[str, tuple[str, ...]] = {
 }
 
 
+def check_pooling(
+    pooler: str, database_url: str, listen_url: str | None, url_name: str = "database_url"
+) -> None:
+    """Refuse a ``database_pooler`` / ``database_listen_url`` pair that cannot work
+    (``InvalidSetting``): a transaction pooler in front of a database that is not PostgreSQL, a
+    pooler of no known kind, or a listen URL that is not PostgreSQL's."""
+    if pooler not in _CHOICES["database_pooler"]:
+        raise InvalidSetting(
+            f"database_pooler must be {_one_of(_CHOICES['database_pooler'])}, not {pooler!r}"
+        )
+    if pooler == "transaction" and not database_url.startswith("postgresql"):
+        raise InvalidSetting(f"database_pooler=transaction needs a PostgreSQL {url_name}")
+    if listen_url is not None and not listen_url.startswith("postgresql"):
+        raise InvalidSetting("database_listen_url must be a PostgreSQL URL (postgresql+psycopg://...)")
+
+
 def _one_of(names: tuple[str, ...]) -> str:
     quoted = [f"'{name}'" for name in names]
     return ", ".join(quoted[:-1]) + " or " + quoted[-1]
@@ -213,10 +229,7 @@ class Settings:
                 raise InvalidSetting(f"{name} must be positive")
 
     def _check_pooling(self) -> None:
-        if self.database_pooler == "transaction" and not self.database_url.startswith("postgresql"):
-            raise InvalidSetting("database_pooler=transaction needs a PostgreSQL database_url")
-        if self.database_listen_url is not None and not self.database_listen_url.startswith("postgresql"):
-            raise InvalidSetting("database_listen_url must be a PostgreSQL URL (postgresql+psycopg://...)")
+        check_pooling(self.database_pooler, self.database_url, self.database_listen_url)
 
     def _check_texts(self) -> None:
         """Refuse a retention period or a Redis URL of no known form (``InvalidSetting``)."""

@@ -13,7 +13,7 @@ import pytest
 from schedule_sdk.adapters.brokers.nats import SPARE_DELIVERIES
 from schedule_sdk.domain.errors import StoreUnavailable
 from schedule_sdk.timer import Timer, TimerSettings, TimerState
-from tests.support.timer_fixtures import command
+from tests.support.timer_fixtures import command, store_settings
 from tests.support.timer_probe import Probe
 from tests.support.waiting import wait_until
 
@@ -32,7 +32,7 @@ def nats_timer(timer_db, nats_names):
     timers: list[Timer] = []
 
     def make(**overrides):
-        values = {"db_path": timer_db, "lease_seconds": 2.0, "retry_delay_ms": 200, "heal_interval": 0}
+        values = {**store_settings(timer_db), "lease_seconds": 2.0, "retry_delay_ms": 200, "heal_interval": 0}
         values.update(nats_names)
         values.update(overrides)
         timer = Timer(TimerSettings.load(values, environ={}))
