@@ -51,6 +51,7 @@ from schedule_sdk.entrypoints.dashboard.forms import (
 from schedule_sdk.entrypoints.dashboard.security import (
     Access,
     AuthHook,
+    BearerThrottle,
     FormRefused,
     SecurityHeaders,
     client_of,
@@ -148,7 +149,7 @@ class Dashboard:
         as 400 / 503 pages."""
         return Starlette(
             routes=self.routes(),
-            middleware=[Middleware(SecurityHeaders)],
+            middleware=[Middleware(SecurityHeaders), Middleware(BearerThrottle, access=self.access)],
             exception_handlers={
                 ScheduleValidationError: self._refused,
                 ScheduleUnavailable: self._unavailable,
