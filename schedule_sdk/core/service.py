@@ -29,7 +29,7 @@ from schedule_sdk.domain.errors import (
     TransactionNotJoinable,
 )
 from schedule_sdk.domain.history import FireRecord
-from schedule_sdk.domain.ids import new_id
+from schedule_sdk.domain.ids import ID_PATTERN, new_id
 from schedule_sdk.domain.jobs import (
     MAX_TOPIC_LENGTH,
     CronRepeat,
@@ -702,6 +702,6 @@ def _decode_cursor(cursor: str | None) -> str | None:
         value = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
     except (binascii.Error, UnicodeDecodeError, ValueError) as error:
         raise InvalidCursor("malformed cursor") from error
-    if len(value) != 36:
+    if not ID_PATTERN.fullmatch(value):  # a page's last job id: anything else is no position
         raise InvalidCursor("malformed cursor")
     return value

@@ -8,7 +8,6 @@ import base64
 import binascii
 import json
 import math
-import re
 from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -21,6 +20,7 @@ from schedule_sdk.domain.errors import (
     InvalidTimeLimit,
     ScheduleValidationError,
 )
+from schedule_sdk.domain.ids import ID_PATTERN
 from schedule_sdk.domain.jobs import (
     MAX_METADATA_LENGTH,
     MAX_TOPIC_LENGTH,
@@ -41,7 +41,7 @@ from schedule_sdk.entrypoints.dashboard.views import not_now
 
 PAGE_SIZE = 50
 #: A job id as the pages and cursors take it.
-UUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
+UUID = ID_PATTERN
 #: The longest interval the reschedule form takes (about ten years), in seconds.
 MAX_INTERVAL_SECONDS = 10 * 366 * 86_400
 #: Nesting deeper than this in a payload typed into the reschedule form is refused.
