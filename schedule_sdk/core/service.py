@@ -48,7 +48,7 @@ from schedule_sdk.domain.jobs import (
     spec_fire,
 )
 from schedule_sdk.domain.status import FINISHED_STATUSES, OPEN_STATUSES, JobStatus
-from schedule_sdk.domain.text import holds_storable_text, storable
+from schedule_sdk.domain.text import holds_storable_text, shown, storable
 from schedule_sdk.domain.timers import TIMER_TOPIC
 from schedule_sdk.domain.timing import FireTime
 from schedule_sdk.domain.upcoming import UpcomingFire
@@ -597,7 +597,7 @@ def requeued(job: ScheduledJob, now: datetime) -> ScheduledJob:
     if job.status not in FINISHED_STATUSES:
         raise NotRequeueable(job.id, f"it is {job.status.value}; only a finished job is requeued")
     if job.rescheduled_to is not None:
-        raise NotRequeueable(job.id, f"it was replaced by job {job.rescheduled_to!r} (reschedule)")
+        raise NotRequeueable(job.id, f"it was replaced by job {shown(job.rescheduled_to)} (reschedule)")
     if not job.is_repeating:
         return job.requeued(now, now)
     if job.status is not JobStatus.FAILED:
@@ -688,7 +688,7 @@ def _statuses(status: JobStatus | str | Iterable[JobStatus | str] | None) -> fro
     try:
         return frozenset(JobStatus(v) for v in values)
     except ValueError as error:
-        raise InvalidStatus(f"unknown status in {values!r}") from error
+        raise InvalidStatus(f"unknown status in {shown(values)}") from error
 
 
 def _encode_cursor(last_id: str) -> str:

@@ -34,7 +34,7 @@ from schedule_sdk.domain.errors import (
 from schedule_sdk.domain.jobs import MAX_METADATA_LENGTH, ScheduledJob
 from schedule_sdk.domain.overview import COUNT_CAP, JOB_SORTS, SEARCH_WINDOW, WINDOWS, JobSearch
 from schedule_sdk.domain.status import FINISHED_STATUSES, JobStatus
-from schedule_sdk.domain.text import unstorable_character
+from schedule_sdk.domain.text import shown, unstorable_character
 from schedule_sdk.domain.timers import TimerState
 from schedule_sdk.domain.upcoming import UpcomingFire
 from schedule_sdk.entrypoints.dashboard import coupling, plots
@@ -463,7 +463,7 @@ class Dashboard:
         for name, value in form.items():
             problem = unstorable_character(value)
             if problem is not None:
-                raise ScheduleValidationError(f"the form field {name[:40]!r} holds {problem}")
+                raise ScheduleValidationError(f"the form field {shown(name)} holds {problem}")
         return form
 
     async def act(self, request: Request) -> Response:

@@ -76,6 +76,12 @@ BAD = [
     json.dumps({"tenantId": "t", "serviceCallId": 5, "dueAt": "2026-11-21T10:00:00Z"}).encode(),
     json.dumps({"tenantId": "t", "serviceCallId": "x", "dueAt": "soon"}).encode(),
     json.dumps({"tenantId": "t", "serviceCallId": "x", "dueAt": "2026-11-21T10:00:00"}).encode(),
+    # control characters in an id (an ANSI escape, a line break, a C1 control): refused, not stored
+    json.dumps({"tenantId": "t\x1b[31m", "serviceCallId": "x", "dueAt": "2026-11-21T10:00:00Z"}).encode(),
+    json.dumps({"tenantId": "t", "serviceCallId": "x\r\nFAKE", "dueAt": "2026-11-21T10:00:00Z"}).encode(),
+    json.dumps(
+        {"tenantId": "t", "serviceCallId": "x", "correlationId": "c\x85", "dueAt": "2026-11-21T10:00:00Z"}
+    ).encode(),
 ]
 
 
