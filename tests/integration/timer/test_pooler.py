@@ -78,3 +78,14 @@ def test_behind_the_pooler_without_a_listen_url_the_timer_polls(request, empty_p
             assert wait_until(lambda: received.keys() == [("tenant-a", "sc-1")])
     finally:
         empty_postgres_databases.give_back(url)
+
+
+def test_the_timer_command_takes_the_pooler_options(tmp_path, caplog):
+    from schedule_sdk.entrypoints.timer_service import main
+
+    db = str(tmp_path / "timers.db")
+    assert main(["--db-path", db, "--broker-url", "inprocess", "--database-pooler", "transaction"]) == 2
+    assert "database_pooler=transaction needs a PostgreSQL db_path" in caplog.text
+    listen = ["--database-listen-url", "sqlite:///x.db"]
+    assert main(["--db-path", db, "--broker-url", "inprocess", *listen]) == 2
+    assert "database_listen_url must be a PostgreSQL URL" in caplog.text
