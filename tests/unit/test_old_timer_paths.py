@@ -1,5 +1,6 @@
-"""The timer's old module paths (``schedule_sdk.timer.app``, ``.settings``, ``.domain``, ``.ports``,
-``.service``) still give every public name they had, with a deprecation warning naming its home."""
+"""The old module paths of the timer (``schedule_sdk.timer.app``, ``.settings``, ``.domain``,
+``.ports``, ``.service``) still give every public name they had, with a deprecation warning naming
+its home; so do the names ``schedule_sdk.ports`` lost (the claim timing helpers)."""
 
 from __future__ import annotations
 
@@ -66,3 +67,16 @@ def test_a_name_the_new_module_lacks_is_an_attribute_error() -> None:
     old = importlib.import_module("schedule_sdk.timer.domain")
     with pytest.raises(AttributeError, match="no_such_name"):
         old.no_such_name  # noqa: B018
+
+
+@pytest.mark.parametrize("name", ["CLAIM_AHEAD", "claim_horizon", "claim_lead", "claim_time"])
+def test_the_claim_timing_names_the_ports_lost_still_import_from_there_with_a_warning(name: str) -> None:
+    from schedule_sdk.core import claim_timing
+
+    with pytest.warns(
+        DeprecationWarning,
+        match=rf"ports\.{name} is deprecated: import {name} from schedule_sdk\.core\.claim_timing",
+    ):
+        assert getattr(ports, name) is getattr(claim_timing, name)
+    with pytest.raises(AttributeError, match="no_such_port"):
+        ports.no_such_port  # noqa: B018
