@@ -53,6 +53,8 @@ def storable(value: str, field: str, error: type[ScheduleValidationError]) -> st
 #: paragraph separators: characters that move a terminal's cursor, start an ANSI escape, or
 #: break a log line, which no id or metadata field needs.
 _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+#: The control characters ``json.dumps(ensure_ascii=False)`` writes raw.
+_RAW_IN_JSON = re.compile("[\x7f-\x9f\u2028\u2029]")
 
 
 def control_character(value: str) -> str | None:
@@ -79,6 +81,13 @@ def escaped(text: str) -> str:
     """``text`` with each control character (:func:`control_character`'s) written as its Python
     escape (``\\x1b``, ``\\n``), for a terminal or a log line that shows text as it came."""
     return _CONTROL.sub(lambda found: repr(found.group())[1:-1], text)
+
+
+def json_escaped(text: str) -> str:
+    """JSON ``text`` (from ``json.dumps``, which escapes the C0 controls in strings) with DEL, the
+    C1 controls and U+2028/9, which ``ensure_ascii=False`` leaves raw, written as ``\\uXXXX``
+    escapes: only strings can hold them, so the text stays the same JSON."""
+    return _RAW_IN_JSON.sub(lambda found: f"\\u{ord(found.group()):04x}", text)
 
 
 def holds_storable_text(value: str | None) -> bool:

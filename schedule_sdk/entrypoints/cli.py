@@ -31,7 +31,7 @@ from schedule_sdk.domain.errors import (
     ScheduleUnavailable,
     ScheduleValidationError,
 )
-from schedule_sdk.domain.text import escaped, masked_url, shown, without_secret
+from schedule_sdk.domain.text import escaped, json_escaped, masked_url, shown, without_secret
 from schedule_sdk.entrypoints import cli_schedules
 from schedule_sdk.entrypoints.cli_context import (
     ERROR,
@@ -147,8 +147,7 @@ def job_to_dict(job: ScheduledJob) -> dict[str, Any]:
 
 
 def _write_json(ctx: Context, value: Any) -> None:
-    json.dump(value, ctx.out, indent=2, ensure_ascii=False)
-    ctx.out.write("\n")
+    ctx.out.write(json_escaped(json.dumps(value, indent=2, ensure_ascii=False)) + "\n")
 
 
 # -- commands --------------------------------------------------------------------------------------

@@ -14,6 +14,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+import sqlalchemy as sa
 
 from schedule_sdk import (
     ConcurrencyLimit,
@@ -28,6 +29,7 @@ from schedule_sdk import (
     ScheduleService,
 )
 from schedule_sdk.adapters.sql import schema
+from schedule_sdk.adapters.sql.tables import schedule_jobs
 from schedule_sdk.entrypoints.cli import main
 from tests.conftest import migrate
 from tests.support.waiting import wait_until
@@ -605,6 +607,29 @@ def test_hostile_text_is_refused_escaped_and_cut_on_one_line(
     assert code == 2 and len(err) < 400 and "more characters)" in err  # was the whole zone
     code, _, err = cli(url, "jobs", "list", "--topic", "t" * 100_000, capsys=capsys)
     assert code == 2 and len(err) < 400
+
+
+@pytest.mark.parametrize("store", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def test_a_stored_control_character_reaches_the_terminal_escaped(
+    store: str, database_url_factory: Callable[[str], str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    url = database_url_factory(store)
+    migrate(url)
+    container = ScheduleContainer()
+    container.config.from_dict({"database_url": url})
+    try:
+        (job_id,) = schedule(container.schedule_service(), metadata=JobMetadata(owner_id="plain"))
+        legacy = "\x1b]0;owned\x07\x1b[2J\r\n\x85\u2028\x7f"  # as an older release could store it
+        with container.engine().begin() as conn:
+            conn.execute(sa.update(schedule_jobs).values(owner_id=legacy))
+    finally:
+        container.shutdown_resources()
+    for args in (("jobs", "show", job_id), ("jobs", "list", "--json")):
+        code, out, _ = cli(url, *args, capsys=capsys)
+        assert code == 0 and not any(c in out for c in "\x1b\x07\r\x85\u2028\x7f"), args
+        items = json.loads(out)
+        shown = items["metadata"] if "metadata" in items else items["items"][0]["metadata"]
+        assert shown["owner_id"] == legacy  # the same JSON value, escaped in the text
 
 
 def test_reconcile_reports_what_it_did(
