@@ -55,6 +55,9 @@ FRAGMENTS = [
     "{{ 7*7 }}",
     "../..",
     "\r\n",
+    "\x1b[31m",  # an ANSI escape
+    "\x85",  # a C1 control (NEL)
+    "\u2028",
     "é",
     "😀",
     " ",
