@@ -28,7 +28,7 @@ from schedule_sdk.domain.errors import (
     TransactionNotJoinable,
 )
 from schedule_sdk.domain.history import FireRecord
-from schedule_sdk.domain.ids import new_id
+from schedule_sdk.domain.ids import ID_PATTERN, new_id
 from schedule_sdk.domain.jobs import (
     MAX_TOPIC_LENGTH,
     CronRepeat,
@@ -47,7 +47,7 @@ from schedule_sdk.domain.jobs import (
     spec_fire,
 )
 from schedule_sdk.domain.status import FINISHED_STATUSES, OPEN_STATUSES, JobStatus, parse_status
-from schedule_sdk.domain.text import holds_storable_text, storable
+from schedule_sdk.domain.text import holds_storable_text, shown, storable
 from schedule_sdk.domain.timers import TIMER_TOPIC
 from schedule_sdk.domain.timing import FireTime
 from schedule_sdk.domain.upcoming import UpcomingFire
@@ -605,7 +605,7 @@ def requeued(job: ScheduledJob, now: datetime) -> ScheduledJob:
     if job.status not in FINISHED_STATUSES:
         raise NotRequeueable(job.id, f"it is {job.status.value}; only a finished job is requeued")
     if job.rescheduled_to is not None:
-        raise NotRequeueable(job.id, f"it was replaced by job {job.rescheduled_to!r} (reschedule)")
+        raise NotRequeueable(job.id, f"it was replaced by job {shown(job.rescheduled_to)} (reschedule)")
     if not job.is_repeating:
         return job.requeued(now, now)
     if job.status is not JobStatus.FAILED:
@@ -707,6 +707,6 @@ def _decode_cursor(cursor: str | None) -> str | None:
         value = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
     except (binascii.Error, UnicodeDecodeError, ValueError) as error:
         raise InvalidCursor("malformed cursor") from error
-    if len(value) != 36:
+    if not ID_PATTERN.fullmatch(value):  # a page's last job id: anything else is no position
         raise InvalidCursor("malformed cursor")
     return value

@@ -5,6 +5,7 @@ from __future__ import annotations
 from enum import StrEnum
 
 from schedule_sdk.domain.errors import InvalidStatus, InvalidTransition
+from schedule_sdk.domain.quoting import shown
 
 
 class JobStatus(StrEnum):
@@ -24,8 +25,7 @@ def parse_status(value: JobStatus | str) -> JobStatus:
         return JobStatus(value)
     except ValueError:
         known = ", ".join(status.value for status in JobStatus)
-        shown = value[:40] if isinstance(value, str) else value
-        raise InvalidStatus(f"no job status {shown!r}: one of {known}") from None
+        raise InvalidStatus(f"no job status {shown(value)}: one of {known}") from None
 
 
 #: Statuses in which a job can still fire (a paused job once it is resumed).

@@ -31,7 +31,7 @@ from schedule_sdk.domain.errors import (
     ScheduleUnavailable,
     ScheduleValidationError,
 )
-from schedule_sdk.domain.text import masked_url, without_secret
+from schedule_sdk.domain.text import json_escaped, masked_url, shown, without_secret
 from schedule_sdk.entrypoints import cli_schedules
 from schedule_sdk.entrypoints.cli_context import (
     ERROR,
@@ -104,17 +104,17 @@ def _check_urls(settings: Settings) -> None:
 
     from schedule_sdk.domain.redis_url import sentinel_target
 
-    shown = masked_url(settings.database_url)  # never print a password
+    masked = masked_url(settings.database_url)  # never print a password
     try:
         url = sa.make_url(settings.database_url)
         url.get_dialect()
     except (sa.exc.ArgumentError, sa.exc.NoSuchModuleError, ImportError, ValueError) as error:
         detail = without_secret(one_line(error), settings.database_url)
-        raise UsageError(f"bad database URL {shown!r}: {detail}") from None
+        raise UsageError(f"bad database URL {masked!r}: {detail}") from None
     if url.get_backend_name() not in ("sqlite", "postgresql"):
-        raise UsageError(f"bad database URL {shown!r}: use sqlite:/// or postgresql://")
+        raise UsageError(f"bad database URL {masked!r}: use sqlite:/// or postgresql://")
     if url.get_backend_name() == "sqlite" and url.database in (None, "", ":memory:"):
-        raise UsageError(f"bad database URL {shown!r}: SQLite needs a file (sqlite:///jobs.db)")
+        raise UsageError(f"bad database URL {masked!r}: SQLite needs a file (sqlite:///jobs.db)")
     if settings.redis_url:
         try:
             sentinel_target(settings.redis_url)
@@ -144,8 +144,7 @@ def job_to_dict(job: ScheduledJob) -> dict[str, Any]:
 
 
 def _write_json(ctx: Context, value: Any) -> None:
-    json.dump(value, ctx.out, indent=2, ensure_ascii=False)
-    ctx.out.write("\n")
+    ctx.out.write(json_escaped(json.dumps(value, indent=2, ensure_ascii=False)) + "\n")
 
 
 # -- commands --------------------------------------------------------------------------------------
@@ -377,12 +376,12 @@ def cmd_jobs_show(ctx: Context) -> int:
     job = service.get_by_id(ctx.args.job_id)
     if job is None:
         raise JobNotFound(ctx.args.job_id)
-    shown = job_to_dict(job)
+    record = job_to_dict(job)
     if job.run_of is not None:
-        shown["note"] = f"run of {job.run_of}: fires its occurrence {job.occurrence} (overlap 'allow')"
-    shown["history"] = [fire_to_dict(f) for f in shown_history(service, job, ctx.args.history)]
-    shown["next_fire_times"] = [fire.to_dict() for fire in service.preview(job.id, n=5)]
-    _write_json(ctx, shown)
+        record["note"] = f"run of {job.run_of}: fires its occurrence {job.occurrence} (overlap 'allow')"
+    record["history"] = [fire_to_dict(f) for f in shown_history(service, job, ctx.args.history)]
+    record["next_fire_times"] = [fire.to_dict() for fire in service.preview(job.id, n=5)]
+    _write_json(ctx, record)
     return OK
 
 
@@ -394,7 +393,7 @@ def cmd_cron(ctx: Context) -> int:
     except ValueError:
         after = None
     if after is None or after.tzinfo is None:
-        raise UsageError(f"--after must be an ISO 8601 time with an offset (Z or +hh:mm): {a.after!r}")
+        raise UsageError(f"--after must be an ISO 8601 time with an offset (Z or +hh:mm): {shown(a.after)}")
     fires = _cron_spec(a).next_fire_times(after, a.n)
     if a.json:
         _write_json(ctx, [fire.to_dict() for fire in fires])
@@ -423,7 +422,7 @@ def _cron_spec(a: argparse.Namespace) -> RepeatSpec:
         try:
             dates.append(date.fromisoformat(text))
         except ValueError:
-            raise UsageError(f"--exclude-date must be a date such as 2027-12-24, not {text!r}") from None
+            raise UsageError(f"--exclude-date must be a date such as 2027-12-24, not {shown(text)}") from None
     holiday = None
     if a.holidays:
         country, _, subdivision = a.holidays.partition("-")

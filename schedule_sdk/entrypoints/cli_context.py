@@ -14,6 +14,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TextIO
 
+from schedule_sdk.domain.text import escaped, shown
+
 if TYPE_CHECKING:
     from schedule_sdk.bootstrap.container import ScheduleContainer
     from schedule_sdk.bootstrap.settings import Settings
@@ -28,7 +30,7 @@ class UsageError(Exception):
 
 def one_line(error: BaseException) -> str:
     """``error`` as one line of at most 400 characters (its type's name if it says nothing)."""
-    text = " ".join(str(error).split()) or type(error).__name__
+    text = escaped(" ".join(str(error).split())) or type(error).__name__
     return text if len(text) <= 400 else text[:397] + "..."
 
 
@@ -46,7 +48,7 @@ def import_listener_modules(modules: Sequence[str]) -> None:
         try:
             importlib.import_module(module)
         except ImportError as error:
-            raise UsageError(f"cannot import listener module {module!r}: {one_line(error)}") from error
+            raise UsageError(f"cannot import listener module {shown(module)}: {one_line(error)}") from error
 
 
 @dataclass

@@ -40,6 +40,15 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--db-path", help="SQLite file or SQLAlchemy URL (TIMER_DB_PATH)")
     parser.add_argument("--broker-url", help="nats://host:port, or 'inprocess' (TIMER_BROKER_URL)")
     parser.add_argument(
+        "--database-pooler",
+        choices=("none", "transaction"),
+        help="'transaction' behind a transaction pooler such as PgBouncer (TIMER_DATABASE_POOLER)",
+    )
+    parser.add_argument(
+        "--database-listen-url",
+        help="a direct PostgreSQL URL for LISTEN wake-ups behind the pooler (TIMER_DATABASE_LISTEN_URL)",
+    )
+    parser.add_argument(
         "--metrics-port", type=int, help="serve Prometheus /metrics here (TIMER_METRICS_PORT)"
     )
     parser.add_argument(
@@ -62,7 +71,13 @@ def main(argv: list[str] | None = None) -> int:
     logging.getLogger().setLevel(args.log_level.upper())
     try:
         settings = TimerSettings.load(
-            {"db_path": args.db_path, "broker_url": args.broker_url, "metrics_port": args.metrics_port}
+            {
+                "db_path": args.db_path,
+                "broker_url": args.broker_url,
+                "database_pooler": args.database_pooler,
+                "database_listen_url": args.database_listen_url,
+                "metrics_port": args.metrics_port,
+            }
         )
         timer = Timer(settings, metrics=_metrics(settings))
     except ScheduleError as error:

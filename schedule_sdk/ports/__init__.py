@@ -15,6 +15,9 @@ All methods are thread-safe.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+from schedule_sdk.domain.moved import moved
 from schedule_sdk.ports.capabilities import (
     CAPABILITIES,
     DeclaredRows,
@@ -89,3 +92,11 @@ __all__ = [
     "provided",
     "require",
 ]
+
+if not TYPE_CHECKING:  # a type checker should flag a name the ports do not have
+    #: Deprecated here: the claim timing helpers moved to :mod:`schedule_sdk.core.claim_timing`.
+    __getattr__ = moved(
+        __name__,
+        "schedule_sdk.core.claim_timing",
+        names=frozenset({"CLAIM_AHEAD", "claim_horizon", "claim_lead", "claim_time"}),
+    )
