@@ -362,7 +362,10 @@ class ScheduleService:
         """What happened to a job: up to ``limit`` (1-500) of its fires, newest first, each with
         its occurrence, attempt, due and fire instants, lateness, duration, outcome, error and
         worker. Pass the last entry's ``fired_at`` as ``before`` for the next page. Entries are
-        kept until retention purges them, even after the job itself is gone; an unknown id has
+        kept until retention purges them, even after the job itself is gone. A job that replaced
+        another (a reschedule, a changed declared schedule: ``rescheduled_from`` /
+        ``rescheduled_to``) shares its history with the jobs of that chain still stored
+        (:func:`lineage`): one schedule, all its fires, each entry naming its own row. An unknown id has
         none (an empty list, not an error), and so has every job of a store that keeps no fire
         history (one that is no :class:`~schedule_sdk.ports.FireHistory`).
 
@@ -377,7 +380,12 @@ class ScheduleService:
         history = provided(self._store, FireHistory)
         if history is None or names_no_job(job_id):
             return []
-        return history.history(job_id, limit, before)
+        ids = lineage(self._store, job_id)
+        if len(ids) == 1:
+            return history.history(job_id, limit, before)
+        merged = [f for one in ids for f in history.history(one, limit, before)]
+        merged.sort(key=lambda f: f.fired_at, reverse=True)
+        return merged[:limit]
 
     def upcoming(
         self,
@@ -521,6 +529,34 @@ class ScheduleService:
 
 
 # -- the one cancel path: ``cancel`` and the cancel half of ``reschedule`` ---------------------
+
+
+#: The most rows :func:`lineage` follows each way (a guard against a cycle written by hand).
+MAX_LINEAGE = 256
+
+
+def lineage(store: JobStore, job_id: str) -> list[str]:
+    """The ids of the one schedule ``job_id`` is a row of: the jobs it replaced
+    (``rescheduled_from``, back to the first still stored), itself, and the jobs that replaced it
+    (``rescheduled_to``), oldest first; ``[job_id]`` for a job never replaced or unknown."""
+    ids = [job_id]
+    seen = {job_id}
+    job = store.get(job_id)
+    if job is None:
+        return ids
+    for step in ("rescheduled_from", "rescheduled_to"):
+        link: ScheduledJob | None = job
+        while link is not None and len(seen) < 2 * MAX_LINEAGE:
+            nxt = getattr(link, step)
+            if nxt is None or nxt in seen:
+                break
+            seen.add(nxt)
+            if step == "rescheduled_from":
+                ids.insert(0, nxt)
+            else:
+                ids.append(nxt)
+            link = store.get(nxt)
+    return ids
 
 
 def shown_history(service: ScheduleService, job: ScheduledJob, limit: int) -> list[FireRecord]:
