@@ -453,6 +453,20 @@ def cron_fire_times(expression: str, tz: str | ZoneInfo, after: datetime, n: int
     return found
 
 
+def cron_instants(
+    expression: str, tz: str | ZoneInfo, after: datetime, until: datetime, cap: int
+) -> list[datetime]:
+    """The fire instants of ``expression`` in ``tz`` strictly after ``after`` and at most
+    ``until``, in order, at most ``cap`` of them (what a count over a window enumerates, without
+    building a :class:`FireTime` per fire)."""
+    found: list[datetime] = []
+    for instant, _walls in _cron_fires(expression, tz, after):
+        if instant > until or len(found) == cap:
+            break
+        found.append(instant)
+    return found
+
+
 def _cron_fires(
     expression: str, tz: str | ZoneInfo, after: datetime
 ) -> Iterator[tuple[datetime, tuple[datetime, ...]]]:
