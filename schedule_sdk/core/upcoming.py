@@ -46,15 +46,17 @@ def repeat_fire_times(
     return repeat.next_fire_times(after, n, timezone=zone_name, anchor=anchor)
 
 
-def current_fire(job: ScheduledJob) -> FireTime:
+def current_fire(job: ScheduledJob, counts: CronCounts | None = None) -> FireTime:
     """A stored open job's current occurrence at ``run_at`` (a retry's due time, or the nominal
     instant plus spread and the jitter drawn), marked when its calendar excludes it."""
     zone = job.zone_for_repeat
     if job.repeat is None:
         return fire_at(job.scheduled_for, zone).delayed(job.run_at)
-    nominal = repeat_fire_times(
-        job.repeat, zone, job.scheduled_for - _MICROSECOND, 1, anchor=job.scheduled_for
-    )
+    after = job.scheduled_for - _MICROSECOND
+    if counts is None:
+        nominal = repeat_fire_times(job.repeat, zone, after, 1, anchor=job.scheduled_for)
+    else:
+        nominal = counts.fire_times(job.repeat, zone, after, 1, job.scheduled_for)
     base = nominal[0] if nominal and nominal[0].at == job.scheduled_for else fire_at(job.scheduled_for, zone)
     regular = job.attempt == 1 and job.regular_due is None
     return base.delayed(job.run_at, excluded=regular and job.excludes(job.scheduled_for))
@@ -62,13 +64,29 @@ def current_fire(job: ScheduledJob) -> FireTime:
 
 class CronCounts:
     """One read's count of the occurrences of a job after its current one: ``upto(job, x)`` is
-    how many nominal occurrences lie in ``(scheduled_for, x]``. A cron's instants are enumerated
-    once per (expression, zone, current occurrence) and shared; an interval's is arithmetic."""
+    how many nominal occurrences lie in ``(scheduled_for, x]``: an interval's by arithmetic, a
+    cron's from its fields (:func:`~schedule_sdk.domain.timing.count_cron_fires`) or, across a DST
+    change, by enumerating its instants once per (expression, zone, current occurrence). The
+    fires of a cron are built once per read for the jobs that share them (:meth:`fire_times`)."""
 
     def __init__(self) -> None:
         self._known: dict[tuple[str, str, datetime], tuple[list[datetime], datetime]] = {}
+        self._counted: dict[tuple[str, str, datetime, datetime], int | None] = {}
+        self._fires: dict[tuple[str, str, datetime, int], list[FireTime]] = {}
         #: A cron fired more often than :data:`MAX_COUNTED` up to an instant asked about.
         self.capped = False
+
+    def fire_times(
+        self, repeat: Repeat, zone_name: str, after: datetime, n: int, anchor: datetime
+    ) -> list[FireTime]:
+        """:func:`repeat_fire_times`, a cron's kept for the read."""
+        if not isinstance(repeat, CronRepeat):
+            return repeat_fire_times(repeat, zone_name, after, n, anchor)
+        key = (repeat.expression, zone_name, after, n)
+        found = self._fires.get(key)
+        if found is None:
+            found = self._fires[key] = repeat_fire_times(repeat, zone_name, after, n, anchor)
+        return found
 
     def upto(self, job: ScheduledJob, x: datetime) -> int:
         start = job.scheduled_for
@@ -78,6 +96,12 @@ class CronCounts:
         if isinstance(repeat, IntervalRepeat):
             return (x - start) // timedelta(milliseconds=repeat.every_ms)
         assert isinstance(repeat, CronRepeat)
+        counted_key = (repeat.expression, job.zone_for_repeat, start, x)
+        if counted_key not in self._counted:
+            self._counted[counted_key] = timing.count_cron_fires(*counted_key)
+        counted = self._counted[counted_key]
+        if counted is not None:
+            return counted
         key = (repeat.expression, job.zone_for_repeat, start)
         instants, horizon = self._known.get(key, ([], start))
         if x > horizon and len(instants) < MAX_COUNTED:
@@ -104,7 +128,7 @@ def window_fires(
     def later(at: datetime) -> bool:
         return after is None or (at, job.id) > after
 
-    current = current_fire(job)
+    current = current_fire(job, counts)
     fires = [current] if current.at <= end and later(current.at) else []
     count = len(fires)
     if job.repeat is None:
@@ -124,7 +148,7 @@ def window_fires(
     more = max(0, upto - below)
     take = min(n - len(fires), more)
     if take > 0:
-        nominal = repeat_fire_times(
+        nominal = counts.fire_times(
             job.repeat, job.zone_for_repeat, nominal_low, min(take, timing.MAX_FIRE_TIMES), job.scheduled_for
         )
         fires.extend(f.delayed(f.at + offset, excluded=job.excludes(f.at)) for f in nominal)
