@@ -15,7 +15,7 @@ import heapq
 import itertools
 from bisect import bisect_right
 from collections.abc import Iterable, Iterator
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 from schedule_sdk.domain import timing
 from schedule_sdk.domain.errors import InvalidCursor
@@ -27,6 +27,8 @@ from schedule_sdk.domain.upcoming import UpcomingFire, UpcomingGroup, UpcomingGr
 from schedule_sdk.ports import JobStore
 
 _MICROSECOND = timedelta(microseconds=1)
+#: The earliest instant a cursor may name (no fire of an open job is due before it).
+_EARLIEST = datetime(1970, 1, 1, tzinfo=UTC)
 #: The most instants of one cron a count enumerates; past it the count is a lower bound.
 MAX_COUNTED = 50_000
 
@@ -269,5 +271,11 @@ def decode_cursor(cursor: str | None) -> Key | None:
     except (binascii.Error, UnicodeDecodeError, ValueError) as error:
         raise InvalidCursor("malformed cursor") from error
     if at.utcoffset() is None or not ID_PATTERN.fullmatch(job_id):
+        raise InvalidCursor("malformed cursor")
+    try:
+        at = at.astimezone(UTC)
+    except OverflowError as error:
+        raise InvalidCursor("malformed cursor") from error
+    if not _EARLIEST <= at <= timing.MAX_INSTANT:
         raise InvalidCursor("malformed cursor")
     return at, job_id

@@ -5,9 +5,14 @@ from __future__ import annotations
 
 import re
 from datetime import UTC, datetime, timedelta
+from urllib.parse import quote
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from schedule_sdk import CronRepeat, IntervalRepeat, JobMetadata, RepeatSpec
 from schedule_sdk.adapters.sql.declared import SQLAlchemyDeclaredRows
+from schedule_sdk.core.upcoming import encode_cursor
 from schedule_sdk.dashboard import TenantScope
 from schedule_sdk.domain.declared import StoredDeclaration
 
@@ -172,3 +177,37 @@ def test_the_timeline_says_it_was_cut_and_pages_on(any_site: Site) -> None:
     assert len(rows_of(second.text)) == 500 and later[0] > times[-1]
     assert "Showing 500 of 42,725 fires" in second.text
     assert {job for job, _ in rows_of(second.text)} <= {ids["fast"], ids["hourly"]}
+
+
+#: Cursors of well-formed text naming instants at the edges of what a datetime holds.
+EDGE_CURSORS = [
+    encode_cursor((datetime.fromisoformat(at), "01900000-0000-7000-8000-000000000001"))
+    for at in ("0001-01-01T00:00:00+14:00", "0001-01-01T00:00:00+00:00", "9999-12-31T23:59:59-05:00")
+]
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    params=st.dictionaries(
+        st.sampled_from(["view", "topic", "owner", "tenant", "cursor"]),
+        st.one_of(
+            st.text(max_size=40),
+            st.text(alphabet=st.sampled_from(["\x00", "\ud800", "%", "|", "=", "<", "é", "9"]), max_size=20),
+            st.sampled_from(["MjAyNi0xMi0wM1QxOToxNTozNXx4", "x" * 5000, "timeline", "jobs", *EDGE_CURSORS]),
+        ),
+        max_size=4,
+    )
+)
+def test_the_page_answers_any_query_string(site: Site, params: dict[str, str]) -> None:
+    query = "&".join(f"{quote(k)}={quote(v, safe='', errors='surrogatepass')}" for k, v in params.items())
+    response = site.client().get("/upcoming?" + query)
+    assert response.status_code in (200, 400), (params, response.status_code)
+    if response.status_code == 400:
+        assert "SCHEDULE_" in response.text
+
+
+def test_a_cursor_at_the_edges_of_time_is_a_refusal_or_a_page(site: Site) -> None:
+    seed_day(site)
+    for cursor in EDGE_CURSORS:
+        response = site.client().get(f"/upcoming?view=timeline&cursor={cursor}")
+        assert response.status_code in (200, 400), cursor
