@@ -9,9 +9,11 @@ import logging
 
 import pytest
 
+from schedule_sdk.dashboard import create_dashboard
 from schedule_sdk.entrypoints.cli import main
 from tests.conftest import COMBINATIONS, Backend
 from tests.harness import Harness
+from tests.integration.dashboard.conftest import Client
 
 V1 = "tests.support.declared_v1"
 V2 = "tests.support.declared_v2"
@@ -100,6 +102,9 @@ def test_a_changed_schedule_keeps_one_history_across_its_rows(
     assert {f.job_id for f in joined} == {first.id, replaced.id}
     assert [f.fired_at for f in joined] == sorted((f.fired_at for f in joined), reverse=True)
     assert new.service.history(first.id, limit=50) == joined
+    # the dashboard's job page of the new row lists the old row's fires too
+    page = Client(create_dashboard(new.container)).get(f"/jobs/{replaced.id}").text
+    assert f'class="mono other-row" href="/jobs/{first.id}"' in page
     # the CLI's job view shows them too
     assert main(["--database-url", backend.database_url, "jobs", "show", replaced.id]) == 0
     shown = json.loads(capsys.readouterr().out)
