@@ -13,7 +13,6 @@ import base64
 import binascii
 import heapq
 import itertools
-from bisect import bisect_right
 from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime, timedelta
 
@@ -29,8 +28,13 @@ from schedule_sdk.ports import JobStore
 _MICROSECOND = timedelta(microseconds=1)
 #: The earliest instant a cursor may name (no fire of an open job is due before it).
 _EARLIEST = datetime(1970, 1, 1, tzinfo=UTC)
-#: The most instants of one cron a count enumerates; past it the count is a lower bound.
-MAX_COUNTED = 50_000
+#: How far past a job's current occurrence a cron's fires are counted; past it, a lower bound.
+COUNT_HORIZON = timedelta(days=3660)
+#: The most fires of one cron in a day (one a minute): what enumerating the day of a DST change
+#: may find.
+MAX_COUNTED = 1440 + 60
+_CHUNK = timedelta(days=28)
+_DAY = timedelta(days=1)
 
 #: A position in the time order of fires: the fire's instant and its job's id.
 Key = tuple[datetime, str]
@@ -68,14 +72,13 @@ class CronCounts:
     """One read's count of the occurrences of a job after its current one: ``upto(job, x)`` is
     how many nominal occurrences lie in ``(scheduled_for, x]``: an interval's by arithmetic, a
     cron's from its fields (:func:`~schedule_sdk.domain.timing.count_cron_fires`) or, across a DST
-    change, by enumerating its instants once per (expression, zone, current occurrence). The
+    change, by enumerating the day of the change. The
     fires of a cron are built once per read for the jobs that share them (:meth:`fire_times`)."""
 
     def __init__(self) -> None:
-        self._known: dict[tuple[str, str, datetime], tuple[list[datetime], datetime]] = {}
-        self._counted: dict[tuple[str, str, datetime, datetime], int | None] = {}
+        self._counted: dict[tuple[str, str, datetime, datetime], int] = {}
         self._fires: dict[tuple[str, str, datetime, int], list[FireTime]] = {}
-        #: A cron fired more often than :data:`MAX_COUNTED` up to an instant asked about.
+        #: A count was asked past :data:`COUNT_HORIZON`: it is a lower bound.
         self.capped = False
 
     def fire_times(
@@ -98,22 +101,33 @@ class CronCounts:
         if isinstance(repeat, IntervalRepeat):
             return (x - start) // timedelta(milliseconds=repeat.every_ms)
         assert isinstance(repeat, CronRepeat)
-        counted_key = (repeat.expression, job.zone_for_repeat, start, x)
-        if counted_key not in self._counted:
-            self._counted[counted_key] = timing.count_cron_fires(*counted_key)
-        counted = self._counted[counted_key]
-        if counted is not None:
-            return counted
-        key = (repeat.expression, job.zone_for_repeat, start)
-        instants, horizon = self._known.get(key, ([], start))
-        if x > horizon and len(instants) < MAX_COUNTED:
-            more = timing.cron_instants(key[0], key[1], horizon, x, MAX_COUNTED - len(instants))
-            instants = instants + more
-            horizon = x if len(instants) < MAX_COUNTED else instants[-1]
-            self._known[key] = (instants, horizon)
-        if x > horizon:
+        key = (repeat.expression, job.zone_for_repeat, start, x)
+        counted = self._counted.get(key)
+        if counted is None:
+            counted = self._counted[key] = self._count(*key)
+        return counted
+
+    def _count(self, expression: str, zone_name: str, start: datetime, x: datetime) -> int:
+        """A cron's fires in ``(start, x]``: four weeks at a time from its fields; a span with a
+        DST change day by day, and the day of the change by enumerating it. Past
+        :data:`COUNT_HORIZON` from ``start`` it stops (:attr:`capped`: a lower bound)."""
+        if x - start > COUNT_HORIZON:
             self.capped = True
-        return bisect_right(instants, x)
+            x = start + COUNT_HORIZON
+        total, low = 0, start
+        while low < x:
+            high = min(low + _CHUNK, x)
+            counted = timing.count_cron_fires(expression, zone_name, low, high)
+            if counted is None:
+                counted, day = 0, low
+                while day < high:
+                    end = min(day + _DAY, high)
+                    one = timing.count_cron_fires(expression, zone_name, day, end)
+                    if one is None:
+                        one = len(timing.cron_instants(expression, zone_name, day, end, MAX_COUNTED))
+                    counted, day = counted + one, end
+            total, low = total + counted, high
+        return total
 
 
 def window_fires(

@@ -45,3 +45,18 @@ def test_it_declines_a_window_with_a_dst_change_and_one_too_long() -> None:
     assert timing.count_cron_fires("30 2 * * *", "UTC", spring, spring + timedelta(days=1)) == 1
     assert timing.count_cron_fires("* * * * *", "UTC", spring, spring + timedelta(days=40)) is None
     assert timing.count_cron_fires("* * * * *", "UTC", spring, spring) == 0
+
+
+def test_a_reads_count_across_dst_changes_is_the_enumerated_count() -> None:
+    from schedule_sdk.core.upcoming import CronCounts
+
+    start = datetime(2030, 3, 20, 7, 3, 5, tzinfo=UTC)  # Berlin springs forward on the 31st
+    for expression in ("* * * * *", "30 2 * * *", "*/7 1-3 * * *"):
+        for days in (1, 15, 45):
+            until = start + timedelta(days=days)
+            enumerated = len(timing.cron_instants(expression, "Europe/Berlin", start, until, 10**6))
+            assert CronCounts()._count(expression, "Europe/Berlin", start, until) == enumerated
+    autumn = datetime(2030, 10, 26, 12, tzinfo=UTC)  # and falls back on the 27th: 02:xx twice
+    until = autumn + timedelta(days=2)
+    enumerated = len(timing.cron_instants("*/10 * * * *", "Europe/Berlin", autumn, until, 10**6))
+    assert CronCounts()._count("*/10 * * * *", "Europe/Berlin", autumn, until) == enumerated
