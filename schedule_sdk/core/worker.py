@@ -170,6 +170,7 @@ class ScheduleWorker:
                 self._registry.remove_worker(self.dispatcher.worker_id)
             except ScheduleError as error:  # the row ages out; peers find no claims to release
                 logger.warning("could not deregister worker: %s", error)
+            self._store.quiesce()  # last: the writes above may have started the store's threads
             logger.info("worker %s stopped", self.dispatcher.worker_id)
 
     def __enter__(self) -> ScheduleWorker:

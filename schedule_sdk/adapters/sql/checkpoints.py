@@ -130,6 +130,16 @@ class Checkpointer:
                 continue
             self._done = commits
 
+    def rest(self) -> None:
+        """End the thread now, as a quiet spell would (a stopping worker: its stop leaves no thread
+        behind); the next commit that needs a checkpoint starts another, and what was not copied
+        yet waits for that one (or for SQLite's own, when the last connection closes)."""
+        self.close()
+        with self._lock:
+            if self._thread is not None and not self._thread.is_alive():
+                self._thread = None
+            self._stop.clear()
+
     def close(self) -> None:
         """Stop the thread (one last checkpoint is SQLite's, when the last connection closes)."""
         self._stop.set()

@@ -9,7 +9,9 @@ Per RQ queue ``q`` the SDK keeps, next to RQ's own keys:
   while a consumer waits for room to claim it);
 - ``schedule_sdk:{q}:next``     the pump's planned wake-up (ms), so a commit only publishes a
   wake-up on ``schedule_sdk:{q}:wake`` when it adds an earlier entry;
-- ``schedule_sdk:{q}:pump``     the releaser lease: the pump leadership lock (SET NX PX, renewed).
+- ``schedule_sdk:{q}:pump``     the releaser lease: the pump leadership lock (SET NX PX, renewed);
+- ``schedule_sdk:{q}:interrupt:<consumer>`` a LIST a consumer's pop waits on beside RQ's queue:
+  a push ends the wait of that consumer (its stop); it expires after ``INTERRUPT_TTL`` seconds.
 
 What entries and released jobs carry (no Redis) is in :mod:`~schedule_sdk.substrates.rq.entries`.
 """
@@ -60,12 +62,19 @@ class Keys:
     def pump(self) -> str:
         return self._key("pump")
 
+    def interrupt(self, consumer: str) -> str:
+        """What ends a waiting pop of ``consumer`` (:meth:`RQExecutionQueue.interrupt`)."""
+        return self._key(f"interrupt:{consumer}")
+
     @property
     def refused(self) -> str:
         """The RQ jobs set aside unexecuted (undecodable, or not a fire of this queue): newest
         first, at most :data:`MAX_REFUSED` kept, for an operator to look at."""
         return self._key("refused")
 
+
+#: Seconds an interrupt no pop took stays (a consumer that stopped before it waited again).
+INTERRUPT_TTL = 60
 
 #: The most refused RQ jobs kept under :attr:`Keys.refused`.
 MAX_REFUSED = 1000
