@@ -20,7 +20,8 @@ nothing to the log: the store does not count it.
 Once everything committed is checkpointed (or only light commits wait), the thread sleeps until
 the next commit wakes it, and ends if none comes for :attr:`~Checkpointer.park` seconds (the next
 commit that needs one starts another): a store that is never closed leaves no thread behind for
-long.
+long. A stopping worker ends it at once (:meth:`~Checkpointer.rest`, through the store's
+``quiesce``).
 """
 
 from __future__ import annotations
