@@ -1,0 +1,121 @@
+"""The tables bench/soak.py prints at the end of a run."""
+
+from __future__ import annotations
+
+import statistics
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+from _stats import percentile
+
+
+def _p50_max(values: list[float]) -> str:
+    if not values:
+        return "-"
+    return f"{percentile(values, 50):.2f}/{max(values):.2f}"
+
+
+def _row(cells: list[object], widths: list[int]) -> str:
+    return "  ".join(
+        str(c).rjust(w) if i else str(c).ljust(w) for i, (c, w) in enumerate(zip(cells, widths, strict=True))
+    )
+
+
+HEAD = ["backend", "trials", "acknowledged", "lost", "cancelled fired", "early", "duplicates",
+        "first fire p50/max s", "recovery p50/max s", "store early", "cancel not kept"]  # fmt: skip
+
+
+def backend_rows(trials: list[Any]) -> list[list[object]]:
+    by: dict[str, list[Any]] = defaultdict(list)
+    for t in trials:
+        by[t.backend].append(t)
+    rows: list[list[object]] = []
+    for backend, group in by.items():
+        v = [t.verdict for t in group]
+        dups: dict[str, int] = defaultdict(int)
+        for one in v:
+            for cause, n in one.duplicates.items():
+                dups[cause] += n
+        rows.append([
+            backend, len(group), sum(x.acknowledged for x in v), sum(len(x.lost) for x in v),
+            sum(len(x.cancelled_fired) for x in v), sum(len(x.early) for x in v),
+            f"{sum(dups.values())}" + (" (" + ", ".join(f"{k} {n}" for k, n in sorted(dups.items())) + ")" if dups else ""),
+            _p50_max([x.first_fire_s for x in v if x.first_fire_s is not None]),
+            _p50_max([x.cleared_s for x in v if x.cleared_s is not None]),
+            sum(t.store_early for t in group), sum(t.cancel_not_kept for t in group),
+        ])  # fmt: skip
+    return rows
+
+
+def print_report(trials: list[Any], folder: Path) -> None:
+    if not trials:
+        print("no trials ran")
+        return
+    rows = backend_rows(trials)
+    widths = [max(len(str(r[i])) for r in [HEAD, *rows]) for i in range(len(HEAD))]
+    print("\n" + _row(HEAD, widths))
+    for row in rows:
+        print(_row(row, widths))
+    print("\nrecovery by fault (s from the fault to the first fire after it / to the backlog cleared):")
+    by_fault: dict[tuple[str, str], list[Any]] = defaultdict(list)
+    for t in trials:
+        by_fault[(t.backend, t.fault)].append(t.verdict)
+    for (backend, fault), v in sorted(by_fault.items()):
+        print(f"  {backend:14s} {fault:10s} n={len(v):3d}  first {_p50_max([x.first_fire_s for x in v if x.first_fire_s is not None]):>11s}"
+              f"  cleared {_p50_max([x.cleared_s for x in v if x.cleared_s is not None]):>11s}")  # fmt: skip
+    _print_phases(trials)
+    _print_cancels(trials)
+    _print_details(trials)
+    print(f"\nlogs: {folder}")
+
+
+STEPS = {
+    "spawn": "kill -> new process spawned",
+    "imports": "-> its imports done",
+    "ready": "-> its worker started",
+    "fire": "-> its first fire",
+}
+
+
+def _print_phases(trials: list[Any]) -> None:
+    phases: dict[str, list[float]] = defaultdict(list)
+    for t in trials:
+        for name, seconds in t.verdict.phases_s.items():
+            phases[name].append(seconds)
+    if phases:
+        print("\nafter a kill (median / max s of each step): "
+              + ", ".join(f"kill->{'spawn' if n == 'spawn' else n} {statistics.median(s):.2f}/{max(s):.2f}"
+                          for n, s in phases.items()))  # fmt: skip
+        print(
+            "  (spawn: the new process started; imports: its imports done; ready: its worker started;"
+            " fire: its first fire)"
+        )
+
+
+def _print_cancels(trials: list[Any]) -> None:
+    racing = [ms for t in trials for ms in t.verdict.cancels_before_due_ms if ms <= 10.0]
+    fired = [(t.backend, ms) for t in trials for _, _, ms in t.verdict.cancelled_fired]
+    print(f"\ncancels that returned 0-10 ms before a due instant: {len(racing)}; of their occurrences fired: "
+          f"{sum(ms <= 10.0 for _, ms in fired)}; fired after a cancel that returned > 10 ms before due: "
+          f"{sum(ms > 10.0 for _, ms in fired)}")  # fmt: skip
+    if fired:
+        print(
+            "  cancelled fired (backend: ms before due the cancel returned): "
+            + ", ".join(f"{b}: {ms:.2f}" for b, ms in sorted(fired))
+        )
+
+
+def _print_details(trials: list[Any]) -> None:
+    for t in trials:
+        v = t.verdict
+        if v.lost:
+            print(f"  LOST {t.backend} {t.fault}: {v.lost[:5]}{' ...' if len(v.lost) > 5 else ''}")
+        for job, due, clock, early_us in v.early[:5]:
+            print(
+                f"  EARLY {t.backend} {t.fault}: {job} due {due} by the {clock}'s clock, {early_us} us early"
+            )
+        if v.duplicates.get("unexplained"):
+            print(f"  UNEXPLAINED DUPLICATES {t.backend} {t.fault}: {v.duplicates['unexplained']}")
+        if v.stray:
+            print(f"  STRAY {t.backend} {t.fault}: {v.stray} fires of occurrences no schedule named")
