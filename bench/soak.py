@@ -285,7 +285,8 @@ def main() -> int:
             print(
                 f"trial {n:4d} {result.backend:14s} {result.fault:10s} ack {v.acknowledged:4d} "
                 f"lost {len(v.lost)} cancelled-fired {len(v.cancelled_fired)} early {len(v.early)} "
-                f"dup {sum(v.duplicates.values())} first {v.first_fire_s or 0:.2f}s cleared {v.cleared_s or 0:.2f}s",
+                f"dup {sum(v.duplicates.values())} first {v.first_fire_s or 0:.2f}s "
+                f"cleared {v.cleared_s or 0:.2f}s",
                 flush=True,
             )
     finally:

@@ -16,6 +16,20 @@ def _p50_max(values: list[float]) -> str:
     return f"{percentile(values, 50):.2f}/{max(values):.2f}"
 
 
+def _firsts(verdicts: list[Any]) -> list[float]:
+    return [v.first_fire_s for v in verdicts if v.first_fire_s is not None]
+
+
+def _cleared(verdicts: list[Any]) -> list[float]:
+    return [v.cleared_s for v in verdicts if v.cleared_s is not None]
+
+
+def _duplicates(by_cause: dict[str, int]) -> str:
+    if not by_cause:
+        return "0"
+    return f"{sum(by_cause.values())} (" + ", ".join(f"{k} {n}" for k, n in sorted(by_cause.items())) + ")"
+
+
 def _row(cells: list[object], widths: list[int]) -> str:
     return "  ".join(
         str(c).rjust(w) if i else str(c).ljust(w) for i, (c, w) in enumerate(zip(cells, widths, strict=True))
@@ -40,9 +54,7 @@ def backend_rows(trials: list[Any]) -> list[list[object]]:
         rows.append([
             backend, len(group), sum(x.acknowledged for x in v), sum(len(x.lost) for x in v),
             sum(len(x.cancelled_fired) for x in v), sum(len(x.early) for x in v),
-            f"{sum(dups.values())}" + (" (" + ", ".join(f"{k} {n}" for k, n in sorted(dups.items())) + ")" if dups else ""),
-            _p50_max([x.first_fire_s for x in v if x.first_fire_s is not None]),
-            _p50_max([x.cleared_s for x in v if x.cleared_s is not None]),
+            _duplicates(dups), _p50_max(_firsts(v)), _p50_max(_cleared(v)),
             sum(t.store_early for t in group), sum(t.cancel_not_kept for t in group),
         ])  # fmt: skip
     return rows
@@ -62,8 +74,8 @@ def print_report(trials: list[Any], folder: Path) -> None:
     for t in trials:
         by_fault[(t.backend, t.fault)].append(t.verdict)
     for (backend, fault), v in sorted(by_fault.items()):
-        print(f"  {backend:14s} {fault:10s} n={len(v):3d}  first {_p50_max([x.first_fire_s for x in v if x.first_fire_s is not None]):>11s}"
-              f"  cleared {_p50_max([x.cleared_s for x in v if x.cleared_s is not None]):>11s}")  # fmt: skip
+        print(f"  {backend:14s} {fault:10s} n={len(v):3d}  first {_p50_max(_firsts(v)):>11s}"
+              f"  cleared {_p50_max(_cleared(v)):>11s}")  # fmt: skip
     _print_phases(trials)
     _print_cancels(trials)
     _print_details(trials)

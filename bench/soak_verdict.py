@@ -105,7 +105,8 @@ class Verdict:
     #: seconds from the first fault to the first fire after it / to its backlog cleared (see _recovery)
     first_fire_s: float | None = None
     cleared_s: float | None = None
-    #: the parts of a kill's recovery: spawn -> imports done -> worker started -> first fire
+    #: the steps of the recovery from the last kill: the new process spawned, its imports done,
+    #: its worker started, its first fire (seconds each, from the step before)
     phases_s: dict[str, float] = field(default_factory=dict)
 
     @property
@@ -164,8 +165,9 @@ def _recovery(log: Log, first_fires: dict[tuple[str, int], Fire], verdict: Verdi
         if f.seen >= start and (f.due <= back or f.seen - f.due > LATE_US)
     ]
     verdict.cleared_s = (max(backlog) - start) / 1e6 if backlog else 0.0
-    if log.faults[0][1] == "kill":
-        _kill_phases(log, start, after, verdict)
+    kills = [at for at, fault in log.faults if fault == "kill"]
+    if kills:
+        _kill_phases(log, kills[-1], after, verdict)
 
 
 def _kill_phases(log: Log, start: int, after: list[int], verdict: Verdict) -> None:

@@ -42,7 +42,8 @@ def test_an_acknowledged_occurrence_that_never_fired_is_lost_unless_due_after_th
 def test_a_fire_after_a_cancel_that_returned_before_due_is_counted_with_its_margin() -> None:
     due = T0 + S
     log = parse([
-        f"S raced one {due}", f"X raced {due - 5_000}", f"C raced {due - 2_440}", fire("raced", due, due + 590),
+        f"S raced one {due}", f"X raced {due - 5_000}", f"C raced {due - 2_440}",
+        fire("raced", due, due + 590),
         # a cancel that returned after the due instant may lose the race: not counted
         f"S late one {due}", f"X late {due - 1_000}", f"C late {due + 1_000}", fire("late", due, due + 300),
         # a cancel whose outcome is unknown (no C line): neither expected nor forbidden
