@@ -69,13 +69,17 @@ def print_report(trials: list[Any], folder: Path) -> None:
     print("\n" + _row(HEAD, widths))
     for row in rows:
         print(_row(row, widths))
-    print("\nrecovery by fault (s from the fault to the first fire after it / to the backlog cleared):")
+    print(
+        "\nrecovery by fault, p50/max s from the fault to: its service back (a new worker started, the"
+        " server answering), the first fire after it, the backlog cleared:"
+    )
     by_fault: dict[tuple[str, str], list[Any]] = defaultdict(list)
     for t in trials:
         by_fault[(t.backend, t.fault)].append(t.verdict)
     for (backend, fault), v in sorted(by_fault.items()):
-        print(f"  {backend:14s} {fault:10s} n={len(v):3d}  first {_p50_max(_firsts(v)):>11s}"
-              f"  cleared {_p50_max(_cleared(v)):>11s}")  # fmt: skip
+        back = [x.back_s for x in v if x.back_s is not None]
+        print(f"  {backend:14s} {fault:10s} n={len(v):3d}  back {_p50_max(back):>11s}"
+              f"  first {_p50_max(_firsts(v)):>11s}  cleared {_p50_max(_cleared(v)):>11s}")  # fmt: skip
     _print_phases(trials)
     _print_cancels(trials)
     _print_details(trials)

@@ -105,6 +105,8 @@ class Verdict:
     #: seconds from the first fault to the first fire after it / to its backlog cleared (see _recovery)
     first_fire_s: float | None = None
     cleared_s: float | None = None
+    #: seconds from the first fault to its service back (see _back)
+    back_s: float | None = None
     #: the steps of the recovery from the last kill: the new process spawned, its imports done,
     #: its worker started, its first fire (seconds each, from the step before)
     phases_s: dict[str, float] = field(default_factory=dict)
@@ -156,6 +158,7 @@ def _recovery(log: Log, first_fires: dict[tuple[str, int], Fire], verdict: Verdi
     if not log.faults:
         return
     start, back = log.faults[0][0], _back(log)
+    verdict.back_s = (back - start) / 1e6
     after = sorted(f.seen for f in log.fires if f.seen >= start)
     if after:
         verdict.first_fire_s = (after[0] - start) / 1e6

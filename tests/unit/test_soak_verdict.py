@@ -89,6 +89,7 @@ def test_recovery_after_a_kill_runs_to_the_last_fire_of_what_was_due_before_the_
     ])  # fmt: skip
     verdict = judge(log, horizon=T0 + 10 * S)
     assert verdict.first_fire_s == 0.52
+    assert verdict.back_s == 0.5
     assert verdict.cleared_s == 0.7
     assert verdict.phases_s == {"spawn": 0.01, "imports": 0.39, "ready": 0.1, "fire": 0.02}
 
