@@ -286,7 +286,7 @@ def main() -> int:
                 f"trial {n:4d} {result.backend:14s} {result.fault:10s} ack {v.acknowledged:4d} "
                 f"lost {len(v.lost)} cancelled-fired {len(v.cancelled_fired)} early {len(v.early)} "
                 f"dup {sum(v.duplicates.values())} first {v.first_fire_s or 0:.2f}s "
-                f"cleared {v.cleared_s or 0:.2f}s",
+                f"cleared {v.cleared_s or 0:.2f}s load {os.getloadavg()[0]:.1f}",
                 flush=True,
             )
     finally:
