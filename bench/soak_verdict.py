@@ -18,6 +18,7 @@ clock (the store's clock too: the stores of a soak run on this host).
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -154,7 +155,7 @@ def _back(log: Log) -> int:
 def _recovery(log: Log, first_fires: dict[tuple[str, int], Fire], verdict: Verdict) -> None:
     """From the (first) fault: to the first fire after it, and to the backlog cleared: the last
     first fire, after the fault, of an occurrence due before the service was back, or of one
-    more than :data:`LATE_US` late (whichever is later)."""
+    more than :data:`LATE_US` late (whichever is later); never (infinity) if one was lost."""
     if not log.faults:
         return
     start, back = log.faults[0][0], _back(log)
@@ -168,6 +169,8 @@ def _recovery(log: Log, first_fires: dict[tuple[str, int], Fire], verdict: Verdi
         if f.seen >= start and (f.due <= back or f.seen - f.due > LATE_US)
     ]
     verdict.cleared_s = (max(backlog) - start) / 1e6 if backlog else 0.0
+    if verdict.lost:
+        verdict.cleared_s = math.inf
     kills = [at for at, fault in log.faults if fault == "kill"]
     if kills:
         _kill_phases(log, kills[-1], after, verdict)

@@ -5,6 +5,7 @@ recovery from the fault."""
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 from bench.soak_verdict import judge, parse, pending, read_log
@@ -94,15 +95,19 @@ def test_recovery_after_a_kill_runs_to_the_last_fire_of_what_was_due_before_the_
     assert verdict.phases_s == {"spawn": 0.01, "imports": 0.39, "ready": 0.1, "fire": 0.02}
 
 
-def test_recovery_after_a_flush_runs_to_the_last_fire_more_than_a_second_late() -> None:
+def test_recovery_after_a_flush_runs_to_the_last_fire_more_than_a_second_late_or_never_ends() -> None:
     flush = T0 + 2 * S
-    log = parse([
+    log_lines = [
         f"S a one {flush + S}", f"S b one {flush + 2 * S}", f"K {flush} flush",
         fire("a", flush + S, flush + S + 1_000), fire("b", flush + 2 * S, flush + 6 * S),
-    ])  # fmt: skip
+    ]  # fmt: skip
+    log = parse(log_lines)
     verdict = judge(log, horizon=T0 + 10 * S)
     assert verdict.first_fire_s == 1.001
     assert verdict.cleared_s == 6.0
+    never = judge(parse([*log_lines[:3], fire("a", flush + S, flush + S + 1_000)]), T0 + 10 * S)
+    assert never.lost == [("b", flush + 2 * S)]
+    assert never.cleared_s == math.inf
 
 
 def test_a_line_torn_by_a_kill_is_skipped(tmp_path: Path) -> None:
