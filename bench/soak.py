@@ -184,6 +184,7 @@ class Soak:
         deadline = horizon + self.args.wait
         while time.time() < deadline and (time.time() < until or pending(read_log(log), int(horizon * 1e6))):
             time.sleep(0.2)
+        self.note(log, f"H {int(horizon * 1e6)}")
         return int(horizon * 1e6)
 
     def _ready(self, app: subprocess.Popen[str], log: Path) -> None:
@@ -250,6 +251,21 @@ class Soak:
             container.shutdown_resources()
 
 
+def rejudge(folder: Path, schedule: float) -> list[Trial]:
+    """The trials of a finished run, judged again from their logs (the store is gone: its
+    columns stay 0)."""
+    trials = []
+    for path in sorted(folder.glob("*.log")):
+        log = read_log(path)
+        if not log.ready:
+            continue
+        horizon = log.horizon or int(log.ready[0] + (schedule + SETTLE) * 1e6)
+        kills = sum(fault == "kill" for _, fault in log.faults)
+        fault = "kill2" if kills > 1 else (log.faults[0][1] if log.faults else "none")
+        trials.append(Trial(path.stem.split("-", 1)[1], fault, judge(log, horizon), errors=log.errors))
+    return trials
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -267,7 +283,12 @@ def main() -> int:
     parser.add_argument("--pg-port", type=int, default=55432)
     parser.add_argument("--pgbouncer-port", type=int, default=56432)
     parser.add_argument("--keep", action="store_true", help="keep the trials' databases and logs")
+    parser.add_argument("--judge", type=Path, help="judge the logs of a finished run again (no trials)")
     args = parser.parse_args()
+    if args.judge:
+        trials = rejudge(args.judge, args.schedule)
+        print_report(trials, args.judge)
+        return 1 if any(t.verdict.failed for t in trials) else 0
     unknown = set(args.backends) - set(BACKENDS)
     if unknown:
         parser.error(f"unknown backend(s) {sorted(unknown)}; one of {list(BACKENDS)}")

@@ -13,7 +13,8 @@ clock (the store's clock too: the stores of a soak run on this host).
 - ``I <t> <pid>`` / ``B <t> <pid>``: an app process finished its imports / its worker started;
 - ``E <t> <what>``: a call failed (the job was not acknowledged, or the cancel is uncertain);
 - ``K <t> <fault>``: the soak applied a fault (``kill``, ``pg-restart``, ``flush``, ``failover``);
-- ``R <t>``: the soak spawned a new app process; ``Q <t> <fault>``: the fault's service is back.
+- ``R <t>``: the soak spawned a new app process; ``Q <t> <fault>``: the fault's service is back;
+  ``H <t>``: the trial's horizon (occurrences due by then must have fired).
 """
 
 from __future__ import annotations
@@ -51,6 +52,8 @@ class Log:
     imported: list[int] = field(default_factory=list)
     ready: list[int] = field(default_factory=list)
     errors: int = 0
+    #: the trial's horizon (``H`` line), if it was written
+    horizon: int | None = None
 
 
 def parse(lines: list[str]) -> Log:
@@ -77,6 +80,8 @@ def parse(lines: list[str]) -> Log:
             getattr(log, {"R": "spawned", "I": "imported", "B": "ready"}[kind]).append(int(rest[0]))
         elif kind == "E":
             log.errors += 1
+        elif kind == "H":
+            log.horizon = int(rest[0])
     return log
 
 
