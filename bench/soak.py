@@ -2,14 +2,16 @@
 hits it; then the whole crash contract is checked. Not part of the test run. Prints a table.
 
 Run:  .venv/bin/python bench/soak.py [--minutes N | --trials N] [--backends a,b,...] [--seed S]
-                                     [--schedule 6] [--rate 20] [--wait 30] [--keep]
+                                     [--faults kill,...] [--apps 1] [--schedule 6] [--rate 20]
+                                     [--wait 30] [--keep] [--judge DIR]
 
 Backends: sqlite-sql, postgres-sql, postgres-rq, pgbouncer-sql, pgbouncer-rq, sentinel-rq.
 PostgreSQL is a cluster of the soak's own (port 55432; pgbouncer-* go through a PgBouncer of its
 own, port 56432, transaction pooling); rq uses a claimed db of the shared Redis (6379), or for
 sentinel-rq a primary, replica and three Sentinels of each trial's own. See bench/soak_services.py.
 
-A trial: a fresh database (and Redis db), one app process (bench/soak_app.py: a worker with the
+A trial: a fresh database (and Redis db), one app process (``--apps`` of them side by side; a kill
+hits one at random) (bench/soak_app.py: a worker with the
 default settings, scheduling one-shots, intervals and crons for ``--schedule`` seconds and
 cancelling about 10 %, a third of those racing a due instant); 1 s to ``--schedule`` - 1 s in, one
 fault of the backend's (``--faults`` narrows them):
@@ -173,11 +175,15 @@ class Soak:
         return result
 
     def _run(self, env, log, fault, apps, cluster) -> int:  # type: ignore[no-untyped-def]
+        self.note(log, f"A {self.args.apps}")
         apps.append(self.spawn(env, log))
         self._ready(apps[-1], log)
         started = max(read_log(log).ready)
         until = started / 1e6 + self.args.schedule
         env["SOAK_UNTIL"] = f"{until:.6f}"
+        for _ in range(self.args.apps - 1):
+            apps.append(self.spawn(env, log))
+            self._ready(apps[-1], log)
         time.sleep(self.rng.uniform(1.0, max(1.0, self.args.schedule - 1.0)))
         self._fault(fault, env, log, apps, cluster)
         horizon = until + SETTLE
@@ -194,7 +200,7 @@ class Soak:
             raise RuntimeError("the soak app did not start: " + Path(f"{log}.stderr").read_text()[-2000:])
 
     def _kill(self, env, log, apps) -> None:  # type: ignore[no-untyped-def]
-        victim = apps[-1]
+        victim = self.rng.choice([app for app in apps if app.poll() is None])
         victim.send_signal(signal.SIGKILL)
         self.note(log, f"K {time.time_ns() // 1000} kill")
         victim.wait()
@@ -282,6 +288,7 @@ def main() -> int:
     parser.add_argument("--wait", type=float, default=30.0, help="seconds past the horizon to wait")
     parser.add_argument("--pg-port", type=int, default=55432)
     parser.add_argument("--pgbouncer-port", type=int, default=56432)
+    parser.add_argument("--apps", type=int, default=1, help="app processes side by side (a kill hits one)")
     parser.add_argument("--keep", action="store_true", help="keep the trials' databases and logs")
     parser.add_argument("--judge", type=Path, help="judge the logs of a finished run again (no trials)")
     args = parser.parse_args()

@@ -14,7 +14,8 @@ clock (the store's clock too: the stores of a soak run on this host).
 - ``E <t> <what>``: a call failed (the job was not acknowledged, or the cancel is uncertain);
 - ``K <t> <fault>``: the soak applied a fault (``kill``, ``pg-restart``, ``flush``, ``failover``);
 - ``R <t>``: the soak spawned a new app process; ``Q <t> <fault>``: the fault's service is back;
-  ``H <t>``: the trial's horizon (occurrences due by then must have fired).
+  ``H <t>``: the trial's horizon (occurrences due by then must have fired); ``A <n>``: the trial
+  runs ``n`` app processes side by side (a kill leaves ``n - 1`` live workers).
 """
 
 from __future__ import annotations
@@ -54,34 +55,40 @@ class Log:
     errors: int = 0
     #: the trial's horizon (``H`` line), if it was written
     horizon: int | None = None
+    #: app processes the trial ran side by side (``A`` line; default 1)
+    apps: int = 1
+
+
+#: The lines that carry one time: kind -> the list of the log they go to.
+_TIMES = {"R": "spawned", "I": "imported", "B": "ready"}
+
+
+def _line(log: Log, kind: str, rest: list[str]) -> None:
+    if kind == "S" and len(rest) == 3:
+        log.scheduled[rest[0]] = (rest[1], [int(v) for v in rest[2].split(",") if v])
+    elif kind in ("X", "C"):
+        (log.cancel_called if kind == "X" else log.cancel_returned).setdefault(rest[0], int(rest[1]))
+    elif kind == "F" and len(rest) == 6:
+        job, occurrence, due, fired_at, seen, pid = rest
+        log.fires.append(Fire(job, int(occurrence), int(due), int(fired_at), int(seen), int(pid)))
+    elif kind in ("K", "Q"):
+        (log.faults if kind == "K" else log.back).append((int(rest[0]), rest[1]))
+    elif kind in _TIMES:
+        getattr(log, _TIMES[kind]).append(int(rest[0]))
+    elif kind == "E":
+        log.errors += 1
+    elif kind == "H":
+        log.horizon = int(rest[0])
+    elif kind == "A":
+        log.apps = int(rest[0])
 
 
 def parse(lines: list[str]) -> Log:
     log = Log()
     for line in lines:
         parts = line.split()
-        if not parts:
-            continue
-        kind, rest = parts[0], parts[1:]
-        if kind == "S" and len(rest) == 3:
-            log.scheduled[rest[0]] = (rest[1], [int(v) for v in rest[2].split(",") if v])
-        elif kind == "X":
-            log.cancel_called.setdefault(rest[0], int(rest[1]))
-        elif kind == "C":
-            log.cancel_returned.setdefault(rest[0], int(rest[1]))
-        elif kind == "F" and len(rest) == 6:
-            job, occurrence, due, fired_at, seen, pid = rest
-            log.fires.append(Fire(job, int(occurrence), int(due), int(fired_at), int(seen), int(pid)))
-        elif kind == "K":
-            log.faults.append((int(rest[0]), rest[1]))
-        elif kind == "Q":
-            log.back.append((int(rest[0]), rest[1]))
-        elif kind in "RIB":
-            getattr(log, {"R": "spawned", "I": "imported", "B": "ready"}[kind]).append(int(rest[0]))
-        elif kind == "E":
-            log.errors += 1
-        elif kind == "H":
-            log.horizon = int(rest[0])
+        if parts:
+            _line(log, parts[0], parts[1:])
     return log
 
 
@@ -148,10 +155,11 @@ def _duplicate_cause(log: Log, first: int, extra: int) -> str:
 
 
 def _back(log: Log) -> int:
-    """When the fault's service was back: the last new app's worker started (a kill), the server
-    answered again (``Q``), else the fault's own instant (a flush)."""
+    """When the fault's service was back: the last new app's worker started (a kill of the only
+    app), the server answered again (``Q``), else the fault's own instant (a flush; a kill with
+    a live peer)."""
     start = log.faults[0][0]
-    if any(fault == "kill" for _, fault in log.faults):
+    if any(fault == "kill" for _, fault in log.faults) and log.apps == 1:
         last_kill = max(at for at, fault in log.faults if fault == "kill")
         return next((t for t in log.ready if t >= last_kill), start)
     return max((t for t, _ in log.back if t >= start), default=start)

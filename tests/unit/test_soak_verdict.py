@@ -110,6 +110,19 @@ def test_recovery_after_a_flush_runs_to_the_last_fire_more_than_a_second_late_or
     assert never.cleared_s == math.inf
 
 
+def test_with_a_live_peer_a_kill_s_backlog_is_what_the_dead_worker_held() -> None:
+    kill = T0 + 2 * S
+    lines = [
+        "A 2", f"S held one {kill - 5_000}", f"S next one {kill + 100_000}",
+        f"K {kill} kill", fire("next", kill + 100_000, kill + 100_200),
+        fire("held", kill - 5_000, kill + 900_000), f"R {kill + 1_000}", f"B {kill + 2 * S} 8",
+    ]  # fmt: skip
+    verdict = judge(parse(lines), T0 + 10 * S)
+    assert verdict.back_s == 0.0
+    assert verdict.first_fire_s == 0.1002
+    assert verdict.cleared_s == 0.9
+
+
 def test_a_line_torn_by_a_kill_is_skipped(tmp_path: Path) -> None:
     path = tmp_path / "trial.log"
     path.write_text(f"S a one {T0 + S}\n{fire('a', T0 + S, T0 + S + 5)}\nF a 1 18")
