@@ -67,6 +67,8 @@ BACKENDS: dict[str, tuple[str, str, str, tuple[str, ...]]] = {
     "pgbouncer-rq": ("pgbouncer", "rq", "redis", ("kill", "kill2", "pg-restart", "flush")),
     "sentinel-rq": ("postgres", "rq", "sentinel", ("kill", "kill2", "flush", "failover", "failover")),
 }
+Env = dict[str, str]
+Apps = list[subprocess.Popen[str]]
 #: Occurrences due up to this long after the end of scheduling must have fired (seconds).
 SETTLE = 10.0
 
@@ -174,7 +176,7 @@ class Soak:
             self.pg.drop(database)
         return result
 
-    def _run(self, env, log, fault, apps, cluster) -> int:  # type: ignore[no-untyped-def]
+    def _run(self, env: Env, log: Path, fault: str, apps: Apps, cluster: SentinelCluster | None) -> int:
         self.note(log, f"A {self.args.apps}")
         apps.append(self.spawn(env, log))
         self._ready(apps[-1], log)
@@ -199,14 +201,14 @@ class Soak:
             app.wait()
             raise RuntimeError("the soak app did not start: " + Path(f"{log}.stderr").read_text()[-2000:])
 
-    def _kill(self, env, log, apps) -> None:  # type: ignore[no-untyped-def]
+    def _kill(self, env: Env, log: Path, apps: Apps) -> None:
         victim = self.rng.choice([app for app in apps if app.poll() is None])
         victim.send_signal(signal.SIGKILL)
         self.note(log, f"K {time.time_ns() // 1000} kill")
         victim.wait()
         apps.append(self.spawn(env, log))
 
-    def _fault(self, fault, env, log, apps, cluster) -> None:  # type: ignore[no-untyped-def]
+    def _fault(self, fault: str, env: Env, log: Path, apps: Apps, cluster: SentinelCluster | None) -> None:
         now = lambda: time.time_ns() // 1000  # noqa: E731
         if fault in ("kill", "kill2"):
             self._kill(env, log, apps)
@@ -226,6 +228,7 @@ class Soak:
                 redis.Redis.from_url(self.redis_url).flushdb()
             self.note(log, f"K {now()} flush")
         elif fault == "failover":
+            assert cluster is not None
             cluster.cut_replication()
             time.sleep(self.rng.uniform(0.2, 0.8))
             self.note(log, f"K {now()} failover")
@@ -293,9 +296,9 @@ def main() -> int:
     parser.add_argument("--judge", type=Path, help="judge the logs of a finished run again (no trials)")
     args = parser.parse_args()
     if args.judge:
-        trials = rejudge(args.judge, args.schedule)
-        print_report(trials, args.judge)
-        return 1 if any(t.verdict.failed for t in trials) else 0
+        judged = rejudge(args.judge, args.schedule)
+        print_report(judged, args.judge)
+        return 1 if any(t.verdict.failed for t in judged) else 0
     unknown = set(args.backends) - set(BACKENDS)
     if unknown:
         parser.error(f"unknown backend(s) {sorted(unknown)}; one of {list(BACKENDS)}")

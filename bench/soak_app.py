@@ -130,7 +130,7 @@ def cancel(service: ScheduleService, job_id: str) -> None:
     log(f"C {job_id} {now_us()}")
 
 
-def schedule_loop(service: ScheduleService, until: float, stop: threading.Event, racer: Racer) -> None:
+def schedule_loop(service: ScheduleService, until: float, stop: StopSignals, racer: Racer) -> None:
     rng = random.Random(int(os.environ.get("SOAK_SEED", "0")) ^ os.getpid())
     pause = 1.0 / float(os.environ.get("SOAK_RATE", "20"))
     while time.time() < until and not stop.wait(pause):

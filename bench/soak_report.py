@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import statistics
 from collections import defaultdict
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +31,7 @@ def _duplicates(by_cause: dict[str, int]) -> str:
     return f"{sum(by_cause.values())} (" + ", ".join(f"{k} {n}" for k, n in sorted(by_cause.items())) + ")"
 
 
-def _row(cells: list[object], widths: list[int]) -> str:
+def _row(cells: Sequence[object], widths: list[int]) -> str:
     return "  ".join(
         str(c).rjust(w) if i else str(c).ljust(w) for i, (c, w) in enumerate(zip(cells, widths, strict=True))
     )
@@ -65,7 +66,8 @@ def print_report(trials: list[Any], folder: Path) -> None:
         print("no trials ran")
         return
     rows = backend_rows(trials)
-    widths = [max(len(str(r[i])) for r in [HEAD, *rows]) for i in range(len(HEAD))]
+    table: list[Sequence[object]] = [HEAD, *rows]
+    widths = [max(len(str(r[i])) for r in table) for i in range(len(HEAD))]
     print("\n" + _row(HEAD, widths))
     for row in rows:
         print(_row(row, widths))

@@ -20,10 +20,8 @@ from pathlib import Path
 
 import psycopg
 
-
-def _as_postgres() -> dict[str, str]:
-    """The ``subprocess`` arguments that run a command as ``postgres`` when this process is root."""
-    return {"user": "postgres", "group": "postgres"} if os.geteuid() == 0 else {}
+#: Who runs PostgreSQL and PgBouncer: ``postgres`` when this process is root, else this user.
+USER = "postgres" if os.geteuid() == 0 else None
 
 
 def _binary(name: str) -> str:
@@ -68,7 +66,7 @@ class PrivatePostgres:
     def start(self) -> PrivatePostgres:
         subprocess.run(
             [_binary("initdb"), "-D", str(self.data), "-U", "postgres", "--auth=trust", "-E", "UTF8"],
-            check=True, stdout=subprocess.DEVNULL, cwd=self.folder, **_as_postgres(),
+            check=True, stdout=subprocess.DEVNULL, cwd=self.folder, user=USER, group=USER,
         )  # fmt: skip
         with open(self.data / "postgresql.conf", "a") as conf:
             conf.write(
@@ -82,7 +80,7 @@ class PrivatePostgres:
         subprocess.run(
             [_binary("pg_ctl"), "-D", str(self.data), "-l", str(self.folder / "log"), "-w", "-t", "60",
              *extra, action],
-            check=True, stdout=subprocess.DEVNULL, cwd=self.folder, **_as_postgres(),
+            check=True, stdout=subprocess.DEVNULL, cwd=self.folder, user=USER, group=USER,
         )  # fmt: skip
         if action != "stop":
             _wait(self.admin, f"PostgreSQL on port {self.port}")
@@ -128,7 +126,7 @@ class PrivatePgBouncer:
         pgbouncer = shutil.which("pgbouncer") or "/usr/sbin/pgbouncer"
         self.process = subprocess.Popen(
             [pgbouncer, "-q", str(self.conf)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-            cwd=self.postgres.folder, **_as_postgres(),
+            cwd=self.postgres.folder, user=USER, group=USER,
         )  # fmt: skip
         _wait(f"postgresql://postgres@127.0.0.1:{self.port}/postgres", f"PgBouncer on port {self.port}")
         return self
