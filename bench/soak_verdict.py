@@ -145,10 +145,20 @@ def _expected(log: Log, horizon: int) -> tuple[set[tuple[str, int]], set[tuple[s
     return must, must_not
 
 
+def _fault_windows(log: Log) -> list[tuple[int, int, str]]:
+    """Each fault from its ``K`` line to its service back (its ``Q`` line; a kill or a flush:
+    the instant itself)."""
+    windows = []
+    for at, fault in log.faults:
+        end = min((t for t, name in log.back if name == fault and t >= at), default=at)
+        windows.append((at, end, fault))
+    return windows
+
+
 def _duplicate_cause(log: Log, first: int, extra: int) -> str:
-    """What lies between an occurrence's first fire and a repeat of it: a kill, another fault, or
-    nothing (``unexplained``)."""
-    between = [fault for at, fault in log.faults if first <= at <= extra]
+    """What lies between an occurrence's first fire and a repeat of it (a fault whose window
+    overlaps the two): a kill, another fault, or nothing (``unexplained``)."""
+    between = [fault for start, end, fault in _fault_windows(log) if start <= extra and first <= end]
     if "kill" in between:
         return "kill"
     return between[0] if between else "unexplained"
