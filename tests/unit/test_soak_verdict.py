@@ -78,8 +78,10 @@ def test_a_duplicate_is_explained_only_by_a_fault_between_the_two_fires() -> Non
     assert verdict.duplicates == {"kill": 1, "unexplained": 1}
     assert verdict.failed
     # a fire during a restart (its outcome not recorded) repeated after it: the restart explains it
-    restart = [f"S r one {due}", f"K {due - 100} pg-restart", fire("r", due, due + 50), f"Q {due + 3 * S} pg-restart",
-               fire("r", due, due + 5 * S)]  # fmt: skip
+    restart = [
+        f"S r one {due}", f"K {due - 100} pg-restart", fire("r", due, due + 50),
+        f"Q {due + 3 * S} pg-restart", fire("r", due, due + 5 * S),
+    ]  # fmt: skip
     assert judge(parse(restart), T0 + 10 * S).duplicates == {"pg-restart": 1}
 
 
