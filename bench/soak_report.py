@@ -102,13 +102,8 @@ def _print_phases(trials: list[Any]) -> None:
         for name, seconds in t.verdict.phases_s.items():
             phases[name].append(seconds)
     if phases:
-        print("\nafter a kill (median / max s of each step): "
-              + ", ".join(f"kill->{'spawn' if n == 'spawn' else n} {statistics.median(s):.2f}/{max(s):.2f}"
-                          for n, s in phases.items()))  # fmt: skip
-        print(
-            "  (spawn: the new process started; imports: its imports done; ready: its worker started;"
-            " fire: its first fire)"
-        )
+        print("\nafter a kill, each step from the one before (median / max s): "
+              + ", ".join(f"{STEPS[n]} {statistics.median(s):.2f}/{max(s):.2f}" for n, s in phases.items()))  # fmt: skip
 
 
 def _print_cancels(trials: list[Any]) -> None:
