@@ -103,7 +103,8 @@ def _print_phases(trials: list[Any]) -> None:
             phases[name].append(seconds)
     if phases:
         print("\nafter a kill, each step from the one before (median / max s): "
-              + ", ".join(f"{STEPS[n]} {statistics.median(s):.2f}/{max(s):.2f}" for n, s in phases.items()))  # fmt: skip
+              + ", ".join(f"{STEPS[n]} {statistics.median(v):.2f}/{max(v):.2f}"
+                          for n, v in phases.items()))  # fmt: skip
 
 
 def _print_cancels(trials: list[Any]) -> None:
