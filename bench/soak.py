@@ -100,9 +100,14 @@ class Soak:
         self.count = 0
 
     def close(self) -> None:
-        for closing in (self.bouncer, self.pg, self.redis):
-            if closing is not None:
-                closing.close()
+        if self.bouncer is not None:
+            self.bouncer.close()
+        if self.pg is not None:
+            self.pg.close(keep=self.args.keep)
+            if self.args.keep:
+                print(f"PostgreSQL data kept in {self.pg.data}")
+        if self.redis is not None:
+            self.redis.close()
 
     # -- the log the soak writes beside the apps --------------------------------------------------
 
@@ -292,7 +297,9 @@ def main() -> int:
     parser.add_argument("--pg-port", type=int, default=55432)
     parser.add_argument("--pgbouncer-port", type=int, default=56432)
     parser.add_argument("--apps", type=int, default=1, help="app processes side by side (a kill hits one)")
-    parser.add_argument("--keep", action="store_true", help="keep the trials' databases and logs")
+    parser.add_argument(
+        "--keep", action="store_true", help="keep the trials' databases (and the PostgreSQL cluster's folder)"
+    )
     parser.add_argument("--judge", type=Path, help="judge the logs of a finished run again (no trials)")
     args = parser.parse_args()
     if args.judge:

@@ -98,11 +98,14 @@ class PrivatePostgres:
         with psycopg.connect(self.admin, autocommit=True) as conn:
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
-    def close(self) -> None:
+    def close(self, keep: bool = False) -> None:
+        """Stop the server; remove its folder unless ``keep`` (``pg_ctl -D <folder>/data start``
+        brings it back, to look at what a trial left)."""
         try:
-            self._pg_ctl("stop", "-m", "immediate")
+            self._pg_ctl("stop", "-m", "fast")
         finally:
-            shutil.rmtree(self.folder, ignore_errors=True)
+            if not keep:
+                shutil.rmtree(self.folder, ignore_errors=True)
 
 
 class PrivatePgBouncer:
