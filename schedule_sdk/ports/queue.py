@@ -61,12 +61,24 @@ class ExecutionQueue(ABC):
     def incarnation(self) -> str | None:
         """Which server state holds the entries now: a value that changes when entries may have
         been lost wholesale (the substrate failed over to a replica that had not received the
-        latest writes, or restarted without them). A worker's heartbeat compares it with the one
-        it saw last and, when it changed, reconciles at once. Default: None (nothing can be lost
-        that way, e.g. the store is the queue).
+        latest writes, restarted without them, or its data was deleted, as a Redis ``FLUSHDB``
+        does). A worker's maintenance beat compares it with the one it saw last and, when it
+        changed, reconciles at once. It must cost the same whatever the number of entries (it is
+        read at every beat). Default: None (nothing can be lost that way, e.g. the store is the
+        queue).
 
         :raises QueueUnavailable: the substrate did not answer.
         """
+        return None
+
+    def loss_reason(self, before: str, now: str) -> str:
+        """Why the :meth:`incarnation` changed from ``before`` to ``now``, in words (for the log
+        and the health check)."""
+        return f"the {self.name} substrate's server changed (a failover or a restart)"
+
+    def note_heal(self, note: HealNote) -> None:
+        """Keep where the health check reads it how the heal of a loss goes (best effort, never
+        raises). Default: nothing kept."""
         return None
 
     def risks(self) -> list[str]:
@@ -77,6 +89,19 @@ class ExecutionQueue(ABC):
         :raises QueueUnavailable: the substrate did not answer.
         """
         return []
+
+
+@dataclass(frozen=True, slots=True)
+class HealNote:
+    """A heal of entries the substrate lost (:meth:`ExecutionQueue.note_heal`): found at
+    ``lost_at`` (epoch seconds) for ``reason``; ``healed`` entries handed over again so far (all
+    of them once ``done``), in ``took`` seconds."""
+
+    lost_at: float
+    reason: str
+    healed: int = 0
+    took: float = 0.0
+    done: bool = False
 
 
 class CommitSignal(ABC):
