@@ -48,8 +48,10 @@ COUNTERS: dict[str, tuple[tuple[str, ...], str]] = {
     ),
     "schedule.entries.healed": (
         (),
-        "Entries the reconciler handed to the substrate again because it had lost them (a flushed, "
-        "restarted or failed-over Redis).",
+        (
+            "Entries the reconciler handed to the substrate again because it had lost them (a flushed, "
+            "emptied or failed-over Redis)."
+        ),
     ),
     "timer.commands.received": ((), "ScheduleTimer commands taken in, valid or not."),
     "timer.commands.rejected": ((), "ScheduleTimer commands refused: malformed, or refused by the store."),

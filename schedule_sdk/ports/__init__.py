@@ -30,7 +30,14 @@ from schedule_sdk.ports.capabilities import (
 from schedule_sdk.ports.clock import ClaimClock, Clock
 from schedule_sdk.ports.fire import Dispatcher, EventPublisher, FirePath, FireResult, Listeners, Runner
 from schedule_sdk.ports.observe import FireSpan, Metrics, Tracing
-from schedule_sdk.ports.queue import CommitSignal, DelayIndex, ExecutionQueue, HealNote, ReleasedBatch, WakeUps
+from schedule_sdk.ports.queue import (
+    CommitSignal,
+    DelayIndex,
+    ExecutionQueue,
+    HealNote,
+    ReleasedBatch,
+    WakeUps,
+)
 from schedule_sdk.ports.store import (
     DueClaim,
     Guard,

@@ -30,7 +30,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import redis
-from redis.exceptions import RedisError, ResponseError
+from redis.exceptions import RedisError
 from redis.sentinel import Sentinel
 
 from schedule_sdk.domain.errors import QueueUnavailable
@@ -191,9 +191,10 @@ def heal_notes(client: redis.Redis, keys: Keys) -> tuple[list[str], list[str]]:
     notes: list[str] = []
     if healed is not None:
         record = _record(healed)
+        took = float(record.get("took", 0.0))
         notes.append(
             f"last loss {_when(record.get('lost_at'))}: {record.get('reason', '?')}; "
-            f"{int(record.get('healed', 0))} entries handed over again in {float(record.get('took', 0.0)):.2f}s"
+            f"{int(record.get('healed', 0))} entries handed over again in {took:.2f}s"
         )
     return warnings, notes
 
