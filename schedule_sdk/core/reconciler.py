@@ -21,7 +21,7 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 from schedule_sdk.core.write_order import hand_over_committed
 from schedule_sdk.domain.jobs import ScheduledJob
@@ -41,6 +41,8 @@ logger = logging.getLogger(__name__)
 
 #: How often a heal under way is noted for the health check (seconds).
 NOTE_EVERY = 1.0
+#: A reconcile hands over first the pending rows due within this many seconds (and past due).
+DUE_FIRST = 60.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -202,24 +204,41 @@ class Reconciler:
             self.release_expired()
 
     def run(self, progress: Callable[[ReconcileReport], None] | None = None) -> ReconcileReport:
-        """Heal everything once; ``progress`` is called after each batch."""
+        """Heal everything once; ``progress`` is called after each batch. The pending rows due
+        within ``DUE_FIRST`` seconds (and those past due) go first, in due order, when the store
+        reads them by due time (:meth:`~schedule_sdk.ports.JobStore.scan_pending_due`): after a
+        loss of every entry the jobs about to fire are handed over in the first pages, not
+        wherever their ids fall among a million. Then every open row, in id order (the rows of
+        the first pass again: their entries are there now)."""
         released = self.release_expired()
         self.rescue()
         scanned = healed = 0
+        until = self._clock.now() + timedelta(seconds=DUE_FIRST)
+        cursor: tuple[datetime, str] | None = None
+        while page := self._store.scan_pending_due(until, cursor, self._batch):
+            cursor = (page[-1].occurrence.due_at, page[-1].occurrence.job_id)
+            healed += self._heal([row.occurrence for row in page])
+            if progress is not None:
+                progress(ReconcileReport(scanned, healed, 0, released))
+            if len(page) < self._batch:
+                break
         after: str | None = None
         while page := self._store.scan_open_occurrences(after, self._batch):
             after = page[-1].occurrence.job_id
-            pending = [row.occurrence for row in page if row.pending]
-            missing = self._queue.missing(pending)
-            hand_over_committed(self._queue, missing)
-            if missing and self._metrics is not None:
-                self._metrics.increment("schedule.entries.healed", len(missing))
+            healed += self._heal([row.occurrence for row in page if row.pending])
             scanned += len(page)
-            healed += len(missing)
             if progress is not None:
-                progress(ReconcileReport(scanned, healed, scanned - healed, released))
+                progress(ReconcileReport(scanned, healed, max(0, scanned - healed), released))
             if len(page) < self._batch:
                 break
-        report = ReconcileReport(scanned, healed, scanned - healed, released)
+        report = ReconcileReport(scanned, healed, max(0, scanned - healed), released)
         logger.info("reconciled %s", report.as_dict(), extra={"action": "reconcile", **report.as_dict()})
         return report
+
+    def _heal(self, pending: list[Occurrence]) -> int:
+        """Hand over those of ``pending`` the queue has no entry for; return how many."""
+        missing = self._queue.missing(pending)
+        hand_over_committed(self._queue, missing)
+        if missing and self._metrics is not None:
+            self._metrics.increment("schedule.entries.healed", len(missing))
+        return len(missing)

@@ -372,6 +372,26 @@ class SQLAlchemyJobStore(JobStore):
             for job_id, status, occurrence, attempt, run_at in rows
         ]
 
+    def scan_pending_due(
+        self, until: datetime, after: tuple[datetime, str] | None, limit: int
+    ) -> list[OpenOccurrence]:
+        """Through the partial index of pending rows by due time (``ix_schedule_jobs_pending_due``)."""
+        statement = (
+            sa.select(t.c.id, t.c.occurrence, t.c.attempt, t.c.run_at)
+            .where(PENDING, t.c.run_at <= sa.bindparam("until", until, type_=UTCDateTime))
+            .order_by(t.c.run_at, t.c.id)
+            .limit(limit)
+        )
+        if after is not None:
+            at = sa.bindparam("after_at", after[0], type_=UTCDateTime)
+            statement = statement.where(sa.or_(t.c.run_at > at, sa.and_(t.c.run_at == at, t.c.id > after[1])))
+        with self.connections.read() as conn:
+            rows = conn.execute(statement).all()
+        return [
+            OpenOccurrence(Occurrence(job_id, occurrence, attempt, run_at), True)
+            for job_id, occurrence, attempt, run_at in rows
+        ]
+
     def watch(
         self,
         on_change: Callable[[datetime | None], None],
