@@ -35,6 +35,7 @@ from schedule_sdk.domain.jobs import (
 from schedule_sdk.domain.status import FINISHED_STATUSES, JobStatus
 from schedule_sdk.ports import (
     DeclaredRows,
+    DueScan,
     FireHistory,
     Guard,
     JobStore,
@@ -267,7 +268,7 @@ def _stored(row: StoredDeclaration) -> StoredDeclaration:
     return dataclasses.replace(row, synced_at=row.synced_at.astimezone(UTC))
 
 
-class MemoryJobStore(JobStore, JoinableStore, WorkerRegistry, FireHistory, Retention, DeclaredRows):
+class MemoryJobStore(JobStore, JoinableStore, DueScan, WorkerRegistry, FireHistory, Retention, DeclaredRows):
     """A faithful in-memory :class:`~schedule_sdk.ports.JobStore` (one process, no persistence),
     with every capability."""
 

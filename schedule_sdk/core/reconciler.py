@@ -27,6 +27,7 @@ from schedule_sdk.core.write_order import hand_over_committed
 from schedule_sdk.domain.jobs import ScheduledJob
 from schedule_sdk.ports import (
     Clock,
+    DueScan,
     ExecutionQueue,
     HealNote,
     JobStore,
@@ -34,6 +35,7 @@ from schedule_sdk.ports import (
     Occurrence,
     OccurrenceRef,
     WorkerRegistry,
+    provided,
     require,
 )
 
@@ -206,7 +208,7 @@ class Reconciler:
     def run(self, progress: Callable[[ReconcileReport], None] | None = None) -> ReconcileReport:
         """Heal everything once; ``progress`` is called after each batch. The pending rows due
         within ``DUE_FIRST`` seconds (and those past due) go first, in due order, when the store
-        reads them by due time (:meth:`~schedule_sdk.ports.JobStore.scan_pending_due`): after a
+        reads them by due time (the :class:`~schedule_sdk.ports.DueScan` capability): after a
         loss of every entry the jobs about to fire are handed over in the first pages, not
         wherever their ids fall among a million. Then every open row, in id order (the rows of
         the first pass again: their entries are there now)."""
@@ -215,7 +217,8 @@ class Reconciler:
         scanned = healed = 0
         until = self._clock.now() + timedelta(seconds=DUE_FIRST)
         cursor: tuple[datetime, str] | None = None
-        while page := self._store.scan_pending_due(until, cursor, self._batch):
+        due_scan = provided(self._store, DueScan)
+        while due_scan is not None and (page := due_scan.scan_pending_due(until, cursor, self._batch)):
             cursor = (page[-1].occurrence.due_at, page[-1].occurrence.job_id)
             healed += self._heal([row.occurrence for row in page])
             if progress is not None:

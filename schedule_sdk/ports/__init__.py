@@ -18,6 +18,7 @@ from __future__ import annotations
 from schedule_sdk.ports.capabilities import (
     CAPABILITIES,
     DeclaredRows,
+    DueScan,
     FireHistory,
     JoinableStore,
     OperatorReads,
@@ -62,6 +63,7 @@ __all__ = [
     "CommitSignal",
     "DeclaredRows",
     "DelayIndex",
+    "DueScan",
     "Dispatcher",
     "DueClaim",
     "EventPublisher",

@@ -271,16 +271,6 @@ class JobStore(ABC):
             for job in self.scan_open(after_id, limit)
         ]
 
-    def scan_pending_due(
-        self, until: datetime, after: tuple[datetime, str] | None, limit: int
-    ) -> list[OpenOccurrence] | None:
-        """Up to ``limit`` pending rows due at or before ``until``, in ``(run_at, id)`` order,
-        after the row ``after`` (its ``run_at`` and id): what a heal of lost entries hands over
-        first, the jobs about to fire (read through the index of pending rows by due time).
-        None: the store cannot read them without scanning every row; the heal then scans in id
-        order only. Default: None."""
-        return None
-
     def concurrency_load(self, now: datetime) -> list[KeyLoad]:
         """The open jobs of each concurrency key (keys with none are left out), in key order: for
         the concurrency gauges and the dashboard. Not on the fire path. The default pages through

@@ -25,6 +25,7 @@ from sqlalchemy.engine import Connection, Engine
 from schedule_sdk.adapters.sql import watch
 from schedule_sdk.adapters.sql.connections import Connections, OneConnection
 from schedule_sdk.adapters.sql.declared import SQLAlchemyDeclaredRows
+from schedule_sdk.adapters.sql.due_scan import SQLDueScan
 from schedule_sdk.adapters.sql.engine import transaction_pooled, translate_errors
 from schedule_sdk.adapters.sql.fast import pg_claims, sqlite_claims
 from schedule_sdk.adapters.sql.fast.writes import EXTEND_PG, FIRE_TIME
@@ -57,6 +58,7 @@ from schedule_sdk.domain.jobs import JobQuery, ScheduledJob
 from schedule_sdk.ports import (
     DeclaredRows,
     DueClaim,
+    DueScan,
     FireHistory,
     JobStore,
     JobTransaction,
@@ -118,8 +120,10 @@ class SQLAlchemyJobStore(JobStore):
         self.retention = SQLRetention(connections)
         self.reads = SQLOperatorReads(connections.engine)
         self.declared = SQLAlchemyDeclaredRows(connections.engine)
+        self.due_scan = SQLDueScan(connections)
         self._capabilities: dict[type, object] = {
             JoinableStore: self.joins,
+            DueScan: self.due_scan,
             WorkerRegistry: self.registry,
             FireHistory: self.fire_history,
             Retention: self.retention,
@@ -370,26 +374,6 @@ class SQLAlchemyJobStore(JobStore):
         return [
             OpenOccurrence(Occurrence(job_id, occurrence, attempt, run_at), status == "pending")
             for job_id, status, occurrence, attempt, run_at in rows
-        ]
-
-    def scan_pending_due(
-        self, until: datetime, after: tuple[datetime, str] | None, limit: int
-    ) -> list[OpenOccurrence]:
-        """Through the partial index of pending rows by due time (``ix_schedule_jobs_pending_due``)."""
-        statement = (
-            sa.select(t.c.id, t.c.occurrence, t.c.attempt, t.c.run_at)
-            .where(PENDING, t.c.run_at <= sa.bindparam("until", until, type_=UTCDateTime))
-            .order_by(t.c.run_at, t.c.id)
-            .limit(limit)
-        )
-        if after is not None:
-            at = sa.bindparam("after_at", after[0], type_=UTCDateTime)
-            statement = statement.where(sa.or_(t.c.run_at > at, sa.and_(t.c.run_at == at, t.c.id > after[1])))
-        with self.connections.read() as conn:
-            rows = conn.execute(statement).all()
-        return [
-            OpenOccurrence(Occurrence(job_id, occurrence, attempt, run_at), True)
-            for job_id, occurrence, attempt, run_at in rows
         ]
 
     def watch(
