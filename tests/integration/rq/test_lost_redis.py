@@ -8,6 +8,7 @@ writes is in tests/processes/test_rq_failover.py."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -18,6 +19,9 @@ import redis
 from schedule_sdk import OneShotSpec, ScheduledJob
 from schedule_sdk.adapters.metrics import InMemoryMetrics
 from schedule_sdk.core.health import Check, container_health
+from schedule_sdk.ports import HealNote
+from schedule_sdk.substrates.rq.plumbing import Keys
+from schedule_sdk.substrates.rq.queue import HEALING_TTL
 from tests.harness import Harness
 from tests.support.rq_fixtures import PrivateRedis
 
@@ -106,3 +110,24 @@ def test_a_restart_without_persistence_is_healed_once_the_server_is_back(
     volatile_redis.start()  # empty: no snapshot, no append-only file
     all_fire(h, jobs)
     healed(h, len(jobs), "the server restarted")
+
+
+def test_a_heal_under_way_is_degraded_and_it_ages_out_if_its_worker_dies(
+    rq_settings: dict[str, Any], harnesses: Callable[..., Harness]
+) -> None:
+    h = harnesses(rq_settings).start()
+    queue = h.container.queue()
+    found = time.time()
+    queue.note_heal(HealNote(found, "a test's loss", 5, 0.5))
+    check = redis_check(h)
+    assert check.ok and check.warning, check.detail
+    assert (
+        "healing since" in check.detail
+        and "a test's loss; 5 entries handed over again so far" in check.detail
+    )
+    client = redis.Redis.from_url(rq_settings["redis_url"])
+    assert 0 < client.pttl(Keys(rq_settings["rq_queue"]).healing) <= HEALING_TTL * 1000
+    queue.note_heal(HealNote(found, "a test's loss", 7, 1.5, done=True))
+    check = redis_check(h)
+    assert check.ok and not check.warning, check.detail
+    assert "last loss" in check.detail and "7 entries handed over again in 1.50s" in check.detail
