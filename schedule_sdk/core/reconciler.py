@@ -153,9 +153,13 @@ class Reconciler:
         look only records it. True when it reconciled. The new incarnation counts as seen only
         once the run succeeded, so a failing run is tried again at the next look.
 
-        The heal is noted for the health check (:meth:`~schedule_sdk.ports.ExecutionQueue.note_heal`):
-        under way (at most every ``NOTE_EVERY`` seconds, with the entries handed over so far),
-        then done, and each entry handed over again counts in ``schedule.entries.healed``.
+        The heal is noted for the health check and the peers
+        (:meth:`~schedule_sdk.ports.ExecutionQueue.note_heal`): under way (at most every
+        ``NOTE_EVERY`` seconds, with the entries handed over so far), then done, and each entry
+        handed over again counts in ``schedule.entries.healed``. A worker that finds a peer's note
+        of the same incarnation (:meth:`~schedule_sdk.ports.ExecutionQueue.heal_of`) does not heal
+        it again: done, it takes the incarnation as seen; under way, it looks again at the next
+        beat (and heals itself if the note aged out, its healer dead).
 
         :raises ScheduleUnavailable: the queue or the store did not answer.
         """
@@ -165,6 +169,13 @@ class Reconciler:
             return False
         if seen is None:
             self._incarnation = now
+            return False
+        peer = self._queue.heal_of(now)
+        if peer == "done":  # a peer healed this very loss, after it happened: nothing is left
+            logger.info("a peer healed the loss the %s substrate's look found", self._queue.name)
+            self._incarnation, self._loss_found = now, None
+            return False
+        if peer == "under way":  # a peer is healing it: look again at the next beat
             return False
         reason = self._queue.loss_reason(seen, now)
         logger.warning("%s: reconciling now to hand over again the entries it lost", reason)
@@ -176,12 +187,14 @@ class Reconciler:
         def progress(report: ReconcileReport) -> None:
             if time.monotonic() - noted[0] >= NOTE_EVERY:
                 noted[0] = time.monotonic()
-                self._queue.note_heal(HealNote(lost_at, reason, report.healed, noted[0] - started))
+                self._queue.note_heal(
+                    HealNote(lost_at, reason, report.healed, noted[0] - started, False, now)
+                )
 
-        self._queue.note_heal(HealNote(lost_at, reason))
+        self._queue.note_heal(HealNote(lost_at, reason, incarnation=now))
         report = self.run(progress)
         took = time.monotonic() - started
-        self._queue.note_heal(HealNote(lost_at, reason, report.healed, took, done=True))
+        self._queue.note_heal(HealNote(lost_at, reason, report.healed, took, True, now))
         logger.warning(
             "healed the loss found at %s: %d entries handed over again in %.2fs",
             datetime.fromtimestamp(lost_at, UTC).isoformat(timespec="milliseconds"),

@@ -77,8 +77,18 @@ class ExecutionQueue(ABC):
         return f"the {self.name} substrate's server changed (a failover or a restart)"
 
     def note_heal(self, note: HealNote) -> None:
-        """Keep where the health check reads it how the heal of a loss goes (best effort, never
-        raises). Default: nothing kept."""
+        """Keep where the health check (and :meth:`heal_of`) reads it how the heal of a loss
+        goes (best effort, never raises). Default: nothing kept."""
+        return None
+
+    def heal_of(self, incarnation: str) -> str | None:
+        """What another worker noted of a heal of ``incarnation``: ``"done"`` (it handed over
+        every entry missing after that loss: nothing is left to heal for it), ``"under way"``
+        (it is healing now; look again at the next beat), or None (no heal of it is known: heal).
+        Default: None.
+
+        :raises QueueUnavailable: the substrate did not answer.
+        """
         return None
 
     def risks(self) -> list[str]:
@@ -95,13 +105,15 @@ class ExecutionQueue(ABC):
 class HealNote:
     """A heal of entries the substrate lost (:meth:`ExecutionQueue.note_heal`): found at
     ``lost_at`` (epoch seconds) for ``reason``; ``healed`` entries handed over again so far (all
-    of them once ``done``), in ``took`` seconds."""
+    of them once ``done``), in ``took`` seconds; ``incarnation``: the one it heals (what
+    :meth:`ExecutionQueue.incarnation` returned after the loss)."""
 
     lost_at: float
     reason: str
     healed: int = 0
     took: float = 0.0
     done: bool = False
+    incarnation: str = ""
 
 
 class CommitSignal(ABC):

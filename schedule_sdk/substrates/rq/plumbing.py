@@ -200,18 +200,33 @@ def heal_notes(client: redis.Redis, keys: Keys) -> tuple[list[str], list[str]]:
 
 
 def note_heal(client: redis.Redis, keys: Keys, record: dict[str, Any], *, done: bool, ttl: float) -> None:
-    """Record a heal for :func:`heal_notes`: under way (the ``healing`` key, expiring after
-    ``ttl`` seconds unless noted again), or ``done`` (``healed`` replaces the last one).
+    """Record a heal for :func:`heal_notes` and :func:`heal_of`: under way (the ``healing`` key,
+    expiring after ``ttl`` seconds unless noted again), or ``done`` (``healed`` replaces the last
+    one, and ``healing`` goes if it was this heal's, by its ``for``: the incarnation it heals).
 
     :raises redis.RedisError: the server did not answer.
     """
-    pipe = client.pipeline(transaction=True)
     if done:
-        pipe.delete(keys.healing)
-        pipe.set(keys.healed, json.dumps(record))
+        client.eval(HEALED, 2, keys.healing, keys.healed, json.dumps(record), str(record.get("for", "")))
     else:
-        pipe.set(keys.healing, json.dumps(record), px=max(1, int(ttl * 1000)))
-    pipe.execute()
+        client.set(keys.healing, json.dumps(record), px=max(1, int(ttl * 1000)))
+
+
+def heal_of(client: redis.Redis, keys: Keys, incarnation: str) -> str | None:
+    """``"done"`` when the last heal noted (:func:`note_heal`) healed ``incarnation``,
+    ``"under way"`` when a heal of it is noted under way, else None. One round trip.
+
+    :raises redis.RedisError: the server did not answer.
+    """
+    pipe = client.pipeline(transaction=False)
+    pipe.get(keys.healed)
+    pipe.get(keys.healing)
+    healed, healing = pipe.execute()
+    if healed is not None and _record(healed).get("for") == incarnation:
+        return "done"
+    if healing is not None and _record(healing).get("for") == incarnation:
+        return "under way"
+    return None
 
 
 def _record(raw: Any) -> dict[str, Any]:
@@ -297,6 +312,19 @@ for i = 2, #ARGV do
   end
 end
 return found
+"""
+
+# Record a heal done: replace the last heal's record, and drop the note of a heal under way if it
+# is this heal's (another worker may be healing a later loss). KEYS: healing, healed.
+# ARGV: the record (JSON), the incarnation it healed.
+HEALED = """
+local under_way = redis.call('GET', KEYS[1])
+if under_way then
+  local ok, note = pcall(cjson.decode, under_way)
+  if (not ok) or type(note) ~= 'table' or note['for'] == ARGV[2] then redis.call('DEL', KEYS[1]) end
+end
+redis.call('SET', KEYS[2], ARGV[1])
+return 0
 """
 
 # Renew the lock only if we still hold it. KEYS: lock. ARGV: token, ttl ms.

@@ -56,9 +56,10 @@ STRANDED_BATCH = 1000  # most stranded entries one look returns
 #: A released entry counts as taken out of the RQ queue only if it was released this long before
 #: the fire at the queue's head (covers the gap between the pump's clock read and RQ's stamp).
 HEAD_MARGIN_MS = 1000.0
-#: How long a heal under way is reported without news from it (seconds): it is noted again
-#: after each page of the reconcile, so only a heal whose worker died ages out.
-HEALING_TTL = 120.0
+#: How long a heal under way is reported without news from it (seconds): it is noted again at
+#: least every second while its pages go on, so only a heal whose worker died (or stalled) ages
+#: out, and a peer that waited for it heals then.
+HEALING_TTL = 10.0
 
 
 class RQExecutionQueue(RedisHandOff, DelayIndex):
@@ -156,11 +157,21 @@ class RQExecutionQueue(RedisHandOff, DelayIndex):
         return "the Redis server changed (a failover or a restart): it may lack the latest entries"
 
     def note_heal(self, note: HealNote) -> None:
-        record = {"lost_at": note.lost_at, "reason": note.reason, "healed": note.healed, "took": note.took}
+        record = {
+            "lost_at": note.lost_at,
+            "reason": note.reason,
+            "healed": note.healed,
+            "took": note.took,
+            "for": note.incarnation,
+        }
         try:
             plumbing.note_heal(self.connection, self.keys, record, done=note.done, ttl=HEALING_TTL)
         except Exception as error:
             logger.warning("could not record the heal of lost entries: %s", error)
+
+    def heal_of(self, incarnation: str) -> str | None:
+        with unavailable_as("could not read the heal notes"):
+            return plumbing.heal_of(self.connection, self.keys, incarnation)
 
     def risks(self) -> list[str]:
         """The Redis ``maxmemory-policy`` if it could evict the SDK's keys

@@ -50,15 +50,19 @@ def all_fire(h: Harness, jobs: list[ScheduledJob]) -> None:
     assert [len(h.events_for(job.id)) for job in jobs] == [1] * len(jobs)
 
 
+def healed_count(h: Harness) -> int:
+    metrics = h.container.metrics()
+    assert isinstance(metrics, InMemoryMetrics)
+    return metrics.count("schedule.entries.healed")
+
+
 def healed(h: Harness, jobs: int, reason: str) -> None:
     """The health check names the last loss and its heal; the metric counts the entries."""
     check = redis_check(h)
     assert check.ok and not check.warning, check.detail
     assert "last loss" in check.detail and reason in check.detail, check.detail
     assert f"{jobs} entries handed over again" in check.detail, check.detail
-    metrics = h.container.metrics()
-    assert isinstance(metrics, InMemoryMetrics)
-    assert metrics.count("schedule.entries.healed") == jobs
+    assert healed_count(h) == jobs
 
 
 def test_a_flushdb_is_healed_at_the_next_beat_and_the_health_check_reports_it(
@@ -131,3 +135,25 @@ def test_a_heal_under_way_is_degraded_and_it_ages_out_if_its_worker_dies(
     check = redis_check(h)
     assert check.ok and not check.warning, check.detail
     assert "last loss" in check.detail and "7 entries handed over again in 1.50s" in check.detail
+
+
+def test_a_loss_a_peer_healed_or_is_healing_is_not_healed_again(
+    rq_settings: dict[str, Any], harnesses: Callable[..., Harness]
+) -> None:
+    a, b = harnesses(rq_settings, metrics="memory"), harnesses(rq_settings, metrics="memory")
+    jobs = [a.service.schedule_at(spec(3600)) for _ in range(5)]
+    ra, rb = a.worker.reconciler, b.worker.reconciler
+    assert ra.heal_if_moved() is False and rb.heal_if_moved() is False  # the first looks record
+    client = redis.Redis.from_url(rq_settings["redis_url"])
+    client.flushdb()
+    assert ra.heal_if_moved() is True  # a heals every entry ...
+    assert rb.heal_if_moved() is False  # ... and b, finding a's heal of the same loss, does not
+    assert (healed_count(a), healed_count(b)) == (len(jobs), 0)
+    assert rb.heal_if_moved() is False  # b took the loss as seen
+    client.flushdb()
+    incarnation = b.container.queue().incarnation()  # the look that finds this loss sets the marker
+    a.container.queue().note_heal(HealNote(time.time(), "a's heal", incarnation=incarnation))
+    assert rb.heal_if_moved() is False  # a heal under way: b waits ...
+    client.delete(Keys(rq_settings["rq_queue"]).healing)  # ... until its note ages out (a died)
+    assert rb.heal_if_moved() is True
+    assert healed_count(b) == len(jobs)
