@@ -34,7 +34,7 @@ from schedule_sdk.domain.errors import (
 from schedule_sdk.domain.jobs import MAX_METADATA_LENGTH, ScheduledJob
 from schedule_sdk.domain.overview import COUNT_CAP, JOB_SORTS, SEARCH_WINDOW, WINDOWS, JobSearch
 from schedule_sdk.domain.status import FINISHED_STATUSES, JobStatus
-from schedule_sdk.domain.text import unstorable_character
+from schedule_sdk.domain.text import shown, unstorable_character
 from schedule_sdk.domain.timers import TimerState
 from schedule_sdk.domain.upcoming import UpcomingFire
 from schedule_sdk.entrypoints.dashboard import coupling, plots
@@ -51,6 +51,7 @@ from schedule_sdk.entrypoints.dashboard.forms import (
 from schedule_sdk.entrypoints.dashboard.security import (
     Access,
     AuthHook,
+    BearerThrottle,
     FormRefused,
     SecurityHeaders,
     client_of,
@@ -148,7 +149,7 @@ class Dashboard:
         as 400 / 503 pages."""
         return Starlette(
             routes=self.routes(),
-            middleware=[Middleware(SecurityHeaders)],
+            middleware=[Middleware(SecurityHeaders), Middleware(BearerThrottle, access=self.access)],
             exception_handlers={
                 ScheduleValidationError: self._refused,
                 ScheduleUnavailable: self._unavailable,
@@ -462,7 +463,7 @@ class Dashboard:
         for name, value in form.items():
             problem = unstorable_character(value)
             if problem is not None:
-                raise ScheduleValidationError(f"the form field {name[:40]!r} holds {problem}")
+                raise ScheduleValidationError(f"the form field {shown(name)} holds {problem}")
         return form
 
     async def act(self, request: Request) -> Response:

@@ -35,7 +35,7 @@ from typing import Literal
 from urllib.parse import parse_qsl
 
 from starlette.requests import Request
-from starlette.responses import Response
+from starlette.responses import PlainTextResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from schedule_sdk.domain.errors import InvalidSetting
@@ -217,11 +217,21 @@ class Access:
         if self._token is None:
             return Grant(False, None, "none", session, new)
         if bearer is not None:
-            if self.throttle.retry_after(client_of(request)) == 0 and self.check_token(bearer):
+            if self.bearer_wait(request):  # answered 429 by BearerThrottle before any page
+                return Grant(False, None, "none", session, new)
+            if self.check_token(bearer):
                 return Grant(True, None, "bearer", session, new)
             self.throttle.failed(client_of(request))
             return Grant(False, None, "none", session, new)
         return Grant(session.kind == "user", None, "session", session, new)
+
+    def bearer_wait(self, request: Request) -> int:
+        """Seconds a ``Bearer`` request must wait (0: none is due, or it is no Bearer request the
+        token decides): after :data:`LOGIN_FAILURES` failed logins from its address, every one
+        waits, the right token too, and counts as no new failure."""
+        if self._auth is not None or self._token is None or _bearer(request) is None:
+            return 0
+        return self.throttle.retry_after(client_of(request))
 
     def can_act(self, request: Request) -> bool:
         return self.grant(request).can_act
@@ -381,6 +391,28 @@ SECURITY_HEADERS: tuple[tuple[bytes, bytes], ...] = (
 )
 
 
+class BearerThrottle:
+    """ASGI middleware: a ``Bearer`` request from a throttled address (:meth:`Access.bearer_wait`)
+    is answered ``429 Too Many Requests`` with ``Retry-After``, before any page or action."""
+
+    def __init__(self, app: ASGIApp, access: Access) -> None:
+        self.app = app
+        self.access = access
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            wait = self.access.bearer_wait(Request(scope))
+            if wait:
+                refused = PlainTextResponse(
+                    f"Too many failed logins: try again in {wait} s.\n",
+                    status_code=429,
+                    headers={"retry-after": str(wait)},
+                )
+                await refused(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
 class SecurityHeaders:
     """ASGI middleware: the security headers on every response, and ``Cache-Control: no-store``
     on every one but the static script (pages may show what only an authenticated operator
@@ -411,6 +443,7 @@ __all__ = [
     "Access",
     "AuthHook",
     "FormRefused",
+    "BearerThrottle",
     "Grant",
     "SecurityHeaders",
     "TenantScope",
