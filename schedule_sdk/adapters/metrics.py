@@ -41,10 +41,21 @@ COUNTERS: dict[str, tuple[tuple[str, ...], str]] = {
     "schedule.listeners.stuck": ((), "Listener threads left running past a fire's time limit."),
     "schedule.listeners.unstuck": ((), "Stuck listener threads that returned later (their result dropped)."),
     "schedule.jobs.cancelled": (("topic",), "cancel() calls that cancelled an open job."),
+    "schedule.jobs.withdrawn": (
+        ("topic",),
+        "Fires claimed ahead of due whose row was cancelled, paused or rescheduled: no listener ran.",
+    ),
     "schedule.jobs.requeued": (("topic",), "Finished jobs run again by requeue()."),
     "schedule.rq.entries.refused": (
         (),
         "RQ entries set aside unexecuted (undecodable, or not a fire of the queue): see its refused key.",
+    ),
+    "schedule.entries.healed": (
+        (),
+        (
+            "Entries the reconciler handed to the substrate again because it had lost them (a flushed, "
+            "emptied or failed-over Redis)."
+        ),
     ),
     "timer.commands.received": ((), "ScheduleTimer commands taken in, valid or not."),
     "timer.commands.rejected": ((), "ScheduleTimer commands refused: malformed, or refused by the store."),
@@ -85,7 +96,8 @@ CLOCK_GAUGES: dict[str, str] = {
     ),
     "schedule.worker.clock.error": "The error bound of that measurement (half its round trip), seconds.",
 }
-_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300)
+# Lateness reaches minutes to an hour in a catch-up after downtime; durations stay short.
+_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 600, 1800, 3600)
 
 BacklogSource = Callable[[], tuple[datetime, list[TopicBacklog]]]
 #: ``(offset, error)`` in seconds of this process's clock from the store's; None: not measured.

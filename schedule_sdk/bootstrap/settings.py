@@ -18,6 +18,7 @@ from schedule_sdk.core.retention import parse_duration
 from schedule_sdk.domain.errors import InvalidSetting, ScheduleValidationError
 from schedule_sdk.domain.ids import new_id
 from schedule_sdk.domain.redis_url import sentinel_target
+from schedule_sdk.domain.text import shown
 from schedule_sdk.domain.time_limits import TimeLimits
 
 
@@ -63,6 +64,22 @@ _CHOICES: dict[str, tuple[str, ...]] = {
     "events": ("local", "redis"),
     "database_pooler": ("none", "transaction"),
 }
+
+
+def check_pooling(
+    pooler: str, database_url: str, listen_url: str | None, url_name: str = "database_url"
+) -> None:
+    """Refuse a ``database_pooler`` / ``database_listen_url`` pair that cannot work
+    (``InvalidSetting``): a transaction pooler in front of a database that is not PostgreSQL, a
+    pooler of no known kind, or a listen URL that is not PostgreSQL's."""
+    if pooler not in _CHOICES["database_pooler"]:
+        raise InvalidSetting(
+            f"database_pooler must be {_one_of(_CHOICES['database_pooler'])}, not {shown(pooler)}"
+        )
+    if pooler == "transaction" and not database_url.startswith("postgresql"):
+        raise InvalidSetting(f"database_pooler=transaction needs a PostgreSQL {url_name}")
+    if listen_url is not None and not listen_url.startswith("postgresql"):
+        raise InvalidSetting("database_listen_url must be a PostgreSQL URL (postgresql+psycopg://...)")
 
 
 def _one_of(names: tuple[str, ...]) -> str:
@@ -123,9 +140,10 @@ class Settings:
     #: Create or upgrade the schema when the store is first used.
     auto_migrate: bool = field(default=True, metadata=env_var("SCHEDULE_AUTO_MIGRATE"))
     #: Re-run the reconciler this often while the worker runs (seconds); 0 = only at start.
-    #: Default: 300 on the ``rq`` substrate (heals a Redis flush without a restart; an entry a dead
-    #: process left mid-hand-off is handed over sooner, by the heartbeat, after ``lease_seconds``),
-    #: 0 on ``sql`` (the row is the queue entry).
+    #: Default: 300 on the ``rq`` substrate (a net: a flushed, emptied or failed-over Redis is found
+    #: at the next maintenance beat and reconciled at once; an entry a dead process left
+    #: mid-hand-off is handed over by the heartbeat after ``lease_seconds``), 0 on ``sql`` (the row
+    #: is the queue entry).
     reconcile_interval: float | None = field(default=None, metadata=env_var("SCHEDULE_RECONCILE_INTERVAL"))
     #: This process's identity in claims and in the worker registry (default: host:pid:random);
     #: its PostgreSQL sessions are named ``schedule-sdk <worker id>``, which is how a peer that
@@ -192,12 +210,12 @@ class Settings:
         if self.reconcile_interval is None:
             object.__setattr__(self, "reconcile_interval", 300.0 if self.substrate == "rq" else 0.0)
         if self.substrate not in ("sql", "rq"):
-            raise InvalidSetting(f"substrate must be 'sql' or 'rq', not {self.substrate!r}")
+            raise InvalidSetting(f"substrate must be 'sql' or 'rq', not {shown(self.substrate)}")
         if self.substrate == "rq" and not self.redis_url:
             raise InvalidSetting("the rq substrate needs redis_url (SCHEDULE_REDIS_URL)")
         for name, allowed in _CHOICES.items():
             if getattr(self, name) not in allowed:
-                raise InvalidSetting(f"{name} must be {_one_of(allowed)}, not {getattr(self, name)!r}")
+                raise InvalidSetting(f"{name} must be {_one_of(allowed)}, not {shown(getattr(self, name))}")
         self._check_pooling()
         for name in (
             "worker_concurrency",
@@ -213,10 +231,7 @@ class Settings:
                 raise InvalidSetting(f"{name} must be positive")
 
     def _check_pooling(self) -> None:
-        if self.database_pooler == "transaction" and not self.database_url.startswith("postgresql"):
-            raise InvalidSetting("database_pooler=transaction needs a PostgreSQL database_url")
-        if self.database_listen_url is not None and not self.database_listen_url.startswith("postgresql"):
-            raise InvalidSetting("database_listen_url must be a PostgreSQL URL (postgresql+psycopg://...)")
+        check_pooling(self.database_pooler, self.database_url, self.database_listen_url)
 
     def _check_texts(self) -> None:
         """Refuse a retention period or a Redis URL of no known form (``InvalidSetting``)."""
@@ -265,7 +280,7 @@ def _limit(value: object) -> timedelta | None:
     if value is None or isinstance(value, timedelta):
         return value
     if not isinstance(value, str | int | float) or isinstance(value, bool):
-        raise InvalidSetting(f"not a duration: {value!r}")
+        raise InvalidSetting(f"not a duration: {shown(value)}")
     return parse_duration(value)
 
 
@@ -280,14 +295,14 @@ def _topic_limits(value: str | Mapping[str, Any] | None) -> dict[str, timedelta]
         for item in str(value).split(","):
             topic, equals, limit = item.partition("=")
             if not equals and item.strip():
-                raise InvalidSetting(f"time_limits: {item.strip()!r} is not topic=duration")
+                raise InvalidSetting(f"time_limits: {shown(item.strip())} is not topic=duration")
             if equals:
                 items.append((topic.strip(), limit.strip()))
     pairs: dict[str, timedelta] = {}
     for topic, limit in items:
         checked = _limit(limit)
         if checked is None:
-            raise InvalidSetting(f"time_limits: topic {topic!r} has no limit")
+            raise InvalidSetting(f"time_limits: topic {shown(topic)} has no limit")
         pairs[topic] = checked
     return pairs
 
@@ -307,5 +322,5 @@ def _coerce(f: dataclasses.Field[Any], value: Any) -> Any:
             items = value.split(",") if isinstance(value, str) else value
             return tuple(str(i).strip() for i in items if str(i).strip())
     except (TypeError, ValueError) as error:
-        raise InvalidSetting(f"setting {f.name}: {value!r} is not a valid {kind}") from error
+        raise InvalidSetting(f"setting {f.name}: {shown(value)} is not a valid {kind}") from error
     return value or None if kind.endswith("None") else value

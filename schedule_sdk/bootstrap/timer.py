@@ -42,7 +42,7 @@ logger = logging.getLogger(__name__)
 
 
 def _engine(settings: TimerSettings) -> Engine:
-    engine = make_engine(settings.database_url)
+    engine = make_engine(settings.database_url, pooler=settings.database_pooler)
     schema.upgrade(engine, attributes={"timer_service_calls_fk": settings.service_calls_fk})
     return engine
 
@@ -52,6 +52,8 @@ def _core_settings(s: TimerSettings) -> Settings:
     return Settings.load(
         {
             "database_url": s.database_url,
+            "database_pooler": s.database_pooler,
+            "database_listen_url": s.database_listen_url,
             "substrate": "sql",
             "events": "local",
             "auto_migrate": False,

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
-from schedule_sdk.bootstrap.settings import env_var, load_settings
+from schedule_sdk.bootstrap.settings import check_pooling, env_var, load_settings
 from schedule_sdk.domain.errors import InvalidSetting
 
 
@@ -24,6 +24,17 @@ class TimerSettings:
     batch_size: int = field(default=100, metadata=env_var("TIMER_BATCH_SIZE"))
     #: The SQLite file (``./event_service.db``), or any SQLAlchemy URL (``postgresql+psycopg://…``).
     db_path: str = field(default="./event_service.db", metadata=env_var("TIMER_DB_PATH"))
+    #: What sits between the timer and PostgreSQL, as the Schedule module's ``database_pooler``:
+    #: ``none`` (a direct connection, or a pooler in session mode) or ``transaction`` (a pooler in
+    #: transaction mode, e.g. PgBouncer with ``pool_mode=transaction``): no server-side prepared
+    #: statements, and wake-ups by LISTEN only on ``database_listen_url`` (unset: by polling).
+    database_pooler: Literal["none", "transaction"] = field(
+        default="none", metadata=env_var("TIMER_DATABASE_POOLER")
+    )
+    #: A direct PostgreSQL URL (not through a transaction pooler) used only for the timer's LISTEN
+    #: wake-ups (one connection). Unset: LISTEN on ``db_path``'s database, or, with
+    #: ``database_pooler=transaction``, no LISTEN (the timer re-reads every ``polling_interval_ms``).
+    database_listen_url: str | None = field(default=None, metadata=env_var("TIMER_DATABASE_LISTEN_URL"))
     #: ``nats://host:port`` for NATS JetStream; ``inprocess`` (or empty) for in-process adapters.
     broker_url: str = field(default="nats://localhost:4222", metadata=env_var("TIMER_BROKER_URL"))
     #: JetStream stream holding ScheduleTimer commands, and their subject.
@@ -77,6 +88,7 @@ class TimerSettings:
         for name in ("publish_timeout", "lease_seconds", "ack_wait"):
             if getattr(self, name) <= 0:
                 raise InvalidSetting(f"{name} must be positive")
+        check_pooling(self.database_pooler, self.database_url, self.database_listen_url, url_name="db_path")
 
     @property
     def database_url(self) -> str:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
+from schedule_sdk.domain.jobs import ScheduledJob
 from schedule_sdk.ports.clock import ClaimClock, Clock
 
 
@@ -23,6 +24,9 @@ def claim_time(clock: Clock) -> datetime | None:
 #: the claimed job until the due instant (:meth:`~schedule_sdk.core.firing.Firing.run`), so the
 #: fire still starts no earlier than ``run_at`` on the store's clock.
 CLAIM_AHEAD = timedelta(milliseconds=10)
+#: The most a claimer looks further ahead than :data:`CLAIM_AHEAD` (the ``sql`` poller starts a
+#: claim that much earlier to keep it clear of the due instant of a job it holds).
+EXTRA_LEAD = CLAIM_AHEAD / 2
 
 
 def claim_lead(clock: Clock) -> timedelta:
@@ -37,3 +41,17 @@ def claim_horizon(clock: Clock) -> datetime | None:
     None: claim nothing now."""
     now = claim_time(clock)
     return None if now is None else now + claim_lead(clock)
+
+
+def claimed_ahead(job: ScheduledJob, clock: Clock) -> bool:
+    """Whether ``job`` (as a claim returned it) may have been claimed before its due instant on
+    the store's clock, so that the claim may not have seen a cancel, a pause or a reschedule
+    committed before that instant: the fire path then reads the row again once the job is due
+    (:meth:`~schedule_sdk.ports.JobStore.still_claimed`).
+
+    A claim returns its rows with ``updated_at`` set to the instant it claimed by (the ``now`` it
+    was given), which is at most :data:`CLAIM_AHEAD` plus :data:`EXTRA_LEAD` after an instant
+    known to have passed on the store's clock before its statement ran (nothing after it on a
+    clock that does not move with real time). A row due by then was due when the claim read it."""
+    lead = CLAIM_AHEAD + EXTRA_LEAD if clock.real_time else timedelta(0)
+    return job.run_at > job.updated_at - lead

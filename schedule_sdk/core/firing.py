@@ -31,13 +31,19 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import NamedTuple
 
-from schedule_sdk.core.claim_timing import claim_time
+from schedule_sdk.core.claim_timing import claim_time, claimed_ahead
 from schedule_sdk.core.loop import fire_deadline
 from schedule_sdk.core.overruns import Overruns
 from schedule_sdk.core.unobserved import NoMetrics, NoTracing
 from schedule_sdk.core.write_order import write_order
 from schedule_sdk.domain import misfire
-from schedule_sdk.domain.errors import InvalidCalendar, ListenerFailed, ListenerTimedOut, UnheardFire
+from schedule_sdk.domain.errors import (
+    InvalidCalendar,
+    ListenerFailed,
+    ListenerTimedOut,
+    ScheduleError,
+    UnheardFire,
+)
 from schedule_sdk.domain.events import MissedReason, ScheduleArrivedEvent, ScheduleMissedEvent
 from schedule_sdk.domain.history import FireOutcome, FireRecord, capped_traceback
 from schedule_sdk.domain.ids import new_id
@@ -366,6 +372,25 @@ def traceback_of(error: BaseException) -> str | None:
     return capped_traceback(text)
 
 
+class Held:
+    """The reading of the store's clock a fire was held by (``reading``, taken at ``taken`` on
+    the monotonic clock); None on a clock that does not move with real time."""
+
+    __slots__ = ("_clock", "reading", "taken")
+
+    def __init__(self, clock: Clock, reading: datetime | None, taken: float) -> None:
+        self._clock = clock
+        self.reading = reading
+        self.taken = taken
+
+    def now(self) -> datetime:
+        """That reading plus the time elapsed since on the monotonic clock: an instant known to
+        have passed on the store's clock (the clock's own ``now()`` without a reading)."""
+        if self.reading is None:
+            return self._clock.now()
+        return self.reading + timedelta(seconds=time.monotonic() - self.taken)
+
+
 class Firing(FirePath):
     """Runs claimed jobs' listeners and records their outcomes."""
 
@@ -417,9 +442,16 @@ class Firing(FirePath):
         instead (:meth:`_hand_over`): no listener runs here.
 
         A job claimed ahead of its due instant (:data:`~schedule_sdk.core.claim_timing.CLAIM_AHEAD`) is held
-        here until its ``run_at`` has passed on the store's clock (:meth:`hold`)."""
-        self.hold(job)
-        fired_at = self._clock.now()
+        here until its ``run_at`` has passed on the store's clock (:meth:`hold`), and then its row
+        is read again (:meth:`~schedule_sdk.ports.JobStore.still_claimed`): if a cancel, a pause
+        or a reschedule committed meanwhile, no listener runs (:meth:`_withdrawn`). A claim made
+        once the job was due saw every such write committed before the due instant, so a job
+        claimed so is not read again. The event's ``fired_at`` is the hold's reading of the
+        store's clock plus the time elapsed since (:class:`Held`): never before ``run_at``."""
+        held = self.hold(job)
+        if claimed_ahead(job, self._clock) and not self._still_claimed(job):
+            return self._withdrawn(job)
+        fired_at = held.now()
         unreadable: InvalidCalendar | None = None
         try:
             start = misfire.at_start(job, fired_at)
@@ -444,22 +476,47 @@ class Firing(FirePath):
         )
         return self._report(done)
 
-    def hold(self, job: ScheduledJob) -> None:
-        """Wait until ``job``'s ``run_at`` has passed on the store's clock as claims read it
+    def hold(self, job: ScheduledJob) -> Held:
+        """Wait until ``job``'s due instant (its ``run_at``, and never before its
+        ``scheduled_for``) has passed on the store's clock as claims read it
         (:func:`~schedule_sdk.core.claim_timing.claim_time`); at once for a due job, or on a clock that does
-        not move with real time (nothing is claimed ahead on one).
+        not move with real time (nothing is claimed ahead on one). Returns the reading it waited
+        on, which stamps the fire.
 
-        The store's clock is read once and the rest waited out in one sleep (``time.sleep``
-        measures it on the monotonic clock, so a step of this host's wall clock during the hold
-        changes nothing). While the offset from the store's clock is unknown it looks again every
-        ``_HOLD_STEP`` seconds."""
+        The store's clock is read once and the rest waited out on the monotonic clock (so a step
+        of this host's wall clock during the hold changes nothing). While the offset from the
+        store's clock is unknown it looks again every ``_HOLD_STEP`` seconds."""
         if not self._clock.real_time:
-            return
+            return Held(self._clock, None, 0.0)
         while (now := claim_time(self._clock)) is None:
             time.sleep(_HOLD_STEP)
-        left = (job.run_at - now).total_seconds()
-        if left > 0:
+        held = Held(self._clock, now, time.monotonic())
+        due = max(job.run_at, job.scheduled_for)
+        while (left := (due - held.now()).total_seconds()) > 0:
             time.sleep(left)
+        return held
+
+    def _still_claimed(self, job: ScheduledJob) -> bool:
+        """Whether ``job``'s row is still as claimed (read once it is due); False when the store
+        does not answer: the job fires again once its claim expires, by a claim that sees the row."""
+        try:
+            return self._store.still_claimed(job)
+        except ScheduleError as error:
+            logger.warning(
+                "could not read job %s again before its fire (%s); it fires once its claim expires",
+                job.id,
+                error,
+                extra=job_fields(job),
+            )
+            return False
+
+    def _withdrawn(self, job: ScheduledJob) -> FireResult:
+        """A job claimed ahead whose row changed before it was due (cancelled, paused,
+        rescheduled, released): no listener runs, nothing is counted or written."""
+        self._metrics.increment("schedule.jobs.withdrawn", topic=job.topic)
+        if logger.isEnabledFor(logging.DEBUG):
+            logger.debug("job %s changed before its due instant: not fired", job.id, extra=job_fields(job))
+        return FireResult(job, job, withdrawn=True)
 
     def _hand_over(self, job: ScheduledJob, start: misfire.Start, fired_at: datetime) -> FireResult:
         """Hand the claimed occurrence of an ``allow`` job to a run (a one-shot row fired like any
@@ -637,7 +694,8 @@ class Firing(FirePath):
     def record(self, results: Sequence[FireResult]) -> None:
         """Write outcomes and their fire history in one transaction, handing next occurrences and
         retries to the queue inside it (the write order); rows no longer claimed by the firing
-        worker are left alone (their fires still go to the history: the listeners did run).
+        worker are left alone (their fires still go to the history: the listeners did run). A
+        withdrawn result (no listener ran) writes nothing; its concurrency slot counts as freed.
 
         A result with a run (overlap ``allow``) inserts it and hands it to the queue in the same
         transaction, only if its job's outcome was written: an occurrence whose claim was lost
@@ -646,12 +704,13 @@ class Firing(FirePath):
         :raises StoreUnavailable, QueueUnavailable: nothing was recorded; the fires will repeat
             once their claims expire (at-least-once).
         """
-        if not results:
+        freed = freed_slots(results)  # a withdrawn fire's slot is free too
+        results = [r for r in results if not r.withdrawn]  # nothing ran: nothing to write
+        if not results and not freed:
             return
         following = [Occurrence.of(r.outcome) for r in results if r.outcome.status is JobStatus.PENDING]
         changes = [(r.outcome, _claim_guard(r)) for r in results if r.run is None]
         spawning = [r for r in results if r.run is not None]
-        freed = freed_slots(results)
         with write_order(self._store, self._queue, outcomes=True) as (tx, hand_off):
             tx.update_many(changes)
             for result in spawning:  # a run only with its job's outcome, never twice per occurrence

@@ -26,6 +26,7 @@ from collections.abc import Callable
 from datetime import timedelta
 
 from schedule_sdk.domain.errors import InvalidSetting
+from schedule_sdk.domain.text import shown
 from schedule_sdk.ports import Clock, FireHistory, JobStore, Retention, provided, require
 
 logger = logging.getLogger(__name__)
@@ -44,10 +45,10 @@ def parse_duration(text: str | float) -> timedelta:
     else:
         match = _DURATION.fullmatch(str(text))
         if match is None:
-            raise InvalidSetting(f"not a duration: {text!r} (use e.g. 30d, 12h, 90m, 45s or seconds)")
+            raise InvalidSetting(f"not a duration: {shown(text)} (use e.g. 30d, 12h, 90m, 45s or seconds)")
         seconds = float(match.group(1)) * _UNITS[match.group(2)]
     if seconds <= 0:
-        raise InvalidSetting(f"a duration must be positive, not {text!r}")
+        raise InvalidSetting(f"a duration must be positive, not {shown(text)}")
     return timedelta(seconds=seconds)
 
 

@@ -17,7 +17,6 @@ from schedule_sdk.domain.errors import (
     ClientRequestIdInUse,
     InvalidCursor,
     InvalidPayload,
-    InvalidStatus,
     InvalidTopic,
     JobFinished,
     JobNotFound,
@@ -29,7 +28,7 @@ from schedule_sdk.domain.errors import (
     TransactionNotJoinable,
 )
 from schedule_sdk.domain.history import FireRecord
-from schedule_sdk.domain.ids import new_id
+from schedule_sdk.domain.ids import ID_PATTERN, new_id
 from schedule_sdk.domain.jobs import (
     MAX_TOPIC_LENGTH,
     CronRepeat,
@@ -47,8 +46,8 @@ from schedule_sdk.domain.jobs import (
     request_key,
     spec_fire,
 )
-from schedule_sdk.domain.status import FINISHED_STATUSES, OPEN_STATUSES, JobStatus
-from schedule_sdk.domain.text import holds_storable_text, storable
+from schedule_sdk.domain.status import FINISHED_STATUSES, OPEN_STATUSES, JobStatus, parse_status
+from schedule_sdk.domain.text import holds_storable_text, shown, storable
 from schedule_sdk.domain.timers import TIMER_TOPIC
 from schedule_sdk.domain.timing import FireTime
 from schedule_sdk.domain.upcoming import UpcomingFire
@@ -181,7 +180,12 @@ class ScheduleService:
 
     def cancel(self, job_id: str, *, connection: object | None = None) -> None:
         """Cancel a job. Idempotent: no error if it is already cancelled, completed or failed.
-        A cancelled job never fires afterwards, even if its fire was already taken by a worker.
+
+        A cancel that returned before an occurrence's due instant (by the store's clock) means no
+        listener runs for that occurrence, even if a worker already claimed it ahead of that
+        instant: the fire path reads the row again once the occurrence is due. A fire already
+        under way when the cancel commits (after the due instant) finishes its listeners, but its
+        outcome is discarded: the job stays cancelled.
 
         :raises JobNotFound: no job has this id.
         :raises JobOwnedByTimer: the job fires a timer (it is steered by the timer only).
@@ -204,7 +208,9 @@ class ScheduleService:
 
     def reschedule(self, job_id: str, spec: JobSpec, *, connection: object | None = None) -> ScheduledJob:
         """Replace a pending or active job: in one transaction the old job is cancelled and a new
-        one (with a new id, linked both ways) is created from ``spec``.
+        one (with a new id, linked both ways) is created from ``spec``. The old job's cancel
+        holds as :meth:`cancel`'s: if it returned before an occurrence's due instant, no listener
+        runs for that occurrence of the old job.
 
         :raises JobNotFound: no job has this id.
         :raises NotReschedulable: the job is completed, failed or cancelled.
@@ -222,7 +228,9 @@ class ScheduleService:
     # -- steering: pause, resume, trigger ------------------------------------------------------
 
     def pause(self, job_id: str) -> ScheduledJob:
-        """Hold a job (status ``paused``): it never fires until :meth:`resume`. Idempotent.
+        """Hold a job (status ``paused``): it never fires until :meth:`resume`. Idempotent. As
+        for :meth:`cancel`, a pause that returned before an occurrence's due instant means no
+        listener runs for it until the job is resumed.
 
         A fire already in flight finishes running its listeners, but its outcome is not recorded
         (the pause wins, as a cancel does): the job stays paused at that occurrence, which fires
@@ -597,7 +605,7 @@ def requeued(job: ScheduledJob, now: datetime) -> ScheduledJob:
     if job.status not in FINISHED_STATUSES:
         raise NotRequeueable(job.id, f"it is {job.status.value}; only a finished job is requeued")
     if job.rescheduled_to is not None:
-        raise NotRequeueable(job.id, f"it was replaced by job {job.rescheduled_to!r} (reschedule)")
+        raise NotRequeueable(job.id, f"it was replaced by job {shown(job.rescheduled_to)} (reschedule)")
     if not job.is_repeating:
         return job.requeued(now, now)
     if job.status is not JobStatus.FAILED:
@@ -685,10 +693,7 @@ def _statuses(status: JobStatus | str | Iterable[JobStatus | str] | None) -> fro
     if status is None:
         return frozenset()
     values = [status] if isinstance(status, str) else list(status)
-    try:
-        return frozenset(JobStatus(v) for v in values)
-    except ValueError as error:
-        raise InvalidStatus(f"unknown status in {values!r}") from error
+    return frozenset(parse_status(v) for v in values)
 
 
 def _encode_cursor(last_id: str) -> str:
@@ -702,6 +707,6 @@ def _decode_cursor(cursor: str | None) -> str | None:
         value = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
     except (binascii.Error, UnicodeDecodeError, ValueError) as error:
         raise InvalidCursor("malformed cursor") from error
-    if len(value) != 36:
+    if not ID_PATTERN.fullmatch(value):  # a page's last job id: anything else is no position
         raise InvalidCursor("malformed cursor")
     return value

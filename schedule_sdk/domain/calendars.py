@@ -23,6 +23,7 @@ from datetime import date, datetime
 from typing import Any, Self
 
 from schedule_sdk.domain.errors import InvalidCalendar
+from schedule_sdk.domain.text import shown
 
 #: Most dates one calendar lists (a calendar is stored in the job's row).
 MAX_CALENDAR_DATES = 5_000
@@ -46,7 +47,7 @@ class HolidaySpec:
             if value is None and name == "subdivision":
                 continue
             if not isinstance(value, str) or not value.isascii() or not value.isalnum() or len(value) > 10:
-                raise InvalidCalendar(f"holiday {name} must be a short code such as 'DE', not {value!r}")
+                raise InvalidCalendar(f"holiday {name} must be a short code such as 'DE', not {shown(value)}")
 
     def check(self) -> None:
         """:class:`InvalidCalendar` unless the ``holidays`` package is installed and knows this
@@ -72,7 +73,9 @@ def _holiday_dates(country: str, subdivision: str | None, year: int) -> frozense
     try:
         found = holidays.country_holidays(country, subdiv=subdivision, years=year)
     except NotImplementedError as exc:  # the package's error for an unknown country or subdivision
-        raise InvalidCalendar(f"the holidays package knows no calendar {country!r}/{subdivision!r}") from exc
+        raise InvalidCalendar(
+            f"the holidays package knows no calendar {shown(country)}/{shown(subdivision)}"
+        ) from exc
     return frozenset(found.keys())
 
 
@@ -81,7 +84,9 @@ def _weekday(value: object) -> int:
         return _WEEKDAY_NAMES.index(value.lower()[:3])
     if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= 6:
         return value
-    raise InvalidCalendar(f"a weekday is 0 (Monday) to 6 (Sunday) or a name such as 'sat', not {value!r}")
+    raise InvalidCalendar(
+        f"a weekday is 0 (Monday) to 6 (Sunday) or a name such as 'sat', not {shown(value)}"
+    )
 
 
 def _date(value: object) -> date:

@@ -47,7 +47,9 @@ Catch :class:`ScheduleError` for "anything from the scheduler", a builtin for a 
         ├── QueueUnavailable            SCHEDULE_QUEUE_UNAVAILABLE
         └── BrokerUnavailable           SCHEDULE_BROKER_UNAVAILABLE
 
-The message defaults to the class docstring; most subclasses add the offending value.
+The message defaults to the class docstring; most subclasses add the offending value, quoted
+as ``domain.text.shown`` quotes it (its repr, cut to a short prefix with a marker), and no message
+is longer than :data:`MAX_MESSAGE` characters.
 ``http_status`` suggests a response status for apps that expose scheduling over HTTP
 (validation 422, not found 404, conflicts 409, unavailable 503, anything else 500).
 Driver exceptions (SQLAlchemy, redis, nats) never reach callers: adapters translate them
@@ -57,6 +59,12 @@ and chain the original as ``__cause__``.
 from __future__ import annotations
 
 from typing import ClassVar
+
+from schedule_sdk.domain.quoting import shown
+
+#: The longest message an error carries: past it the message is cut, with a marker. The values
+#: an error quotes are cut much shorter where they are quoted (``domain.text.shown``).
+MAX_MESSAGE = 1000
 
 
 class ScheduleError(Exception):
@@ -69,7 +77,10 @@ class ScheduleError(Exception):
     index: int | None = None
 
     def __init__(self, message: str | None = None) -> None:
-        super().__init__(message or (self.__doc__ or self.code).strip())
+        text = message or (self.__doc__ or self.code).strip()
+        if len(text) > MAX_MESSAGE:  # a value quoted whole (a driver's message, say): cut, and say so
+            text = f"{text[:MAX_MESSAGE]}… ({len(text) - MAX_MESSAGE:,} more characters)"
+        super().__init__(text)
 
     @property
     def message(self) -> str:
@@ -278,8 +289,8 @@ class ClientRequestIdInUse(ScheduleError):
     http_status = 409
 
     def __init__(self, client_request_id: str, tenant_id: str | None = None) -> None:
-        whose = "" if tenant_id is None else f" by tenant {tenant_id!r}"
-        super().__init__(f"clientRequestId {client_request_id!r} is already in use{whose}")
+        whose = "" if tenant_id is None else f" by tenant {shown(tenant_id)}"
+        super().__init__(f"clientRequestId {shown(client_request_id)} is already in use{whose}")
         self.client_request_id = client_request_id
         #: The tenant whose id it is (None: the jobs without a tenant, or not known).
         self.tenant_id = tenant_id
@@ -292,7 +303,7 @@ class JobNotFound(ScheduleError, LookupError):
     http_status = 404
 
     def __init__(self, job_id: str) -> None:
-        super().__init__(f"no scheduled job with id {job_id!r}")
+        super().__init__(f"no scheduled job with id {shown(job_id)}")
         self.job_id = job_id
 
 
@@ -303,7 +314,7 @@ class NotReschedulable(ScheduleError):
     http_status = 409
 
     def __init__(self, job_id: str, status: str) -> None:
-        super().__init__(f"job {job_id!r} is {status} and cannot be rescheduled")
+        super().__init__(f"job {shown(job_id)} is {status} and cannot be rescheduled")
         self.job_id = job_id
         self.status = status
 
@@ -315,7 +326,7 @@ class JobFinished(ScheduleError):
     http_status = 409
 
     def __init__(self, job_id: str, status: str) -> None:
-        super().__init__(f"job {job_id!r} is {status}: a finished job cannot be steered")
+        super().__init__(f"job {shown(job_id)} is {status}: a finished job cannot be steered")
         self.job_id = job_id
         self.status = status
 
@@ -327,7 +338,7 @@ class NotTriggerable(ScheduleError):
     http_status = 409
 
     def __init__(self, job_id: str, reason: str) -> None:
-        super().__init__(f"job {job_id!r} cannot be triggered: {reason}")
+        super().__init__(f"job {shown(job_id)} cannot be triggered: {reason}")
         self.job_id = job_id
         self.reason = reason
 
@@ -348,7 +359,7 @@ class JobOwnedByTimer(ScheduleError):
 
     def __init__(self, job_id: str, action: str) -> None:
         super().__init__(
-            f"job {job_id!r} fires a timer and cannot be {action} directly: "
+            f"job {shown(job_id)} fires a timer and cannot be {action} directly: "
             "move the timer with a ScheduleTimer command instead"
         )
         self.job_id = job_id
@@ -375,7 +386,7 @@ class UnheardFire(ScheduleError):
     code = "SCHEDULE_UNHEARD_FIRE"
 
     def __init__(self, topic: str) -> None:
-        super().__init__(f"no listener heard topic {topic!r}")
+        super().__init__(f"no listener heard topic {shown(topic)}")
         self.topic = topic
 
 
@@ -387,7 +398,7 @@ class NotRequeueable(ScheduleError):
     http_status = 409
 
     def __init__(self, job_id: str, reason: str) -> None:
-        super().__init__(f"job {job_id!r} cannot be requeued: {reason}")
+        super().__init__(f"job {shown(job_id)} cannot be requeued: {reason}")
         self.job_id = job_id
         self.reason = reason
 

@@ -45,7 +45,8 @@ class ScheduleArrivedEvent:
     timezone: str
     #: The due instant this fire is for (aware UTC); ``fired_at - scheduled_for`` is the lateness.
     scheduled_for: datetime
-    #: When the fire started (aware UTC).
+    #: When the fire started (aware UTC): an instant known to have passed on the store's clock
+    #: when the listeners were called, never before ``scheduled_for`` or the actual due instant.
     fired_at: datetime
     #: 1-based attempt number within this occurrence.
     attempt: int
@@ -81,7 +82,7 @@ class ScheduleArrivedEvent:
             scheduled_job_id=data["scheduled_job_id"],
             topic=data["topic"],
             user_payload=data["user_payload"],
-            metadata=JobMetadata(**data["metadata"]),
+            metadata=JobMetadata.stored(**data["metadata"]),
             timezone=data["timezone"],
             scheduled_for=datetime.fromisoformat(data["scheduled_for"]),
             fired_at=datetime.fromisoformat(data["fired_at"]),
@@ -146,7 +147,7 @@ class ScheduleMissedEvent:
             scheduled_job_id=data["scheduled_job_id"],
             topic=data["topic"],
             user_payload=data["user_payload"],
-            metadata=JobMetadata(**data["metadata"]),
+            metadata=JobMetadata.stored(**data["metadata"]),
             timezone=data["timezone"],
             policy=data["policy"],
             missed=tuple(datetime.fromisoformat(m) for m in data["missed"]),

@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import os
+import re
 import threading
 import time
 import uuid
+
+#: The text of a job id (a UUID, as :func:`new_id` makes them; any case).
+ID_PATTERN = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
 
 _lock = threading.Lock()
 _last = 0

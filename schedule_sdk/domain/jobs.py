@@ -33,15 +33,23 @@ from schedule_sdk.domain.errors import (
     InvalidTimezone,
     RunAtInPast,
 )
+from schedule_sdk.domain.metadata import MAX_METADATA_LENGTH as MAX_METADATA_LENGTH
+from schedule_sdk.domain.metadata import JobMetadata as JobMetadata
+from schedule_sdk.domain.metadata import check_metadata_text as check_metadata_text
 from schedule_sdk.domain.status import FINISHED_STATUSES, JobStatus, check_transition
-from schedule_sdk.domain.text import json_holds_nul, json_too_deep, storable, unstorable_character
+from schedule_sdk.domain.text import (
+    json_holds_nul,
+    json_too_deep,
+    plain_id,
+    shown,
+    unstorable_character,
+)
 from schedule_sdk.domain.time_limits import check_time_limit
 from schedule_sdk.domain.topics import MAX_TOPIC_LENGTH as MAX_TOPIC_LENGTH
 from schedule_sdk.domain.topics import validate_topic as validate_topic
 
 JsonObject = Mapping[str, Any]
 
-MAX_METADATA_LENGTH = 255
 MAX_ATTEMPTS = 100
 #: Deepest nesting of arrays and objects in a payload (the payload object itself is level 1).
 #: The payload's size in bytes is bounded by the ``max_payload_bytes`` setting.
@@ -84,40 +92,6 @@ def check_payload(payload: object) -> str | None:
     return text
 
 
-def check_metadata_text(value: object, name: str) -> str:
-    """``value`` if it may be stored as metadata field ``name`` (or filter on it): a non-empty
-    string of at most :data:`MAX_METADATA_LENGTH` characters with no NUL and no lone surrogate;
-    else :class:`InvalidMetadata`."""
-    if not isinstance(value, str) or not value or len(value) > MAX_METADATA_LENGTH:
-        raise InvalidMetadata(f"metadata.{name} must be a non-empty string of at most 255 chars")
-    return storable(value, f"metadata.{name}", InvalidMetadata)
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class JobMetadata:
-    """Audit, filtering and tracing fields. Never used for access control."""
-
-    owner_id: str | None = None
-    tenant_id: str | None = None
-    correlation_id: str | None = None
-    #: Unique per tenant, in all statuses: among the jobs of the same ``tenant_id``, or among the
-    #: jobs without a tenant when ``tenant_id`` is None; a duplicate raises ``ClientRequestIdInUse``.
-    client_request_id: str | None = None
-
-    def __post_init__(self) -> None:
-        # Every job read from a store builds one: its four fields by name, not dataclasses.fields.
-        for name in _METADATA_FIELDS:
-            value = getattr(self, name)
-            if value is not None:
-                check_metadata_text(value, name)
-
-    def to_dict(self) -> dict[str, str | None]:
-        return dataclasses.asdict(self)
-
-
-_METADATA_FIELDS = ("owner_id", "tenant_id", "correlation_id", "client_request_id")
-
-
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Backoff:
     """Wait between attempts: ``fixed`` waits ``delay_ms``; ``exponential`` waits ``delay_ms * 2**(n-1)``
@@ -128,9 +102,11 @@ class Backoff:
 
     def __post_init__(self) -> None:
         if self.type not in ("fixed", "exponential"):
-            raise InvalidRetry(f"backoff type must be 'fixed' or 'exponential', not {self.type!r}")
+            raise InvalidRetry(f"backoff type must be 'fixed' or 'exponential', not {shown(self.type)}")
         if not _is_int(self.delay_ms) or not 0 <= self.delay_ms <= 7 * 86_400_000:
-            raise InvalidRetry(f"backoff delay_ms must be an int between 0 and 7 days, not {self.delay_ms!r}")
+            raise InvalidRetry(
+                f"backoff delay_ms must be an int between 0 and 7 days, not {shown(self.delay_ms)}"
+            )
 
     def delay_after(self, attempt: int) -> int:
         """Milliseconds to wait after failed attempt number ``attempt`` (1-based)."""
@@ -148,7 +124,9 @@ class RetryPolicy:
 
     def __post_init__(self) -> None:
         if not _is_int(self.attempts) or not 1 <= self.attempts <= MAX_ATTEMPTS:
-            raise InvalidRetry(f"attempts must be an int between 1 and {MAX_ATTEMPTS}, not {self.attempts!r}")
+            raise InvalidRetry(
+                f"attempts must be an int between 1 and {MAX_ATTEMPTS}, not {shown(self.attempts)}"
+            )
         if not isinstance(self.backoff, Backoff):
             raise InvalidRetry("backoff must be a Backoff")
 
@@ -199,14 +177,16 @@ class MisfirePolicy:
 
     def __post_init__(self) -> None:
         if self.mode not in DEFAULT_GRACE_MS:
-            raise InvalidMisfire(f"misfire mode must be 'fire_once', 'skip' or 'fire_all', not {self.mode!r}")
+            raise InvalidMisfire(
+                f"misfire mode must be 'fire_once', 'skip' or 'fire_all', not {shown(self.mode)}"
+            )
         if self.grace_ms is None:
             object.__setattr__(self, "grace_ms", DEFAULT_GRACE_MS[self.mode])
         elif not _is_int(self.grace_ms) or not 0 <= self.grace_ms <= 366 * 86_400_000:
-            raise InvalidMisfire(f"grace_ms must be an int from 0 to 366 days, not {self.grace_ms!r}")
+            raise InvalidMisfire(f"grace_ms must be an int from 0 to 366 days, not {shown(self.grace_ms)}")
         if not _is_int(self.max_catch_up) or not 1 <= self.max_catch_up <= MAX_CATCH_UP:
             raise InvalidMisfire(
-                f"max_catch_up must be an int from 1 to {MAX_CATCH_UP}, not {self.max_catch_up!r}"
+                f"max_catch_up must be an int from 1 to {MAX_CATCH_UP}, not {shown(self.max_catch_up)}"
             )
 
     @property
@@ -240,7 +220,7 @@ def check_overlap(overlap: object, *, repeating: bool = True) -> OverlapPolicy |
     if overlap is None:
         return None
     if not isinstance(overlap, str) or overlap not in OVERLAP_POLICIES:
-        raise InvalidOverlap(f"overlap must be None, 'skip', 'buffer_one' or 'allow', not {overlap!r}"[:300])
+        raise InvalidOverlap(f"overlap must be None, 'skip', 'buffer_one' or 'allow', not {shown(overlap)}")
     if not repeating:
         raise InvalidOverlap(
             "a one-shot job has a single occurrence and nothing can overlap it: "
@@ -261,7 +241,7 @@ def spread_ms(value: object, name: str = "spread") -> int | None:
     if value is None:
         return None
     if not isinstance(value, timedelta) or not _MS <= value <= MAX_SPREAD:
-        raise InvalidSpread(f"{name} must be a timedelta from 1 millisecond to 7 days, not {value!r}")
+        raise InvalidSpread(f"{name} must be a timedelta from 1 millisecond to 7 days, not {shown(value)}")
     return value // _MS
 
 
@@ -281,7 +261,7 @@ def _check_spread(spec: OneShotSpec | RepeatSpec) -> None:
     if key is not None:
         if not isinstance(key, str) or not key or len(key) > MAX_METADATA_LENGTH:
             raise InvalidSpread("spread_key must be a non-empty string of at most 255 characters")
-        storable(key, "spread_key", InvalidSpread)
+        plain_id(key, "spread_key", InvalidSpread)
         if spec.spread is None:
             raise InvalidSpread("spread_key is given without a spread")
 
@@ -314,10 +294,10 @@ class ConcurrencyLimit:
             or len(key) > MAX_CONCURRENCY_KEY_LENGTH
             or not _CONCURRENCY_KEY.fullmatch(key)
         ):
-            raise InvalidConcurrency(f"invalid concurrency key {key!r}: {InvalidConcurrency.__doc__}"[:400])
+            raise InvalidConcurrency(f"invalid concurrency key {shown(key)}: {InvalidConcurrency.__doc__}")
         if not _is_int(self.limit) or not 1 <= self.limit <= MAX_CONCURRENCY_LIMIT:
             raise InvalidConcurrency(
-                f"concurrency limit must be an int from 1 to {MAX_CONCURRENCY_LIMIT}, not {self.limit!r}"
+                f"concurrency limit must be an int from 1 to {MAX_CONCURRENCY_LIMIT}, not {shown(self.limit)}"
             )
 
     def to_dict(self) -> dict[str, Any]:
@@ -541,7 +521,7 @@ class RepeatSpec:
         if not isinstance(self.repeat, CronRepeat | IntervalRepeat):
             raise InvalidRepeat("repeat must be a CronRepeat or an IntervalRepeat")
         if self.limit is not None and (not _is_int(self.limit) or self.limit < 1):
-            raise InvalidRepeat(f"limit must be a positive int, not {self.limit!r}")
+            raise InvalidRepeat(f"limit must be a positive int, not {shown(self.limit)}")
         if self.ends_at is not None:
             object.__setattr__(self, "ends_at", timing.stored_instant(self.ends_at, "ends_at"))
         _common_checks(self)

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from enum import StrEnum
 
-from schedule_sdk.domain.errors import InvalidTransition
+from schedule_sdk.domain.errors import InvalidStatus, InvalidTransition
+from schedule_sdk.domain.quoting import shown
 
 
 class JobStatus(StrEnum):
@@ -14,6 +15,17 @@ class JobStatus(StrEnum):
     CANCELLED = "cancelled"  #: cancelled, or replaced by ``reschedule``
     FAILED = "failed"  #: a one-shot exhausted its retry attempts
     PAUSED = "paused"  #: held by ``pause``: never fires until ``resume``
+
+
+def parse_status(value: JobStatus | str) -> JobStatus:
+    """The status named ``value``.
+
+    :raises InvalidStatus: it names none (the message lists the statuses)."""
+    try:
+        return JobStatus(value)
+    except ValueError:
+        known = ", ".join(status.value for status in JobStatus)
+        raise InvalidStatus(f"no job status {shown(value)}: one of {known}") from None
 
 
 #: Statuses in which a job can still fire (a paused job once it is resumed).

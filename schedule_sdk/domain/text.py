@@ -16,6 +16,8 @@ import re
 from urllib.parse import urlsplit, urlunsplit
 
 from schedule_sdk.domain.errors import ScheduleValidationError
+from schedule_sdk.domain.quoting import SHOWN_CHARACTERS as SHOWN_CHARACTERS
+from schedule_sdk.domain.quoting import shown as shown
 
 #: NUL, and any UTF-16 surrogate code point (only lone ones can occur in a Python ``str``).
 _UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
@@ -45,6 +47,47 @@ def storable(value: str, field: str, error: type[ScheduleValidationError]) -> st
     if problem is not None:
         raise error(f"{field} contains {problem}, which no store can hold")
     return value
+
+
+#: C0 controls (tab, CR, LF and ESC among them), DEL, C1 controls, and the Unicode line and
+#: paragraph separators: characters that move a terminal's cursor, start an ANSI escape, or
+#: break a log line, which no id or metadata field needs.
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+#: The control characters ``json.dumps(ensure_ascii=False)`` writes raw.
+_RAW_IN_JSON = re.compile("[\x7f-\x9f\u2028\u2029]")
+
+
+def control_character(value: str) -> str | None:
+    """Describe the first control character of ``value`` (:data:`_CONTROL`: C0, DEL, C1, a
+    line or paragraph separator), or return None when it has none."""
+    found = _CONTROL.search(value)
+    if found is None:
+        return None
+    return f"a control character (U+{ord(found.group()):04X}) at position {found.start()}"
+
+
+def plain_id(value: str, field: str, error: type[ScheduleValidationError]) -> str:
+    """Return ``value`` if it may be stored as an id or a metadata field: storable
+    (:func:`storable`) and free of control characters (:func:`control_character`), which would
+    reach terminals and logs as escapes or line breaks; else raise ``error`` naming ``field``."""
+    storable(value, field, error)
+    problem = control_character(value)
+    if problem is not None:
+        raise error(f"{field} contains {problem}: ids and metadata are refused with control characters")
+    return value
+
+
+def escaped(text: str) -> str:
+    """``text`` with each control character (:func:`control_character`'s) written as its Python
+    escape (``\\x1b``, ``\\n``), for a terminal or a log line that shows text as it came."""
+    return _CONTROL.sub(lambda found: repr(found.group())[1:-1], text)
+
+
+def json_escaped(text: str) -> str:
+    """JSON ``text`` (from ``json.dumps``, which escapes the C0 controls in strings) with DEL, the
+    C1 controls and U+2028/9, which ``ensure_ascii=False`` leaves raw, written as ``\\uXXXX``
+    escapes: only strings can hold them, so the text stays the same JSON."""
+    return _RAW_IN_JSON.sub(lambda found: f"\\u{ord(found.group()):04x}", text)
 
 
 def holds_storable_text(value: str | None) -> bool:

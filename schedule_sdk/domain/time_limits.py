@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 
 from schedule_sdk.domain.errors import InvalidTimeLimit
+from schedule_sdk.domain.quoting import shown
 from schedule_sdk.domain.topics import validate_topic
 
 #: The shortest and the longest time limit.
@@ -51,7 +52,7 @@ class TimeLimits:
         checked = {}
         for topic, limit in dict(self.by_topic).items():
             validate_topic(topic)
-            checked[topic] = check_time_limit(limit, f"the time limit of topic {topic!r}")
+            checked[topic] = check_time_limit(limit, f"the time limit of topic {shown(topic)}")
         object.__setattr__(self, "by_topic", checked)
         object.__setattr__(self, "default", check_time_limit(self.default, "the default time limit"))
 

@@ -20,7 +20,7 @@ from typing import Any
 
 from schedule_sdk.domain.errors import InvalidTimerCommand, ScheduleValidationError
 from schedule_sdk.domain.ids import new_id
-from schedule_sdk.domain.text import json_too_deep, storable
+from schedule_sdk.domain.text import json_too_deep, plain_id, shown
 from schedule_sdk.domain.timing import bounded_utc
 
 #: The ``schedule_jobs`` topic of the one-shot job that fires a timer.
@@ -73,14 +73,14 @@ def parse_instant(value: object, name: str) -> datetime:
     try:
         parsed = datetime.fromisoformat(value)
     except ValueError as error:
-        raise InvalidTimerCommand(f"{name} is not an ISO 8601 timestamp: {value[:80]!r}") from error
+        raise InvalidTimerCommand(f"{name} is not an ISO 8601 timestamp: {shown(value)}") from error
     if parsed.tzinfo is None or parsed.utcoffset() is None:
-        raise InvalidTimerCommand(f"{name} has no UTC offset (naive timestamps are refused): {value!r}")
+        raise InvalidTimerCommand(f"{name} has no UTC offset (naive timestamps are refused): {shown(value)}")
     return bounded_utc(parsed, name, InvalidTimerCommand)
 
 
 def _describe(value: object) -> str:
-    return "null" if value is None else f"{type(value).__name__} {value!r}"[:80]
+    return "null" if value is None else f"{type(value).__name__} {shown(value)}"
 
 
 def _check_id(value: object, name: str, *, optional: bool = False) -> None:
@@ -90,7 +90,7 @@ def _check_id(value: object, name: str, *, optional: bool = False) -> None:
         raise InvalidTimerCommand(
             f"{name} must be a non-empty string of at most {MAX_ID_LENGTH} characters, not {_describe(value)}"
         )
-    storable(value, name, InvalidTimerCommand)
+    plain_id(value, name, InvalidTimerCommand)
 
 
 def as_refusal(error: Exception, stage: str) -> ScheduleValidationError:

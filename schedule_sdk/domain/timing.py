@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import difflib
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -43,6 +44,7 @@ from schedule_sdk.domain.errors import (
     NaiveDatetime,
     ScheduleValidationError,
 )
+from schedule_sdk.domain.text import shown
 
 UTC: tzinfo = _UTC  # the same object as datetime.timezone.utc
 
@@ -95,8 +97,20 @@ def zone(name: str) -> ZoneInfo:
     (on a case-insensitive file system ZoneInfo would accept it; we refuse it everywhere).
     """
     if not isinstance(name, str) or name not in _known_zone_names():
-        raise InvalidTimezone(f"not a valid IANA timezone: {name!r}")
+        raise InvalidTimezone(_not_a_zone(name))
     return _load_zone(name)
+
+
+def _not_a_zone(name: object) -> str:
+    """The refusal of ``name``, with the closest zone name when one is close ("did you mean")."""
+    text = f"not a valid IANA timezone: {shown(name)}"
+    if not isinstance(name, str) or not name or len(name) > 64:
+        return text
+    names = _known_zone_names()
+    by_case = {known.casefold(): known for known in names}
+    close = [name.casefold()] if name.casefold() in by_case else []
+    close = close or difflib.get_close_matches(name.casefold(), list(by_case), n=1, cutoff=0.75)
+    return f"{text} (did you mean {by_case[close[0]]!r}?)" if close else text
 
 
 @lru_cache(maxsize=1)
@@ -109,7 +123,7 @@ def _load_zone(name: str) -> ZoneInfo:
     try:
         return ZoneInfo(name)
     except (KeyError, ValueError, OSError) as exc:  # ZoneInfoNotFoundError is a KeyError
-        raise InvalidTimezone(f"not a valid IANA timezone: {name!r}") from exc
+        raise InvalidTimezone(_not_a_zone(name)) from exc
 
 
 def ensure_aware(value: datetime, field: str = "run_at") -> datetime:
@@ -224,7 +238,7 @@ def parse_cron(expression: str) -> CronFields:
     range such as ``22-2`` or ``fri-mon`` (Debian silently selects nothing for it).
     """
     if not isinstance(expression, str):
-        raise InvalidCron(f"cron expression must be a string, got {expression!r}")
+        raise InvalidCron(f"cron expression must be a string, got {shown(expression)}")
     if len(expression) > MAX_CRON_LENGTH:
         raise InvalidCron(
             f"cron expression is {len(expression)} characters long; at most {MAX_CRON_LENGTH} are accepted"
@@ -239,7 +253,7 @@ def _parse_cron_text(expression: str) -> CronFields:
         text = _MACROS.get(text.lower(), "")
     fields = text.split()
     if len(fields) != 5:
-        raise InvalidCron(f"not a standard 5-field cron expression: {expression!r}")
+        raise InvalidCron(f"not a standard 5-field cron expression: {shown(expression)}")
     minutes, hours, days, months, weekdays = (
         _parse_field(value, spec, expression) for value, spec in zip(fields, _FIELDS, strict=True)
     )
@@ -264,7 +278,7 @@ def _parse_field(text: str, spec: tuple[str, int, int, tuple[str, ...]], express
     for item in text.split(","):
         match = _ITEM.fullmatch(item)
         if match is None:
-            raise InvalidCron(f"invalid {name} field {text!r} in cron expression {expression!r}")
+            raise InvalidCron(f"invalid {name} field {shown(text)} in cron expression {shown(expression)}")
         star, first, last, step = match.groups()
         where = _Where(name, expression)
         if star:
@@ -273,9 +287,9 @@ def _parse_field(text: str, spec: tuple[str, int, int, tuple[str, ...]], express
             start = _field_value(first, low, high, names, where)
             stop = start if last is None else _field_value(last, low, high, names, where)
             if step is not None and last is None:
-                raise InvalidCron(f"a step needs a range or '*' ({item!r} {where})")
+                raise InvalidCron(f"a step needs a range or '*' ({shown(item)} {where})")
             if stop < start:
-                raise InvalidCron(f"wrap-around range {item!r} {where}: write it as two ranges")
+                raise InvalidCron(f"wrap-around range {shown(item)} {where}: write it as two ranges")
         increment = 1 if step is None else _step(step, where)
         values.update(range(start, stop + 1, increment))
     return frozenset(values)
@@ -289,7 +303,7 @@ class _Where:
     expression: str
 
     def __str__(self) -> str:
-        return f"in the {self.field} field of cron expression {self.expression!r}"
+        return f"in the {self.field} field of cron expression {shown(self.expression)}"
 
 
 def _field_value(token: str, low: int, high: int, names: tuple[str, ...], where: _Where) -> int:
@@ -298,13 +312,13 @@ def _field_value(token: str, low: int, high: int, names: tuple[str, ...], where:
     # at most 3 digits: no value or step of any field is longer (and int() of thousands of
     # digits is slow, past 4300 refused with a ValueError)
     if not token.isdigit() or len(token) > 3 or not low <= int(token) <= high:
-        raise InvalidCron(f"{token[:20]!r} is not a value from {low} to {high} {where}")
+        raise InvalidCron(f"{shown(token)} is not a value from {low} to {high} {where}")
     return int(token)
 
 
 def _step(token: str, where: _Where) -> int:
     if not token.isdigit() or len(token) > 3 or int(token) == 0:
-        raise InvalidCron(f"step {token[:20]!r} is not a positive whole number of at most 3 digits {where}")
+        raise InvalidCron(f"step {shown(token)} is not a positive whole number of at most 3 digits {where}")
     return int(token)
 
 
@@ -317,7 +331,7 @@ def validate_cron(expression: str) -> None:
         _croniter(cron, start).get_next(datetime)
     except CroniterError as exc:
         raise InvalidCron(
-            f"cron expression never matches (nothing within {_SEARCH_YEARS} years): {expression!r}"
+            f"cron expression never matches (nothing within {_SEARCH_YEARS} years): {shown(expression)}"
         ) from exc
 
 
@@ -422,7 +436,7 @@ def next_cron_time(expression: str, tz: str | ZoneInfo, after: datetime) -> date
     """
     for instant, _ in _cron_fires(expression, tz, after):
         return instant
-    raise InvalidCron(f"no occurrence within {_SEARCH_YEARS} years for cron expression {expression!r}")
+    raise InvalidCron(f"no occurrence within {_SEARCH_YEARS} years for cron expression {shown(expression)}")
 
 
 def cron_fire_times(expression: str, tz: str | ZoneInfo, after: datetime, n: int) -> list[FireTime]:
@@ -554,7 +568,7 @@ def _transition(tz: ZoneInfo, before: datetime, after: datetime) -> datetime:
 def check_count(n: object) -> int:
     """Return ``n`` if it is an int from 1 to :data:`MAX_FIRE_TIMES` (how many fires to list)."""
     if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_FIRE_TIMES:
-        raise ScheduleValidationError(f"n must be an int from 1 to {MAX_FIRE_TIMES}, got {n!r}")
+        raise ScheduleValidationError(f"n must be an int from 1 to {MAX_FIRE_TIMES}, got {shown(n)}")
     return n
 
 
@@ -564,7 +578,7 @@ def check_count(n: object) -> int:
 def validate_interval(every_ms: object) -> int:
     """Return ``every_ms`` if it is an int (not a bool) from 1 ms to 10 years (3653 days)."""
     if isinstance(every_ms, bool) or not isinstance(every_ms, int):
-        raise InvalidInterval(f"every_ms must be a whole number of milliseconds, got {every_ms!r}")
+        raise InvalidInterval(f"every_ms must be a whole number of milliseconds, got {shown(every_ms)}")
     if not 1 <= every_ms <= _MAX_INTERVAL_MS:
         raise InvalidInterval(f"every_ms must be between 1 and {_MAX_INTERVAL_MS}, got {every_ms}")
     return every_ms

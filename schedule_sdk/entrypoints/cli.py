@@ -31,7 +31,7 @@ from schedule_sdk.domain.errors import (
     ScheduleUnavailable,
     ScheduleValidationError,
 )
-from schedule_sdk.domain.text import masked_url, without_secret
+from schedule_sdk.domain.text import json_escaped, masked_url, shown, without_secret
 from schedule_sdk.entrypoints import cli_schedules
 from schedule_sdk.entrypoints.cli_context import (
     ERROR,
@@ -42,6 +42,8 @@ from schedule_sdk.entrypoints.cli_context import (
     USAGE,
     Context,
     UsageError,
+    import_listener_modules,
+    one_line,
 )
 
 if TYPE_CHECKING:
@@ -96,28 +98,23 @@ exit codes:
 # -- helpers ---------------------------------------------------------------------------------------
 
 
-def _one_line(error: BaseException) -> str:
-    text = " ".join(str(error).split()) or type(error).__name__
-    return text if len(text) <= 400 else text[:397] + "..."
-
-
 def _check_urls(settings: Settings) -> None:
     """Refuse URLs no adapter can use before anything tries to connect."""
     import sqlalchemy as sa
 
     from schedule_sdk.domain.redis_url import sentinel_target
 
-    shown = masked_url(settings.database_url)  # never print a password
+    masked = masked_url(settings.database_url)  # never print a password
     try:
         url = sa.make_url(settings.database_url)
         url.get_dialect()
     except (sa.exc.ArgumentError, sa.exc.NoSuchModuleError, ImportError, ValueError) as error:
-        detail = without_secret(_one_line(error), settings.database_url)
-        raise UsageError(f"bad database URL {shown!r}: {detail}") from None
+        detail = without_secret(one_line(error), settings.database_url)
+        raise UsageError(f"bad database URL {masked!r}: {detail}") from None
     if url.get_backend_name() not in ("sqlite", "postgresql"):
-        raise UsageError(f"bad database URL {shown!r}: use sqlite:/// or postgresql://")
+        raise UsageError(f"bad database URL {masked!r}: use sqlite:/// or postgresql://")
     if url.get_backend_name() == "sqlite" and url.database in (None, "", ":memory:"):
-        raise UsageError(f"bad database URL {shown!r}: SQLite needs a file (sqlite:///jobs.db)")
+        raise UsageError(f"bad database URL {masked!r}: SQLite needs a file (sqlite:///jobs.db)")
     if settings.redis_url:
         try:
             sentinel_target(settings.redis_url)
@@ -147,28 +144,10 @@ def job_to_dict(job: ScheduledJob) -> dict[str, Any]:
 
 
 def _write_json(ctx: Context, value: Any) -> None:
-    json.dump(value, ctx.out, indent=2, ensure_ascii=False)
-    ctx.out.write("\n")
+    ctx.out.write(json_escaped(json.dumps(value, indent=2, ensure_ascii=False)) + "\n")
 
 
 # -- commands --------------------------------------------------------------------------------------
-
-
-def import_listener_modules(modules: Sequence[str]) -> None:
-    """Import the worker's listener modules, with the working directory first on the import path
-    (as ``celery -A`` and ``rq worker`` do: ``schedule-sdk worker --listeners mymod`` run from the
-    project's folder finds ``mymod.py``, which a console script's path would not).
-
-    :raises UsageError: a module cannot be imported.
-    """
-    cwd = os.getcwd()
-    if cwd not in sys.path and "" not in sys.path:
-        sys.path.insert(0, cwd)
-    for module in modules:
-        try:
-            importlib.import_module(module)
-        except ImportError as error:
-            raise UsageError(f"cannot import listener module {module!r}: {_one_line(error)}") from error
 
 
 def cmd_worker(ctx: Context) -> int:
@@ -183,21 +162,17 @@ def cmd_worker(ctx: Context) -> int:
         worker.start()
         if ctx.args.metrics_port:
             host = _serve_probes(ctx, worker)
-            ctx.err.write(
-                f"schedule-sdk: /metrics, /healthz and /readyz on http://{host}:{ctx.args.metrics_port}/\n"
-            )
+            ctx.notice(f"/metrics, /healthz and /readyz on http://{host}:{ctx.args.metrics_port}/")
         # A process of our own: keep start-up objects out of the cyclic GC's scans, which
         # otherwise show up as multi-millisecond pauses in fire lateness.
         gc.collect()
         gc.freeze()
-        ctx.err.write(
-            f"schedule-sdk: worker {settings.worker_id} started ({settings.execution_substrate} substrate, "
-            f"{len(modules)} listener module(s)); SIGTERM or Ctrl-C stops it\n"
+        ctx.notice(
+            f"worker {settings.worker_id} started ({settings.execution_substrate} substrate, "
+            f"{len(modules)} listener module(s)); SIGTERM or Ctrl-C stops it"
         )
-        ctx.err.flush()
         stop.wait()
-        ctx.err.write(f"schedule-sdk: stopping (in-flight fires get {settings.stop_timeout:g}s)\n")
-        ctx.err.flush()
+        ctx.notice(f"stopping (in-flight fires get {settings.stop_timeout:g}s)")
         worker.stop()
     return OK
 
@@ -236,7 +211,7 @@ def cmd_dashboard(ctx: Context) -> int:
     token = os.environ.get(DASHBOARD_TOKEN_ENV) or None
     app = create_dashboard(ctx.container, token=token)
     mode = "actions need the token" if token else f"read-only (set ${DASHBOARD_TOKEN_ENV} to allow actions)"
-    ctx.err.write(f"schedule-sdk: dashboard on http://{ctx.args.host}:{ctx.args.port}/ ({mode})\n")
+    ctx.notice(f"dashboard on http://{ctx.args.host}:{ctx.args.port}/ ({mode})")
     ctx.err.flush()
     uvicorn.run(app, host=ctx.args.host, port=ctx.args.port, log_level="warning")
     return OK
@@ -356,7 +331,7 @@ def cmd_timer(ctx: Context) -> int:
     try:
         module = importlib.import_module("schedule_sdk.entrypoints.timer_service")
     except ImportError as error:
-        raise UsageError(f"the timer service is not available: {_one_line(error)}") from error
+        raise UsageError(f"the timer service is not available: {one_line(error)}") from error
     timer_main: Callable[[list[str]], int] = module.main
     try:
         return int(timer_main(list(ctx.args.timer_args)) or 0)
@@ -401,12 +376,12 @@ def cmd_jobs_show(ctx: Context) -> int:
     job = service.get_by_id(ctx.args.job_id)
     if job is None:
         raise JobNotFound(ctx.args.job_id)
-    shown = job_to_dict(job)
+    record = job_to_dict(job)
     if job.run_of is not None:
-        shown["note"] = f"run of {job.run_of}: fires its occurrence {job.occurrence} (overlap 'allow')"
-    shown["history"] = [fire_to_dict(f) for f in shown_history(service, job, ctx.args.history)]
-    shown["next_fire_times"] = [fire.to_dict() for fire in service.preview(job.id, n=5)]
-    _write_json(ctx, shown)
+        record["note"] = f"run of {job.run_of}: fires its occurrence {job.occurrence} (overlap 'allow')"
+    record["history"] = [fire_to_dict(f) for f in shown_history(service, job, ctx.args.history)]
+    record["next_fire_times"] = [fire.to_dict() for fire in service.preview(job.id, n=5)]
+    _write_json(ctx, record)
     return OK
 
 
@@ -418,7 +393,7 @@ def cmd_cron(ctx: Context) -> int:
     except ValueError:
         after = None
     if after is None or after.tzinfo is None:
-        raise UsageError(f"--after must be an ISO 8601 time with an offset (Z or +hh:mm): {a.after!r}")
+        raise UsageError(f"--after must be an ISO 8601 time with an offset (Z or +hh:mm): {shown(a.after)}")
     fires = _cron_spec(a).next_fire_times(after, a.n)
     if a.json:
         _write_json(ctx, [fire.to_dict() for fire in fires])
@@ -447,7 +422,7 @@ def _cron_spec(a: argparse.Namespace) -> RepeatSpec:
         try:
             dates.append(date.fromisoformat(text))
         except ValueError:
-            raise UsageError(f"--exclude-date must be a date such as 2027-12-24, not {text!r}") from None
+            raise UsageError(f"--exclude-date must be a date such as 2027-12-24, not {shown(text)}") from None
     holiday = None
     if a.holidays:
         country, _, subdivision = a.holidays.partition("-")
@@ -520,7 +495,7 @@ def cmd_jobs_requeue(ctx: Context) -> int:
         try:
             job = service.requeue(job_id)
         except (JobNotFound, NotRequeueable) as error:
-            ctx.err.write(f"schedule-sdk: error: {_one_line(error)}\n")
+            ctx.err.write(f"schedule-sdk: error: {one_line(error)}\n")
             code = code or _exit_code(error)
             continue
         ctx.out.write(
@@ -891,5 +866,5 @@ def _failed(args: argparse.Namespace, error: Exception, err: TextIO) -> int:
     if args.verbose:
         traceback.print_exception(error, file=err)
     prefix = "unexpected error: " if code == ERROR and not _refused(error) else ""
-    err.write(f"schedule-sdk: error: {prefix}{_one_line(error)}\n")
+    err.write(f"schedule-sdk: error: {prefix}{one_line(error)}\n")
     return code

@@ -10,7 +10,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from schedule_sdk.entrypoints.cli_context import Context, UsageError
+from schedule_sdk.entrypoints.cli_context import Context, UsageError, import_listener_modules
 
 if TYPE_CHECKING:
     from schedule_sdk.domain.declared import Plan, PlanItem
@@ -23,15 +23,19 @@ def _time(value: Any) -> str:
 
 
 def _bind(ctx: Context) -> Any:
-    """The container's declared sync, with the methods of ``--container`` bound."""
+    """The container's declared sync, with the methods of ``--container`` bound.
+
+    The modules are imported as ``worker`` imports its listeners: the working directory first on
+    the import path, and a module that cannot be imported is a usage error (exit 2)."""
     container = ctx.container
-    schedules = container.declared_schedules()
     modules = list(ctx.settings.listener_modules)
     named = getattr(ctx.args, "listeners", None) or ""
-    for module in filter(None, (m.strip() for m in named.split(","))):
-        if module not in modules:  # an app's own container (run_in) was not built with them
-            schedules.register(module, classes=False)
-            modules.append(module)
+    extra = [m for m in filter(None, (m.strip() for m in named.split(","))) if m not in modules]
+    import_listener_modules([*modules, *extra])
+    schedules = container.declared_schedules()
+    for module in extra:  # an app's own container (run_in) was not built with them
+        schedules.register(module, classes=False)
+        modules.append(module)
     spec = getattr(ctx.args, "app_container", None)
     if spec:
         module_name, _, attribute = spec.partition(":")

@@ -40,6 +40,15 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--db-path", help="SQLite file or SQLAlchemy URL (TIMER_DB_PATH)")
     parser.add_argument("--broker-url", help="nats://host:port, or 'inprocess' (TIMER_BROKER_URL)")
     parser.add_argument(
+        "--database-pooler",
+        choices=("none", "transaction"),
+        help="'transaction' behind a transaction pooler such as PgBouncer (TIMER_DATABASE_POOLER)",
+    )
+    parser.add_argument(
+        "--database-listen-url",
+        help="a direct PostgreSQL URL for LISTEN wake-ups behind the pooler (TIMER_DATABASE_LISTEN_URL)",
+    )
+    parser.add_argument(
         "--metrics-port", type=int, help="serve Prometheus /metrics here (TIMER_METRICS_PORT)"
     )
     parser.add_argument(
@@ -56,12 +65,19 @@ def main(argv: list[str] | None = None) -> int:
     from schedule_sdk.bootstrap.timer import Timer
     from schedule_sdk.bootstrap.timer_settings import TimerSettings
 
-    logging.basicConfig(
-        level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+    # One set-up for both ways in: ``schedule-sdk timer`` has configured logging already (its
+    # handler, its --log-format), where basicConfig alone would keep its WARNING level.
+    logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger().setLevel(args.log_level.upper())
     try:
         settings = TimerSettings.load(
-            {"db_path": args.db_path, "broker_url": args.broker_url, "metrics_port": args.metrics_port}
+            {
+                "db_path": args.db_path,
+                "broker_url": args.broker_url,
+                "database_pooler": args.database_pooler,
+                "database_listen_url": args.database_listen_url,
+                "metrics_port": args.metrics_port,
+            }
         )
         timer = Timer(settings, metrics=_metrics(settings))
     except ScheduleError as error:

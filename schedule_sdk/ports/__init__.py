@@ -15,9 +15,13 @@ All methods are thread-safe.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+from schedule_sdk.domain.moved import moved
 from schedule_sdk.ports.capabilities import (
     CAPABILITIES,
     DeclaredRows,
+    DueScan,
     FireHistory,
     JoinableStore,
     OperatorReads,
@@ -30,7 +34,14 @@ from schedule_sdk.ports.capabilities import (
 from schedule_sdk.ports.clock import ClaimClock, Clock
 from schedule_sdk.ports.fire import Dispatcher, EventPublisher, FirePath, FireResult, Listeners, Runner
 from schedule_sdk.ports.observe import FireSpan, Metrics, Tracing
-from schedule_sdk.ports.queue import CommitSignal, DelayIndex, ExecutionQueue, ReleasedBatch, WakeUps
+from schedule_sdk.ports.queue import (
+    CommitSignal,
+    DelayIndex,
+    ExecutionQueue,
+    HealNote,
+    ReleasedBatch,
+    WakeUps,
+)
 from schedule_sdk.ports.store import (
     DueClaim,
     Guard,
@@ -55,6 +66,7 @@ __all__ = [
     "CommitSignal",
     "DeclaredRows",
     "DelayIndex",
+    "DueScan",
     "Dispatcher",
     "DueClaim",
     "EventPublisher",
@@ -63,6 +75,7 @@ __all__ = [
     "FirePath",
     "FireResult",
     "FireSpan",
+    "HealNote",
     "Guard",
     "JobStore",
     "JobTransaction",
@@ -89,3 +102,11 @@ __all__ = [
     "provided",
     "require",
 ]
+
+if not TYPE_CHECKING:  # a type checker should flag a name the ports do not have
+    #: Deprecated here: the claim timing helpers moved to :mod:`schedule_sdk.core.claim_timing`.
+    __getattr__ = moved(
+        __name__,
+        "schedule_sdk.core.claim_timing",
+        names=frozenset({"CLAIM_AHEAD", "claim_horizon", "claim_lead", "claim_time"}),
+    )

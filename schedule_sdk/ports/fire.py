@@ -92,6 +92,9 @@ class FireResult:
     #: to the queue with the outcome, only if the outcome is written (the row was still claimed
     #: by the firing worker for this occurrence); None: the listeners ran here.
     run: ScheduledJob | None = None
+    #: The row changed before the job was due (cancelled, paused, rescheduled, released): no
+    #: listener ran and nothing is recorded (``outcome`` is the job as claimed).
+    withdrawn: bool = False
 
 
 class FirePath(ABC):

@@ -178,6 +178,21 @@ class JobStore(ABC):
     def get(self, job_id: str) -> ScheduledJob | None:
         """The job with this id, or None."""
 
+    def still_claimed(self, job: ScheduledJob) -> bool:
+        """Whether ``job``'s row is still as a claim returned it: ``active``, claimed by
+        ``job.claimed_by`` at ``job.occurrence`` and ``job.attempt`` (False: it was cancelled,
+        paused, rescheduled, released or fired meanwhile, or is gone). The read sees every write
+        committed before it started. The fire path asks it of a job claimed ahead of its due
+        instant, once the job is due. The default reads the whole row (:meth:`get`); a store may
+        read those columns only."""
+        row = self.get(job.id)
+        return (
+            row is not None
+            and row.status is JobStatus.ACTIVE
+            and row.claimed_by == job.claimed_by
+            and (row.occurrence, row.attempt) == (job.occurrence, job.attempt)
+        )
+
     @abstractmethod
     def list_jobs(self, query: JobQuery) -> list[ScheduledJob]:
         """Up to ``query.limit`` jobs matching every given filter, with ``id > query.after_id``,
@@ -188,7 +203,9 @@ class JobStore(ABC):
         self, now: datetime, limit: int, worker_id: str, lease_until: datetime
     ) -> list[ScheduledJob]:
         """Atomically move up to ``limit`` pending jobs with ``run_at <= now`` (earliest first) to
-        ``active``, claimed by ``worker_id`` until ``lease_until``; return them as claimed. Rows
+        ``active``, claimed by ``worker_id`` until ``lease_until``; return them as claimed, with
+        ``updated_at`` set to ``now`` (the fire path tells by it whether a claim was made before
+        the job's due instant: :func:`~schedule_sdk.core.claim_timing.claimed_ahead`). Rows
         another transaction is claiming are skipped, never claimed twice.
 
         A job with a :class:`~schedule_sdk.domain.jobs.ConcurrencyLimit` is claimed only while

@@ -19,7 +19,7 @@ import sqlalchemy as sa
 
 from schedule_sdk.timer import ScheduleTimer
 from tests.support import control
-from tests.support.timer_fixtures import command
+from tests.support.timer_fixtures import command, store_engine, store_env
 from tests.support.timer_probe import Probe, read_all
 from tests.support.waiting import HANG, wait_until
 
@@ -36,7 +36,7 @@ class TimerProcess:
     def __init__(
         self, names: dict[str, str], db: str, log: Path, module: str = "schedule_sdk.timer", **env: str
     ) -> None:
-        environ = dict(os.environ, PYTHONPATH=str(ROOT), TIMER_DB_PATH=db, TIMER_LEASE_SECONDS="1.5")
+        environ = dict(os.environ, PYTHONPATH=str(ROOT), TIMER_LEASE_SECONDS="1.5", **store_env(db))
         environ.update({f"TIMER_{k.upper()}": v for k, v in names.items()})
         environ.update(TIMER_RETRY_DELAY_MS="200", TIMER_POLLING_INTERVAL="500", **env)
         self.log = log
@@ -80,7 +80,7 @@ def probe(nats_names):
 
 
 def _reached(db: str) -> Counter[str]:
-    engine = sa.create_engine(db if "://" in db else f"sqlite:///{db}")
+    engine = store_engine(db)
     try:
         with engine.begin() as conn:
             return Counter(conn.execute(sa.text("SELECT state FROM timer_schedules")).scalars())

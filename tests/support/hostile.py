@@ -9,6 +9,7 @@ same examples each CI run); ``SCHEDULE_HOSTILE_SEED=random`` draws new ones each
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 from datetime import UTC, datetime, timedelta, timezone
@@ -54,6 +55,9 @@ FRAGMENTS = [
     "{{ 7*7 }}",
     "../..",
     "\r\n",
+    "\x1b[31m",  # an ANSI escape
+    "\x85",  # a C1 control (NEL)
+    "\u2028",
     "é",
     "😀",
     " ",
@@ -135,6 +139,15 @@ intervals = st.one_of(
     st.floats(),
 )
 ids = st.one_of(hostile_text, st.just("01a21365-b3cc-745d-b970-f58d99f1847d"))
+#: List cursors: hostile text, and the encoding a real cursor has of any 36 characters (a NUL run,
+#: control characters) or of a real job id.
+cursors = st.one_of(
+    st.none(),
+    hostile_text,
+    st.one_of(st.text(min_size=36, max_size=36), st.just("\x00" * 36), ids).map(
+        lambda text: base64.urlsafe_b64encode(text.encode(errors="surrogatepass")).decode().rstrip("=")
+    ),
+)
 
 
 def _instant_text(dt: datetime) -> str:

@@ -12,7 +12,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from sqlalchemy.engine import Engine
 
+from schedule_sdk.adapters.sql.engine import make_engine
 from schedule_sdk.timer import Envelope, ScheduleTimer, Timer, TimerSettings
 from tests.support import services
 from tests.support.waiting import wait_until
@@ -64,17 +66,54 @@ class Received:
     params=[
         pytest.param("sqlite"),
         pytest.param("postgres", marks=pytest.mark.postgres),
+        pytest.param("pgbouncer", marks=[pytest.mark.postgres, pytest.mark.pgbouncer]),
     ]
 )
 def timer_db(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    """A TIMER_DB_PATH value: a SQLite file, or the URL of an empty PostgreSQL database."""
+    """A TIMER_DB_PATH value: a SQLite file, or the URL of an empty PostgreSQL database, directly
+    or ("pgbouncer") through PgBouncer in transaction pooling (the timer then needs
+    :func:`store_settings`' pooler settings)."""
     if request.param == "sqlite":
         yield str(tmp_path / "event_service.db")
         return
     databases: services.PostgresDatabases = request.getfixturevalue("empty_postgres_databases")
     url = databases.lease("timer_suite")
-    yield url
-    databases.give_back(url)
+    if request.param == "pgbouncer":
+        request.getfixturevalue("pgbouncer")
+        yield services.through_pgbouncer(url)
+    else:
+        yield url
+    databases.give_back(url)  # also ends PgBouncer's server sessions on it
+
+
+def pooled(db_path: str) -> bool:
+    """Whether the TIMER_DB_PATH ``db_path`` reaches PostgreSQL through the test PgBouncer."""
+    return f":{services.PGBOUNCER_PORT}/" in db_path
+
+
+def direct_url(db_path: str) -> str:
+    """The database of ``db_path`` without the pooler (for LISTEN and for the tests' own reads)."""
+    return db_path.replace(f":{services.PGBOUNCER_PORT}/", f":{services.PG_PORT}/")
+
+
+def store_settings(db_path: str) -> dict[str, Any]:
+    """The TimerSettings of the store at ``db_path``: behind PgBouncer, as the production how-to
+    says (``database_pooler=transaction``, LISTEN on a direct connection)."""
+    values: dict[str, Any] = {"db_path": db_path}
+    if pooled(db_path):
+        values.update(database_pooler="transaction", database_listen_url=direct_url(db_path))
+    return values
+
+
+def store_env(db_path: str) -> dict[str, str]:
+    """:func:`store_settings` as TIMER_* environment variables."""
+    return {f"TIMER_{key.upper()}": str(value) for key, value in store_settings(db_path).items()}
+
+
+def store_engine(db_path: str) -> Engine:
+    """An engine on the store at ``db_path`` (through the pooler, set up for it)."""
+    url = db_path if "://" in db_path else f"sqlite:///{db_path}"
+    return make_engine(url, pooler="transaction" if pooled(db_path) else "none")
 
 
 @pytest.fixture(scope="session")
@@ -94,7 +133,7 @@ def make_timer(timer_db: str) -> Iterator[Callable[..., Timer]]:
 
     def make(metrics: Any = None, **overrides: Any) -> Timer:
         values: dict[str, Any] = {
-            "db_path": timer_db,
+            **store_settings(timer_db),
             "broker_url": "inprocess",
             "polling_interval_ms": 500,
             "lease_seconds": 2.0,

@@ -158,6 +158,7 @@ def test_the_job_store_port_has_no_defaults_but_derivations() -> None:
         "backlog",
         "concurrency_load",
         "warm",
+        "still_claimed",
     }
     lookup = {"capability"}  # not a derivation: how a store hands out the capabilities it composes
     assert concrete == derived | lookup

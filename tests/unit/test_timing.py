@@ -604,6 +604,30 @@ def test_zone_invalid(name: object) -> None:
         zone(name)  # type: ignore[arg-type]
 
 
+@pytest.mark.parametrize(
+    ("name", "meant"),
+    [
+        ("Europe/Pari", "Europe/Paris"),
+        ("europe/paris", "Europe/Paris"),
+        ("utc", "UTC"),
+        ("America/New York", "America/New_York"),
+        ("America/New_York ", "America/New_York"),
+        ("US/Pacfic", "US/Pacific"),
+    ],
+)
+def test_a_misspelled_zone_gets_the_closest_name(name: str, meant: str) -> None:
+    with pytest.raises(InvalidTimezone) as refused:
+        zone(name)
+    assert str(refused.value).endswith(f"(did you mean {meant!r}?)")
+
+
+@pytest.mark.parametrize("name", ["Mars/Olympus", "x" * 500, "", None])
+def test_a_zone_like_no_other_gets_no_suggestion(name: object) -> None:
+    with pytest.raises(InvalidTimezone) as refused:
+        zone(name)  # type: ignore[arg-type]
+    assert "did you mean" not in str(refused.value)
+
+
 def test_ensure_aware_converts_to_utc() -> None:
     value = datetime(2026, 6, 15, 9, 0, tzinfo=ZoneInfo("America/New_York"))
     result = ensure_aware(value)

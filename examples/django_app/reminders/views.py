@@ -10,6 +10,7 @@ from dependency_injector.wiring import Provide, inject
 from django import db
 from django.db import transaction
 from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_http_methods, require_POST
 
 from schedule_sdk import (
@@ -70,6 +71,9 @@ def find(service: ScheduleService, reminder_id: str) -> ScheduledJob:
     return job
 
 
+# A JSON API called by scripts, as the FastAPI example's: no browser session, so no CSRF cookie to
+# check (a real app authenticates its callers, e.g. with a token).
+@csrf_exempt
 @require_http_methods(["GET", "POST"])
 def reminders(request: HttpRequest) -> HttpResponse:
     if request.method == "POST":
@@ -122,6 +126,7 @@ def list_reminders(
     return JsonResponse({"items": [reminder_json(j) for j in page.items], "next_cursor": page.next_cursor})
 
 
+@csrf_exempt
 @require_http_methods(["GET", "DELETE"])
 @inject
 def reminder(
@@ -135,6 +140,7 @@ def reminder(
     return JsonResponse(reminder_json(find(service, reminder_id)))
 
 
+@csrf_exempt
 @require_POST
 @inject
 def reschedule_reminder(

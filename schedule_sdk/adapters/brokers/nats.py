@@ -44,7 +44,7 @@ from schedule_sdk.domain.errors import (
     ScheduleUnavailable,
     ScheduleValidationError,
 )
-from schedule_sdk.domain.text import masked_url, without_secret
+from schedule_sdk.domain.text import escaped, masked_url, without_secret
 from schedule_sdk.domain.timers import Envelope, ScheduleTimer, as_refusal
 from schedule_sdk.ports import CommandSink, CommandSource, MessageBus
 
@@ -374,7 +374,7 @@ class JetStreamCommandSource(CommandSource):
         if self._dead_letter:
             headers = {
                 "Timer-Error-Code": error.code,
-                "Timer-Error": " ".join((reason or str(error)).split())[:500],
+                "Timer-Error": escaped(" ".join((reason or str(error)).split()))[:500],
                 "Timer-Source-Subject": str(message.subject),
             }
             try:

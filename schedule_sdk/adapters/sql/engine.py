@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncEngine
 
 from schedule_sdk.domain.errors import ClientRequestIdInUse, InvalidSetting, StoreUnavailable
-from schedule_sdk.domain.text import masked_url, without_secret
+from schedule_sdk.domain.text import masked_url, shown, without_secret
 
 WRITE = "schedule_sdk_write"
 #: The engine's execution option naming what sits between it and PostgreSQL (the
@@ -47,8 +47,8 @@ def session_name(worker_id: str) -> str:
     if len(name) <= _NAME_BYTES and name.isascii() and name.isprintable():
         return name
     digest = hashlib.sha256(worker_id.encode()).hexdigest()[:16]
-    shown = "".join(c if c.isascii() and c.isprintable() else "?" for c in worker_id)
-    return f"{_SESSION_PREFIX}{shown[: _NAME_BYTES - len(_SESSION_PREFIX) - 17]}~{digest}"
+    printable = "".join(c if c.isascii() and c.isprintable() else "?" for c in worker_id)
+    return f"{_SESSION_PREFIX}{printable[: _NAME_BYTES - len(_SESSION_PREFIX) - 17]}~{digest}"
 
 
 def make_engine(
@@ -74,8 +74,8 @@ def make_engine(
     try:
         parsed = sa.make_url(url)
     except exc.ArgumentError as error:
-        shown, detail = masked_url(url), without_secret(str(error), url)
-        raise InvalidSetting(f"invalid database URL {shown!r}: {detail}") from None
+        masked, detail = masked_url(url), without_secret(str(error), url)
+        raise InvalidSetting(f"invalid database URL {masked!r}: {detail}") from None
     if parsed.get_backend_name() == "sqlite":
         return _sqlite_engine(parsed, busy_timeout_ms, echo, wal_autocheckpoint)
     if parsed.get_backend_name() == "postgresql" and parsed.drivername == "postgresql":
@@ -110,7 +110,7 @@ def pooled_options(pooler: Pooler, application_name: str | None = None) -> dict[
     (``prepare_threshold=None``, which also overrides an explicit ``prepare=True``), and no session
     setting is sent at connect time."""
     if pooler not in ("none", "transaction"):
-        raise InvalidSetting(f"database_pooler must be 'none' or 'transaction', not {pooler!r}")
+        raise InvalidSetting(f"database_pooler must be 'none' or 'transaction', not {shown(pooler)}")
     options: dict[str, Any] = {"execution_options": {POOLER: pooler, SESSION_NAME: application_name}}
     connect_args: dict[str, Any] = {}
     if pooler == "transaction":

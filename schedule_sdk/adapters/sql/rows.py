@@ -130,7 +130,7 @@ def _metadata(
     """A row's metadata (the many rows without any share one value)."""
     if owner_id is None and tenant_id is None and correlation_id is None and client_request_id is None:
         return _NO_METADATA
-    return JobMetadata(
+    return JobMetadata.stored(
         owner_id=owner_id,
         tenant_id=tenant_id,
         correlation_id=correlation_id,

@@ -11,7 +11,9 @@ reads the version table with one query and loads no Alembic at all.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import contextlib
+import logging
+from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
@@ -30,6 +32,31 @@ HEAD_REVISION = "0023"
 _LOCK_KEY = 0x5C4ED_5D4  # arbitrary constant for pg_advisory_xact_lock
 
 
+def _setup_chatter(record: logging.LogRecord) -> bool:
+    """False for Alembic's set-up lines ("setup plugin ...", "Context impl ...", "Will assume ...")
+    below WARNING, unless Alembic's logger shows DEBUG; its "Running upgrade" lines stay."""
+    return (
+        record.levelno >= logging.WARNING
+        or record.getMessage().startswith("Running ")
+        or logging.getLogger("alembic").isEnabledFor(logging.DEBUG)
+    )
+
+
+@contextlib.contextmanager
+def _quiet_setup() -> Iterator[None]:
+    """While the SDK runs Alembic: its set-up lines only at DEBUG (every start at ``-v`` printed
+    them), each migration step at INFO. The host's own Alembic runs are left as they are. Alembic
+    is imported inside it: its first import sets its plugins up, a line each."""
+    loggers = [logging.getLogger(name) for name in ("alembic.runtime.plugins", "alembic.runtime.migration")]
+    for each in loggers:
+        each.addFilter(_setup_chatter)
+    try:
+        yield
+    finally:
+        for each in loggers:
+            each.removeFilter(_setup_chatter)
+
+
 def _config() -> Config:
     from alembic.config import Config
 
@@ -39,15 +66,16 @@ def _config() -> Config:
 
 
 def head_revision() -> str | None:
-    from alembic.script import ScriptDirectory
+    with _quiet_setup():
+        from alembic.script import ScriptDirectory
 
-    return ScriptDirectory.from_config(_config()).get_current_head()
+        return ScriptDirectory.from_config(_config()).get_current_head()
 
 
 def current_revision(engine: Engine) -> str | None:
-    from alembic.runtime.migration import MigrationContext
+    with _quiet_setup(), translate_errors(), engine.connect() as conn:
+        from alembic.runtime.migration import MigrationContext
 
-    with translate_errors(), engine.connect() as conn:
         context = MigrationContext.configure(conn, opts={"version_table": VERSION_TABLE})
         return context.get_current_revision()
 
@@ -70,10 +98,10 @@ def upgrade(engine: Engine, revision: str = "head", *, attributes: Mapping[str, 
         return
     if revision == "head" and current_revision(engine) == head_revision():
         return
-    from alembic import command
+    with _quiet_setup(), translate_errors(), engine.connect() as conn:
+        from alembic import command
 
-    config = _config()
-    with translate_errors(), engine.connect() as conn:
+        config = _config()
         conn.execution_options(**{WRITE: True})
         with conn.begin():
             if conn.dialect.name == "postgresql":
@@ -85,10 +113,10 @@ def upgrade(engine: Engine, revision: str = "head", *, attributes: Mapping[str, 
 
 def downgrade(engine: Engine, revision: str = "base") -> None:
     """Bring the schema down to ``revision`` (default: no SDK table left)."""
-    from alembic import command
+    with _quiet_setup(), translate_errors(), engine.connect() as conn:
+        from alembic import command
 
-    config = _config()
-    with translate_errors(), engine.connect() as conn:
+        config = _config()
         conn.execution_options(**{WRITE: True})
         with conn.begin():
             config.attributes["connection"] = conn

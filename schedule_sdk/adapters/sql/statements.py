@@ -101,6 +101,16 @@ OPEN_OCCURRENCES = (
     .order_by(t.c.id)
 )
 
+#: Whether a row is still as its claim returned it; bind ``s_id``, ``s_worker``,
+#: ``s_occurrence``, ``s_attempt`` (SQLite; PostgreSQL's is ``pg_claims.STILL_CLAIMED``).
+STILL_CLAIMED = sa.select(sa.literal(1)).where(
+    t.c.id == sa.bindparam("s_id"),
+    ACTIVE,
+    t.c.claimed_by == sa.bindparam("s_worker"),
+    t.c.occurrence == sa.bindparam("s_occurrence"),
+    t.c.attempt == sa.bindparam("s_attempt"),
+)
+
 # SQLite's claims (PostgreSQL's are in pg_claims), built once. They run in a write transaction
 # (BEGIN IMMEDIATE), so no other writer changes a row between choosing and updating it.
 # Bind c_limit as well.

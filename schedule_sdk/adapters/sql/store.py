@@ -25,6 +25,7 @@ from sqlalchemy.engine import Connection, Engine
 from schedule_sdk.adapters.sql import watch
 from schedule_sdk.adapters.sql.connections import Connections, OneConnection
 from schedule_sdk.adapters.sql.declared import SQLAlchemyDeclaredRows
+from schedule_sdk.adapters.sql.due_scan import SQLDueScan
 from schedule_sdk.adapters.sql.engine import transaction_pooled, translate_errors
 from schedule_sdk.adapters.sql.fast import pg_claims, sqlite_claims
 from schedule_sdk.adapters.sql.fast.writes import EXTEND_PG, FIRE_TIME
@@ -46,6 +47,7 @@ from schedule_sdk.adapters.sql.statements import (
     NO_FLUSH_WAIT,
     OPEN_OCCURRENCES,
     PENDING,
+    STILL_CLAIMED,
     list_statement,
     once,
 )
@@ -57,6 +59,7 @@ from schedule_sdk.domain.jobs import JobQuery, ScheduledJob
 from schedule_sdk.ports import (
     DeclaredRows,
     DueClaim,
+    DueScan,
     FireHistory,
     JobStore,
     JobTransaction,
@@ -92,6 +95,8 @@ _DRIVER_DUE = sqlite_claims.DriverClaim(CLAIM_DUE)
 _DRIVER_KEYED = sqlite_claims.DriverClaim(CLAIM_KEYED)
 #: SQLite: after a claim, when to claim next and whether rows with a key are left waiting.
 _DRIVER_PLAN = sqlite_claims.DriverPlan(NEXT_PLAN)
+#: SQLite: whether a row is still as its claim returned it (:meth:`SQLAlchemyJobStore.still_claimed`).
+_DRIVER_STILL_CLAIMED = sqlite_claims.DriverProbe(STILL_CLAIMED)
 
 
 class SQLAlchemyJobStore(JobStore):
@@ -118,8 +123,10 @@ class SQLAlchemyJobStore(JobStore):
         self.retention = SQLRetention(connections)
         self.reads = SQLOperatorReads(connections.engine)
         self.declared = SQLAlchemyDeclaredRows(connections.engine)
+        self.due_scan = SQLDueScan(connections)
         self._capabilities: dict[type, object] = {
             JoinableStore: self.joins,
+            DueScan: self.due_scan,
             WorkerRegistry: self.registry,
             FireHistory: self.fire_history,
             Retention: self.retention,
@@ -160,6 +167,18 @@ class SQLAlchemyJobStore(JobStore):
         with self.connections.read() as conn:
             row = conn.execute(sa.select(t).where(t.c.id == job_id)).mappings().first()
         return None if row is None else from_row(row)
+
+    def still_claimed(self, job: ScheduledJob) -> bool:
+        """One read of the row's key columns: on PostgreSQL one statement in autocommit on the
+        claims' pool, on SQLite a read transaction (never the writer's turn)."""
+        params = {"id": job.id, "worker": job.claimed_by, "occurrence": job.occurrence}
+        params["attempt"] = job.attempt
+        if self.connections.claims is not None:
+            return pg_claims.still_claimed(self.connections.claims, params)
+        if self.connections.writers is None:  # one given connection (the asyncio service's)
+            return super().still_claimed(job)
+        with self.connections.read() as conn:
+            return _DRIVER_STILL_CLAIMED.found(conn, {f"s_{name}": value for name, value in params.items()})
 
     def list_jobs(self, query: JobQuery) -> list[ScheduledJob]:
         with self.connections.read() as conn:

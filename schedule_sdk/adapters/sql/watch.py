@@ -65,9 +65,10 @@ def check_listen(url: URL, timeout: float = LISTEN_CHECK_SECONDS) -> None:
         raise ListenNotDelivered(
             f"a notification sent to {url.render_as_string(hide_password=True)} was not delivered "
             f"within {timeout:g}s: LISTEN goes through a transaction pooler (such as PgBouncer with "
-            "pool_mode=transaction). Set database_pooler=transaction (SCHEDULE_DATABASE_POOLER) and "
-            "database_listen_url (SCHEDULE_DATABASE_LISTEN_URL) to a direct connection to PostgreSQL, "
-            "or leave database_listen_url unset to wake up by polling"
+            "pool_mode=transaction). Set database_pooler=transaction (SCHEDULE_DATABASE_POOLER; the "
+            "timer's TIMER_DATABASE_POOLER) and database_listen_url (SCHEDULE_DATABASE_LISTEN_URL; "
+            "TIMER_DATABASE_LISTEN_URL) to a direct connection to PostgreSQL, or leave "
+            "database_listen_url unset to wake up by polling"
         )
 
 

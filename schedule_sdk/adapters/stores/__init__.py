@@ -6,26 +6,6 @@ Each module here re-exports the names of its new home; using one warns (``Deprec
 
 from __future__ import annotations
 
-import importlib
-import warnings
-from collections.abc import Callable
-from typing import Any
+from schedule_sdk.domain.moved import moved
 
-
-def moved(old: str, *new: str) -> Callable[[str], Any]:
-    """A module ``__getattr__`` (PEP 562) for the deprecated module ``old``: each name is looked up
-    in the modules ``new``, in order, with a ``DeprecationWarning`` naming where it lives now."""
-
-    def __getattr__(name: str) -> Any:
-        if name.startswith("__"):
-            raise AttributeError(name)
-        for path in new:
-            module = importlib.import_module(path)
-            if hasattr(module, name):
-                warnings.warn(
-                    f"{old} is deprecated: import {name} from {path}", DeprecationWarning, stacklevel=2
-                )
-                return getattr(module, name)
-        raise AttributeError(f"module {old!r} has no attribute {name!r}")
-
-    return __getattr__
+__all__ = ["moved"]

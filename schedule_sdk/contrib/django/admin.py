@@ -17,6 +17,8 @@ from django.http import HttpRequest
 from schedule_sdk.contrib.django import container
 from schedule_sdk.contrib.django.models import Fire, Job
 from schedule_sdk.domain.errors import ScheduleError
+from schedule_sdk.domain.history import FireOutcome
+from schedule_sdk.domain.status import JobStatus
 
 _JOB_COLUMNS = (
     "id",
@@ -49,8 +51,9 @@ class ReadOnly(admin.ModelAdmin):
         return bool(request.user.has_perm(f"{opts.app_label}.change_{opts.model_name}"))
 
 
-def _steer(verb: str, call: Callable[[Any, str], object]) -> Callable[..., None]:
-    """An admin action applying ``call(service, job_id)`` to each selected job."""
+def _steer(verb: str, done_verb: str, call: Callable[[Any, str], object]) -> Callable[..., None]:
+    """An admin action applying ``call(service, job_id)`` to each selected job: named in the
+    imperative ("Cancel selected jobs"), reporting in the past ("Cancelled: 3 job(s)")."""
 
     def action(model_admin: admin.ModelAdmin, request: HttpRequest, queryset: QuerySet[Job]) -> None:
         service = container().schedule_service()
@@ -62,7 +65,7 @@ def _steer(verb: str, call: Callable[[Any, str], object]) -> Callable[..., None]
             except ScheduleError as error:
                 refused.append(f"{error.code}: {error.message}")
         if done:
-            model_admin.message_user(request, f"{verb}: {done} job(s)", messages.SUCCESS)
+            model_admin.message_user(request, f"{done_verb}: {done} job(s)", messages.SUCCESS)
         for text in refused[:10]:
             model_admin.message_user(request, text, messages.WARNING)
         if len(refused) > 10:
@@ -75,26 +78,51 @@ def _steer(verb: str, call: Callable[[Any, str], object]) -> Callable[..., None]
     return decorated
 
 
+class _EveryValue(admin.SimpleListFilter):
+    """A filter listing every value the SDK can store, not only those that occurred so far."""
+
+    values: tuple[str, ...] = ()
+
+    def lookups(self, request: HttpRequest, model_admin: admin.ModelAdmin) -> list[tuple[str, str]]:
+        return [(value, value) for value in self.values]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
+        value = self.value()
+        return queryset.filter(**{self.parameter_name: value}) if value else queryset
+
+
+class StatusFilter(_EveryValue):
+    title = "status"
+    parameter_name = "status"
+    values = tuple(status.value for status in JobStatus)
+
+
+class OutcomeFilter(_EveryValue):
+    title = "outcome"
+    parameter_name = "outcome"
+    values = tuple(outcome.value for outcome in FireOutcome)
+
+
 @admin.register(Job)
 class JobAdmin(ReadOnly):
     list_display = _JOB_COLUMNS
-    list_filter = ("status",)
+    list_filter = (StatusFilter,)
     search_fields = ("=id", "topic", "=owner_id", "=tenant_id")
     show_full_result_count = False  # no unbounded COUNT(*) over the jobs
     list_per_page = 50
     actions = [
-        _steer("Cancelled", lambda service, job_id: service.cancel(job_id)),
-        _steer("Paused", lambda service, job_id: service.pause(job_id)),
-        _steer("Resumed", lambda service, job_id: service.resume(job_id)),
-        _steer("Triggered", lambda service, job_id: service.trigger(job_id)),
-        _steer("Requeued", lambda service, job_id: service.requeue(job_id)),
+        _steer("Cancel", "Cancelled", lambda service, job_id: service.cancel(job_id)),
+        _steer("Pause", "Paused", lambda service, job_id: service.pause(job_id)),
+        _steer("Resume", "Resumed", lambda service, job_id: service.resume(job_id)),
+        _steer("Trigger", "Triggered", lambda service, job_id: service.trigger(job_id)),
+        _steer("Requeue", "Requeued", lambda service, job_id: service.requeue(job_id)),
     ]
 
 
 @admin.register(Fire)
 class FireAdmin(ReadOnly):
     list_display = ("fired_at", "job_id", "topic", "occurrence", "attempt", "outcome", "lateness_ms", "error")
-    list_filter = ("outcome",)
+    list_filter = (OutcomeFilter,)
     search_fields = ("=job_id", "topic")
     show_full_result_count = False
     list_per_page = 50

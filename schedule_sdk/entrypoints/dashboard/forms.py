@@ -8,7 +8,6 @@ import base64
 import binascii
 import json
 import math
-import re
 from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -21,6 +20,7 @@ from schedule_sdk.domain.errors import (
     InvalidTimeLimit,
     ScheduleValidationError,
 )
+from schedule_sdk.domain.ids import ID_PATTERN
 from schedule_sdk.domain.jobs import (
     MAX_METADATA_LENGTH,
     MAX_TOPIC_LENGTH,
@@ -33,15 +33,15 @@ from schedule_sdk.domain.jobs import (
     check_overlap,
 )
 from schedule_sdk.domain.overview import JOB_SORTS, MAX_SEARCH_TEXT, JobSearch
-from schedule_sdk.domain.status import JobStatus
-from schedule_sdk.domain.text import unstorable_character
+from schedule_sdk.domain.status import JobStatus, parse_status
+from schedule_sdk.domain.text import shown, unstorable_character
 from schedule_sdk.domain.time_limits import MAX_TIME_LIMIT, check_time_limit
 from schedule_sdk.entrypoints.dashboard.security import Grant
 from schedule_sdk.entrypoints.dashboard.views import not_now
 
 PAGE_SIZE = 50
 #: A job id as the pages and cursors take it.
-UUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
+UUID = ID_PATTERN
 #: The longest interval the reschedule form takes (about ten years), in seconds.
 MAX_INTERVAL_SECONDS = 10 * 366 * 86_400
 #: Nesting deeper than this in a payload typed into the reschedule form is refused.
@@ -79,18 +79,13 @@ def search_of(form: Mapping[str, str], grant: Grant, cursor: str | None) -> JobS
     status_text = text_of(form.get("status"), "status", 16)
     statuses: frozenset[JobStatus] = frozenset()
     if status_text is not None:
-        try:
-            statuses = frozenset({JobStatus(status_text)})
-        except ValueError:
-            from schedule_sdk.domain.errors import InvalidStatus
-
-            raise InvalidStatus(f"no job status {status_text!r}") from None
+        statuses = frozenset({parse_status(status_text)})
     sort = form.get("sort") or "created"
     if sort not in JOB_SORTS:
-        raise ScheduleValidationError(f"sort by one of {', '.join(JOB_SORTS)}, not {sort[:40]!r}")
+        raise ScheduleValidationError(f"sort by one of {', '.join(JOB_SORTS)}, not {shown(sort)}")
     order = form.get("order") or ("asc" if sort == "due" else "desc")
     if order not in ("asc", "desc"):
-        raise ScheduleValidationError(f"order is asc or desc, not {order[:40]!r}")
+        raise ScheduleValidationError(f"order is asc or desc, not {shown(order)}")
     return JobSearch(
         statuses=statuses,
         topic=text_of(form.get("topic"), "topic", MAX_TOPIC_LENGTH),
@@ -189,7 +184,7 @@ def reschedule_spec(job: ScheduledJob, form: Mapping[str, str]) -> JobSpec:
         try:
             wall = datetime.fromisoformat(text)
         except ValueError:
-            raise ScheduleValidationError(f"run_at {text[:40]!r} is not a date and time") from None
+            raise ScheduleValidationError(f"run_at {shown(text)} is not a date and time") from None
         if wall.tzinfo is not None:
             raise ScheduleValidationError("give the wall time without an offset; it is read in the zone")
         timing.zone(zone_name)  # InvalidTimezone first
@@ -197,7 +192,7 @@ def reschedule_spec(job: ScheduledJob, form: Mapping[str, str]) -> JobSpec:
             run_at = timing.wall_instant(wall, zone_name)
             run_at.astimezone(UTC)
         except OverflowError:
-            raise ScheduleValidationError(f"run_at {text!r} in {zone_name} is out of range") from None
+            raise ScheduleValidationError(f"run_at {shown(text)} in {zone_name} is out of range") from None
         return OneShotSpec(run_at=run_at, **common)
     if isinstance(job.repeat, CronRepeat):
         if job.repeat.timezone is None:
@@ -216,7 +211,7 @@ def reschedule_spec(job: ScheduledJob, form: Mapping[str, str]) -> JobSpec:
         if not (math.isfinite(seconds) and 0 < seconds <= MAX_INTERVAL_SECONDS):
             raise InvalidInterval(
                 f"every_seconds must be a number of seconds from 0.001 to {MAX_INTERVAL_SECONDS:,}, "
-                f"not {text[:40]!r}"
+                f"not {shown(text)}"
             )
         repeat = IntervalRepeat(every_ms=round(seconds * 1000))
     overlap = check_overlap(text_of(form.get("overlap"), "overlap", 16)) if "overlap" in form else job.overlap
@@ -239,7 +234,7 @@ def time_limit_of(text: str | None, kept: timedelta | None) -> timedelta | None:
     except ValueError:
         seconds = math.nan
     if not (math.isfinite(seconds) and 0 < seconds <= MAX_TIME_LIMIT.total_seconds()):
-        raise InvalidTimeLimit(f"time_limit_seconds must be from 0.001 to 604,800 seconds, not {text!r}")
+        raise InvalidTimeLimit(f"time_limit_seconds must be from 0.001 to 604,800 seconds, not {shown(text)}")
     return check_time_limit(timedelta(milliseconds=round(seconds * 1000)), "time_limit_seconds")
 
 

@@ -32,10 +32,10 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Literal
-from urllib.parse import parse_qsl
+from urllib.parse import parse_qsl, urlsplit
 
 from starlette.requests import Request
-from starlette.responses import Response
+from starlette.responses import PlainTextResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from schedule_sdk.domain.errors import InvalidSetting
@@ -217,11 +217,21 @@ class Access:
         if self._token is None:
             return Grant(False, None, "none", session, new)
         if bearer is not None:
-            if self.throttle.retry_after(client_of(request)) == 0 and self.check_token(bearer):
+            if self.bearer_wait(request):  # answered 429 by BearerThrottle before any page
+                return Grant(False, None, "none", session, new)
+            if self.check_token(bearer):
                 return Grant(True, None, "bearer", session, new)
             self.throttle.failed(client_of(request))
             return Grant(False, None, "none", session, new)
         return Grant(session.kind == "user", None, "session", session, new)
+
+    def bearer_wait(self, request: Request) -> int:
+        """Seconds a ``Bearer`` request must wait (0: none is due, or it is no Bearer request the
+        token decides): after :data:`LOGIN_FAILURES` failed logins from its address, every one
+        waits, the right token too, and counts as no new failure."""
+        if self._auth is not None or self._token is None or _bearer(request) is None:
+            return 0
+        return self.throttle.retry_after(client_of(request))
 
     def can_act(self, request: Request) -> bool:
         return self.grant(request).can_act
@@ -315,6 +325,26 @@ def _base(request: Request) -> str:
     return str(request.scope.get("root_path", "")).rstrip("/")
 
 
+#: The longest ``next`` a login returns to.
+MAX_NEXT_LENGTH = 2000
+
+
+def local_next(value: str | None) -> str | None:
+    """The page a login returns to, if ``value`` is a path of this dashboard: it starts with one
+    ``/`` (not ``//``, which a browser reads as another host), holds no backslash (``/\\host``
+    is read so too), no scheme or host, no control character or space, and is at most
+    :data:`MAX_NEXT_LENGTH` characters. Anything else is None: the login returns to the overview,
+    never to another site."""
+    if not value or len(value) > MAX_NEXT_LENGTH or not value.startswith("/") or value.startswith("//"):
+        return None
+    if "\\" in value or any(ord(c) <= 0x20 or 0x7F <= ord(c) <= 0x9F for c in value):
+        return None
+    parts = urlsplit(value)
+    if parts.scheme or parts.netloc:
+        return None
+    return value
+
+
 # -- form bodies --------------------------------------------------------------------------------
 
 
@@ -381,10 +411,32 @@ SECURITY_HEADERS: tuple[tuple[bytes, bytes], ...] = (
 )
 
 
+class BearerThrottle:
+    """ASGI middleware: a ``Bearer`` request from a throttled address (:meth:`Access.bearer_wait`)
+    is answered ``429 Too Many Requests`` with ``Retry-After``, before any page or action."""
+
+    def __init__(self, app: ASGIApp, access: Access) -> None:
+        self.app = app
+        self.access = access
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            wait = self.access.bearer_wait(Request(scope))
+            if wait:
+                refused = PlainTextResponse(
+                    f"Too many failed logins: try again in {wait} s.\n",
+                    status_code=429,
+                    headers={"retry-after": str(wait)},
+                )
+                await refused(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
 class SecurityHeaders:
     """ASGI middleware: the security headers on every response, and ``Cache-Control: no-store``
-    on every one but the static script (pages may show what only an authenticated operator
-    should see, and hold form tokens)."""
+    on every one but the static script (5 minutes) and the icon (a day): pages may show what
+    only an authenticated operator should see, and hold form tokens."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
@@ -393,13 +445,16 @@ class SecurityHeaders:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        static = str(scope.get("path", "")).endswith("/static/dashboard.js")
+        path = str(scope.get("path", ""))
+        cache = b"public, max-age=86400" if path.endswith("/favicon.ico") else b"no-store"
+        if path.endswith("/static/dashboard.js"):
+            cache = b"public, max-age=300"
 
         async def send_with_headers(message: Message) -> None:
             if message["type"] == "http.response.start":
                 headers = [h for h in message.get("headers", []) if h[0].lower() != b"cache-control"]
                 headers.extend(SECURITY_HEADERS)
-                headers.append((b"cache-control", b"public, max-age=300" if static else b"no-store"))
+                headers.append((b"cache-control", cache))
                 message["headers"] = headers
             await send(message)
 
@@ -411,6 +466,8 @@ __all__ = [
     "Access",
     "AuthHook",
     "FormRefused",
+    "local_next",
+    "BearerThrottle",
     "Grant",
     "SecurityHeaders",
     "TenantScope",

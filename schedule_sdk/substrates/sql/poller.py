@@ -18,7 +18,7 @@ import threading
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 
-from schedule_sdk.core.claim_timing import CLAIM_AHEAD, claim_horizon, claim_lead
+from schedule_sdk.core.claim_timing import EXTRA_LEAD, claim_horizon, claim_lead
 from schedule_sdk.domain.backoff import retrying
 from schedule_sdk.domain.errors import ScheduleError
 from schedule_sdk.domain.jobs import ScheduledJob
@@ -31,9 +31,9 @@ logger = logging.getLogger(__name__)
 #: poller claimed ahead, nor in the ``CLEAR_AFTER`` after it: its client side would hold the GIL
 #: just when the held job's thread wakes to fire. It starts ``CLEAR_BEFORE`` before that instant
 #: instead, its horizon that much further ahead (:meth:`DuePoller._clear_of_fires`; at most
-#: ``CLAIM_AHEAD / 2`` earlier than planned). Without it, claims ahead of a regular schedule fall
-#: on the due instants of the jobs claimed before them (a series of jobs due closer together than
-#: ``CLAIM_AHEAD``).
+#: :data:`~schedule_sdk.core.claim_timing.EXTRA_LEAD` earlier than planned). Without it, claims
+#: ahead of a regular schedule fall on the due instants of the jobs claimed before them (a series
+#: of jobs due closer together than ``CLAIM_AHEAD``).
 CLEAR_BEFORE = timedelta(milliseconds=3)
 CLEAR_AFTER = timedelta(milliseconds=1)
 
@@ -212,9 +212,9 @@ class DuePoller:
         """``wake`` (a store-clock instant to claim at), or, if it falls within ``CLEAR_BEFORE``
         before or ``CLEAR_AFTER`` after the due instant of a job claimed ahead, ``CLEAR_BEFORE``
         before that instant (and before any such instant that one then falls on); ``wake`` itself
-        if that is more than ``CLAIM_AHEAD / 2`` earlier."""
+        if that is more than ``EXTRA_LEAD`` earlier."""
         cleared = wake
         for due in reversed(self._held_dues):
             if due - CLEAR_BEFORE < cleared < due + CLEAR_AFTER:
                 cleared = due - CLEAR_BEFORE
-        return cleared if wake - cleared <= CLAIM_AHEAD / 2 else wake
+        return cleared if wake - cleared <= EXTRA_LEAD else wake

@@ -3,6 +3,7 @@ idempotency, cancel, reschedule, list."""
 
 from __future__ import annotations
 
+import base64
 import threading
 from datetime import UTC, datetime, timedelta, timezone
 from zoneinfo import ZoneInfo
@@ -257,6 +258,20 @@ def test_list_pages_with_a_stable_keyset_order_and_filters(backend):
     with pytest.raises(InvalidStatus) as refused:
         h.service.list(status="sleeping")
     assert refused.value.code == "SCHEDULE_INVALID_STATUS" and not isinstance(refused.value, InvalidCursor)
+
+
+@pytest.mark.parametrize(
+    "decoded",
+    ["\x00" * 36, "\x1b[31m" + "x" * 31, "0" * 35 + "\n", "' OR '1'='1" + " " * 25, "é" * 18, "-" * 36],
+    ids=["nuls", "ansi", "newline", "quote", "non-ascii", "dashes"],
+)
+def test_a_cursor_that_decodes_to_no_job_id_is_invalid_on_every_store(backend, decoded):
+    h = backend.harness()
+    h.service.schedule_at(one_shot())
+    cursor = base64.urlsafe_b64encode(decoded.encode()).decode().rstrip("=")
+    with pytest.raises(InvalidCursor) as refused:  # on PostgreSQL 36 NULs were StoreUnavailable (503)
+        h.service.list(cursor=cursor)
+    assert refused.value.http_status == 422 and len(h.service.list().items) == 1
 
 
 def test_repeat_first_occurrence_follows_the_cron_in_its_zone(backend):

@@ -3,16 +3,18 @@ exit codes, the one-line-error rule, and the worker's signal handling."""
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+import sqlalchemy as sa
 
 from schedule_sdk import (
     ConcurrencyLimit,
@@ -27,7 +29,9 @@ from schedule_sdk import (
     ScheduleService,
 )
 from schedule_sdk.adapters.sql import schema
+from schedule_sdk.adapters.sql.tables import schedule_jobs
 from schedule_sdk.entrypoints.cli import main
+from tests.conftest import migrate
 from tests.support.waiting import wait_until
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -577,12 +581,57 @@ def test_an_unknown_job_id_exits_3(db_url: str, command: str, capsys: pytest.Cap
 def test_bad_filters_and_settings_exit_2(
     db_url: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    assert cli(db_url, "jobs", "list", "--status", "sleeping", capsys=capsys)[0] == 2
+    code, _, err = cli(db_url, "jobs", "list", "--status", "sleeping", capsys=capsys)
+    known = "pending, active, completed, cancelled, failed, paused"
+    assert (code, err) == (2, f"schedule-sdk: error: no job status 'sleeping': one of {known}\n")
     assert cli(db_url, "jobs", "list", "--limit", "0", capsys=capsys)[0] == 2
     assert cli(db_url, "jobs", "list", "--cursor", "!!", capsys=capsys)[0] == 2
     monkeypatch.setenv("SCHEDULE_WORKER_CONCURRENCY", "0")
     code, _, err = cli(db_url, "jobs", "list", capsys=capsys)
     assert code == 2 and err.startswith("schedule-sdk: error: worker_concurrency")
+
+
+@pytest.mark.parametrize("store", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def test_hostile_text_is_refused_escaped_and_cut_on_one_line(
+    store: str, database_url_factory: Callable[[str], str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    url = database_url_factory(store)
+    migrate(url)
+    for option in ("--owner", "--tenant"):
+        code, out, err = cli(url, "jobs", "list", option, "\x1b[31mroot\r\nFAKE\x85", capsys=capsys)
+        assert code == 2 and out == "" and "control character" in err
+        assert err.count("\n") == 1 and not any(c in err for c in "\x1b\r\x85")  # escaped, one line
+    bad = "\x00" * 36  # a cursor of no job id: refused as a cursor, not as a store failure (exit 4)
+    cursor = base64.urlsafe_b64encode(bad.encode()).decode().rstrip("=")
+    code, _, err = cli(url, "jobs", "list", "--cursor", cursor, capsys=capsys)
+    assert code == 2 and "cursor" in err
+    code, _, err = cli(url, "cron", "* * * * *", "--tz", "Z" * 100_000, capsys=capsys)
+    assert code == 2 and len(err) < 400 and "more characters)" in err  # was the whole zone
+    code, _, err = cli(url, "jobs", "list", "--topic", "t" * 100_000, capsys=capsys)
+    assert code == 2 and len(err) < 400
+
+
+@pytest.mark.parametrize("store", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def test_a_stored_control_character_reaches_the_terminal_escaped(
+    store: str, database_url_factory: Callable[[str], str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    url = database_url_factory(store)
+    migrate(url)
+    container = ScheduleContainer()
+    container.config.from_dict({"database_url": url})
+    try:
+        (job_id,) = schedule(container.schedule_service(), metadata=JobMetadata(owner_id="plain"))
+        legacy = "\x1b]0;owned\x07\x1b[2J\r\n\x85\u2028\x7f"  # as an older release could store it
+        with container.engine().begin() as conn:
+            conn.execute(sa.update(schedule_jobs).values(owner_id=legacy))
+    finally:
+        container.shutdown_resources()
+    for args in (("jobs", "show", job_id), ("jobs", "list", "--json")):
+        code, out, _ = cli(url, *args, capsys=capsys)
+        assert code == 0 and not any(c in out for c in "\x1b\x07\r\x85\u2028\x7f"), args
+        items = json.loads(out)
+        shown = items["metadata"] if "metadata" in items else items["items"][0]["metadata"]
+        assert shown["owner_id"] == legacy  # the same JSON value, escaped in the text
 
 
 def test_reconcile_reports_what_it_did(

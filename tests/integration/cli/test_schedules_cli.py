@@ -51,3 +51,38 @@ def test_errors_exit_with_the_cli_codes(tmp_path: Path, capsys: pytest.CaptureFi
     assert code == 2 and "cannot load container" in err
     code, _, err = cli("postgresql+psycopg://postgres@127.0.0.1:1/none", "schedules", "list", capsys=capsys)
     assert code == 4 and err.startswith("schedule-sdk: error:")
+
+
+def test_plan_and_apply_import_the_listeners_from_the_working_directory(tmp_path: Path) -> None:
+    """Run from the project's folder as the how-to shows, through the console script (whose
+    sys.path holds its own folder, not the working directory), as ``worker`` does; a module that
+    cannot be imported is a usage error."""
+    import os
+    import subprocess
+    import sys
+
+    (tmp_path / "myapp").mkdir()
+    (tmp_path / "myapp" / "__init__.py").write_text("")
+    (tmp_path / "myapp" / "schedules.py").write_text(
+        "from datetime import timedelta\n"
+        "from schedule_sdk import every\n\n\n"
+        '@every(timedelta(minutes=5), name="myapp.tick")\n'
+        "def tick(event):\n    pass\n"
+    )
+    script = Path(sys.executable).with_name("schedule-sdk")
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "SCHEDULE_LISTENER_MODULES")}
+    env["SCHEDULE_DATABASE_URL"] = f"sqlite:///{tmp_path / 'jobs.db'}"
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        command = [str(script), "schedules", *args]
+        return subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)
+
+    for verb, summary in (("plan", "plan (version 0): 1 add"), ("apply", "applied (version 0): 1 add")):
+        result = run(verb, "--listeners", "myapp.schedules")
+        assert result.returncode == 0, result.stderr
+        assert summary in result.stdout and "myapp.tick" in result.stdout
+    result = run("plan", "--listeners", "myapp.missing")
+    assert result.returncode == 2, result
+    assert result.stderr.strip().splitlines() == [
+        "schedule-sdk: error: cannot import listener module 'myapp.missing': No module named 'myapp.missing'"
+    ]

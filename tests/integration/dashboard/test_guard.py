@@ -99,6 +99,22 @@ def test_failed_logins_are_throttled_then_allowed_again(site: Site):
     assert log_in(client).status_code == 303
 
 
+def test_a_throttled_address_gets_429_for_bearer_requests_as_documented(site: Site):
+    job_id = site.one_shot()
+    client = site.client(token=TOKEN)
+    for _ in range(LOGIN_FAILURES):  # wrong Bearer tokens count as failed logins
+        assert client.get("/", headers={"authorization": "Bearer wrong"}).status_code == 200
+    right = {"authorization": f"Bearer {TOKEN}"}
+    for response in (client.get("/", headers=right), client.post(f"/jobs/{job_id}/cancel", headers=right)):
+        assert response.status_code == 429 and int(response.headers["retry-after"]) > 0
+        assert response.headers["cache-control"] == "no-store"  # the security headers too
+    assert site.service.get_by_id(job_id).status is JobStatus.PENDING
+    assert client.get("/").status_code == 200  # a page without a Bearer token is served as before
+    site.clock.advance(LOGIN_WINDOW)  # the waits counted as no new failure
+    assert client.post(f"/jobs/{job_id}/cancel", headers=right, follow_redirects=False).status_code == 303
+    assert site.service.get_by_id(job_id).status is JobStatus.CANCELLED
+
+
 @pytest.mark.parametrize(
     "token", ["a" * 16, "0123456789abcdef", "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", "abcabcabcabcabcabcabcabc"]
 )

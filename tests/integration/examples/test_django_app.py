@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from schedule_sdk import JobMetadata, JobStatus, OneShotSpec, ScheduleContainer, ScheduleService
+from schedule_sdk.domain.history import FireOutcome
 from tests.support.waiting import wait_for
 
 from .conftest import APP_BACKENDS, AppBackend
@@ -313,7 +314,7 @@ jobs = client.get("/admin/schedule_sdk/job/")
 fires = client.get("/admin/schedule_sdk/fire/?outcome=unheard")
 acted = client.post(
     "/admin/schedule_sdk/job/",
-    {"action": "requeued", "_selected_action": [open_job.id, done.id]},
+    {"action": "requeue", "_selected_action": [open_job.id, done.id]},
     follow=True,
 )
 print(json.dumps({
@@ -321,6 +322,8 @@ print(json.dumps({
     "jobs": jobs.status_code,
     "listed": open_job.id in jobs.content.decode() and done.id in jobs.content.decode(),
     "fires": fires.status_code,
+    "fires_page": client.get("/admin/schedule_sdk/fire/").content.decode(),
+    "jobs_page": jobs.content.decode(),
     "page": acted.content.decode(),
     "done": [service.get_by_id(done.id).status.value, service.get_by_id(done.id).occurrence],
     "open": service.get_by_id(open_job.id).occurrence,
@@ -358,6 +361,11 @@ def test_the_admin_lists_jobs_and_fires_and_steers_through_the_service(
     assert outcome["open"] == 1  # the pending one was refused, unchanged
     assert "Requeued: 1 job(s)" in outcome["page"]
     assert "SCHEDULE_NOT_REQUEUEABLE: " in outcome["page"]
+    # the actions read in the imperative; the filters list every value, before any occurred
+    for verb in ("Cancel", "Pause", "Resume", "Trigger", "Requeue"):
+        assert f">{verb} selected jobs<" in outcome["jobs_page"]
+    assert all(f"?outcome={o.value}" in outcome["fires_page"] for o in FireOutcome)
+    assert all(f"?status={s.value}" in outcome["jobs_page"] for s in JobStatus)
 
 
 def test_schedule_cron_prints_the_fire_times(django_app: DjangoApp) -> None:

@@ -118,7 +118,7 @@ calls = st.one_of(
         hostile.maybe_text,
         hostile.maybe_text,
         st.one_of(st.none(), hostile.hostile_text, st.just("pending")),
-        st.one_of(st.none(), hostile.hostile_text),
+        hostile.cursors,
     ),
     st.builds(history, hostile.ids, st.one_of(st.none(), hostile.datetimes)),
     st.builds(

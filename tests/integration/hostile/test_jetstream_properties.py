@@ -12,7 +12,7 @@ from hypothesis import given
 
 from schedule_sdk.timer import Timer, TimerSettings
 from tests.support import hostile
-from tests.support.timer_fixtures import command
+from tests.support.timer_fixtures import command, store_settings
 from tests.support.timer_probe import Probe
 from tests.support.waiting import wait_until
 
@@ -33,7 +33,7 @@ def probe(nats_names: dict[str, str]) -> Iterator[Probe]:
 
 @pytest.fixture
 def timer(timer_db: str, nats_names: dict[str, str]) -> Iterator[Timer]:
-    values = {"db_path": timer_db, "lease_seconds": 2.0, "retry_delay_ms": 200, "heal_interval": 0}
+    values = {**store_settings(timer_db), "lease_seconds": 2.0, "retry_delay_ms": 200, "heal_interval": 0}
     made = Timer(TimerSettings.load({**values, **nats_names}, environ={}))
     made.start()
     yield made

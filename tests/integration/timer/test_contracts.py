@@ -13,7 +13,6 @@ from schedule_sdk.adapters.brokers.inprocess import InProcessBus, InProcessComma
 from schedule_sdk.adapters.brokers.nats import JetStreamBus, JetStreamCommandSource, NatsLoop
 from schedule_sdk.adapters.memory import MemoryJobStore
 from schedule_sdk.adapters.sql import schema
-from schedule_sdk.adapters.sql.engine import make_engine
 from schedule_sdk.adapters.sql.store import SQLAlchemyJobStore
 from schedule_sdk.adapters.sql.timers import SQLAlchemyTimerStore
 from schedule_sdk.domain.errors import ScheduleError
@@ -21,7 +20,8 @@ from schedule_sdk.ports import CommandSource, JobStore, MessageBus, TimerStore
 from schedule_sdk.testing import MemoryTimerStore
 from schedule_sdk.testing.contracts.brokers import CommandSourceContract, MessageBusContract
 from schedule_sdk.testing.contracts.timer_store import TimerStoreContract
-from schedule_sdk.timer import Envelope, TimerSettings
+from schedule_sdk.timer import Envelope
+from tests.support.timer_fixtures import store_engine
 from tests.support.timer_probe import Probe
 
 # -- the timer store -----------------------------------------------------------------------------
@@ -38,10 +38,10 @@ class TestSQLTimerStore(TimerStoreContract):
 
     @pytest.fixture(autouse=True)
     def _database(self, timer_db: str) -> None:
-        self.url = TimerSettings.load({"db_path": timer_db}, environ={}).database_url
+        self.db_path = timer_db
 
     def open_stores(self) -> tuple[JobStore, TimerStore]:
-        engine = make_engine(self.url)
+        engine = store_engine(self.db_path)
         schema.upgrade(engine)
         return SQLAlchemyJobStore(engine), SQLAlchemyTimerStore(engine)
 

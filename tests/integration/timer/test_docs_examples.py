@@ -14,6 +14,7 @@ import pytest
 from schedule_sdk.timer import Envelope, ScheduleTimer, Timer, TimerSettings, TimerState
 
 # --8<-- [end:imports]
+from tests.support.timer_fixtures import store_env, store_settings
 
 
 # --8<-- [start:send]
@@ -62,20 +63,24 @@ def run_in_process(db_path: str, when: datetime) -> list[Envelope]:
 # --8<-- [end:inprocess]
 
 
-def test_in_process_example(timer_db):
+def test_in_process_example(timer_db, monkeypatch):
     # Due 3 s from now (whole milliseconds, the timer's precision): the example reads the entry
     # back as still scheduled, so it must be due after the Timer has started (its store
     # created and migrated) and taken the command, however busy the machine. A due instant
     # only 0.2 s ahead was reached before that read in a loaded CI run.
     later = datetime.now(UTC) + timedelta(seconds=3)
     when = later.replace(microsecond=later.microsecond // 1000 * 1000)
+    for name, value in store_env(
+        timer_db
+    ).items():  # behind PgBouncer: its settings, as an operator sets them
+        monkeypatch.setenv(name, value)
     received = run_in_process(timer_db, when)
     assert [(e.tenant_id, e.payload.service_call_id) for e in received] == [("acme", "sc-42")]
 
 
 @pytest.mark.nats
 def test_nats_examples(timer_db, nats_names):
-    settings = TimerSettings.load({"db_path": timer_db, **nats_names}, environ={})
+    settings = TimerSettings.load({**store_settings(timer_db), **nats_names}, environ={})
     handled: list[tuple[str, str]] = []
 
     async def scenario() -> int:

@@ -13,7 +13,7 @@ import pytest
 from schedule_sdk.adapters.brokers.nats import SPARE_DELIVERIES
 from schedule_sdk.domain.errors import StoreUnavailable
 from schedule_sdk.timer import Timer, TimerSettings, TimerState
-from tests.support.timer_fixtures import command
+from tests.support.timer_fixtures import command, store_settings
 from tests.support.timer_probe import Probe
 from tests.support.waiting import wait_until
 
@@ -32,7 +32,7 @@ def nats_timer(timer_db, nats_names):
     timers: list[Timer] = []
 
     def make(**overrides):
-        values = {"db_path": timer_db, "lease_seconds": 2.0, "retry_delay_ms": 200, "heal_interval": 0}
+        values = {**store_settings(timer_db), "lease_seconds": 2.0, "retry_delay_ms": 200, "heal_interval": 0}
         values.update(nats_names)
         values.update(overrides)
         timer = Timer(TimerSettings.load(values, environ={}))
@@ -76,6 +76,12 @@ BAD = [
     json.dumps({"tenantId": "t", "serviceCallId": 5, "dueAt": "2026-11-21T10:00:00Z"}).encode(),
     json.dumps({"tenantId": "t", "serviceCallId": "x", "dueAt": "soon"}).encode(),
     json.dumps({"tenantId": "t", "serviceCallId": "x", "dueAt": "2026-11-21T10:00:00"}).encode(),
+    # control characters in an id (an ANSI escape, a line break, a C1 control): refused, not stored
+    json.dumps({"tenantId": "t\x1b[31m", "serviceCallId": "x", "dueAt": "2026-11-21T10:00:00Z"}).encode(),
+    json.dumps({"tenantId": "t", "serviceCallId": "x\r\nFAKE", "dueAt": "2026-11-21T10:00:00Z"}).encode(),
+    json.dumps(
+        {"tenantId": "t", "serviceCallId": "x", "correlationId": "c\x85", "dueAt": "2026-11-21T10:00:00Z"}
+    ).encode(),
 ]
 
 

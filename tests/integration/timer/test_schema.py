@@ -12,15 +12,14 @@ from schedule_sdk.adapters.sql import schema
 from schedule_sdk.adapters.sql.engine import make_engine
 from schedule_sdk.adapters.sql.timers import due_query
 from schedule_sdk.timer import Timer, TimerSettings
-from tests.support.timer_fixtures import command
+from tests.support.timer_fixtures import command, store_engine, store_settings
 
 COLUMNS = ["tenant_id", "service_call_id", "correlation_id", "due_at", "registered_at", "reached_at", "state"]
 
 
 @pytest.fixture
 def engine(timer_db):
-    url = timer_db if "://" in timer_db else f"sqlite:///{timer_db}"
-    engine = make_engine(url)
+    engine = store_engine(timer_db)
     yield engine
     engine.dispose()
 
@@ -125,7 +124,7 @@ def _service_calls(engine):
 def test_service_calls_foreign_key_cascades_when_configured(engine, timer_db):
     _service_calls(engine)
     settings = TimerSettings.load(
-        {"db_path": timer_db, "broker_url": "inprocess", "service_calls_fk": True}, {}
+        {**store_settings(timer_db), "broker_url": "inprocess", "service_calls_fk": True}, {}
     )
     timer = Timer(settings)
     try:
@@ -148,7 +147,7 @@ def test_a_timer_for_an_unknown_service_call_is_refused_when_the_foreign_key_is_
 
     _service_calls(engine)
     settings = TimerSettings.load(
-        {"db_path": timer_db, "broker_url": "inprocess", "service_calls_fk": True}, {}
+        {**store_settings(timer_db), "broker_url": "inprocess", "service_calls_fk": True}, {}
     )
     timer = Timer(settings)
     try:

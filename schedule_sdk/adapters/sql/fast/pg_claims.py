@@ -95,6 +95,14 @@ UPDATE schedule_jobs s SET {_SET} FROM chosen WHERE s.id = chosen.id
 RETURNING {_RETURNING}"""
 
 
+#: Whether a row is still as its claim returned it (the fire path's read of a job claimed ahead of
+#: its due instant, once it is due); bind ``id``, ``worker``, ``occurrence``, ``attempt``.
+STILL_CLAIMED = """
+SELECT 1 FROM schedule_jobs
+WHERE id = %(id)s AND status = 'active' AND claimed_by = %(worker)s
+  AND occurrence = %(occurrence)s AND attempt = %(attempt)s"""
+
+
 #: The first key of the two-key advisory locks of concurrency keys (the second is the key's
 #: ``hashtext``); the two-key space never meets the one-key locks (the purge's).
 KEY_LOCK_SPACE = 0x5C4ED
@@ -224,6 +232,13 @@ def claim(engine: Engine, statement: str, params: dict[str, Any]) -> list[dict[s
     with _session(engine) as driver:
         rows = _rows(driver, statement, params)
     return [_mapping(row) for row in rows]
+
+
+def still_claimed(engine: Engine, params: dict[str, Any]) -> bool:
+    """Run ``STILL_CLAIMED`` on a connection of ``engine`` (one round trip, in autocommit: it
+    sees every commit made before it started). :raises StoreUnavailable: see :func:`_session`."""
+    with _session(engine) as driver:
+        return bool(_rows(driver, STILL_CLAIMED, params))
 
 
 def claim_due(engine: Engine, params: dict[str, Any]) -> tuple[list[dict[str, Any]], bool, datetime | None]:

@@ -79,6 +79,13 @@ class DriverPlan(DriverClaim):
         return (parsed if isinstance(parsed, datetime) else None), bool(flag)
 
 
+class DriverProbe(DriverClaim):
+    """A ``SELECT`` compiled for SQLite and run like a claim, asked whether it finds a row."""
+
+    def found(self, conn: Connection, values: Mapping[str, Any]) -> bool:
+        return bool(self._execute(conn, values))
+
+
 def mapping(row: Sequence[Any]) -> dict[str, Any]:
     """A returned row as ``from_row`` reads it: datetimes parsed from SQLite's text."""
     values = list(row)
