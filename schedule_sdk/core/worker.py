@@ -11,8 +11,8 @@ same pace that releases the claims of workers whose beat stopped for ``dead_afte
 :mod:`~schedule_sdk.core.liveness`; on ``rq`` it also takes over a dead worker's pump lock and,
 for a few seconds, hands over the entries its consumer had popped) and, as the fallback, expired
 leases, hands over again the entries a dead process left stranded for longer than the lease
-(``Reconciler.rescue``), reconciles at once when the substrate's server changed (a Redis
-failover or restart: ``Reconciler.heal_if_moved``) and, with ``retention`` set, purges old
+(``Reconciler.rescue``), reconciles at once when the substrate's server changed or lost its
+entries (a Redis failover, a restart, a flush: ``Reconciler.heal_if_moved``) and, with ``retention`` set, purges old
 finished jobs. A starting worker logs a warning for each way the substrate's configuration could
 lose entries (a Redis ``maxmemory-policy`` that may evict them). ``stop()`` stops
 cleanly: in-flight fires get ``stop_timeout`` seconds to finish, the rest are released at once for
