@@ -25,6 +25,7 @@ from sqlalchemy.engine import Connection, Engine
 from schedule_sdk.adapters.sql import watch
 from schedule_sdk.adapters.sql.connections import Connections, OneConnection
 from schedule_sdk.adapters.sql.declared import SQLAlchemyDeclaredRows
+from schedule_sdk.adapters.sql.due_scan import SQLDueScan
 from schedule_sdk.adapters.sql.engine import transaction_pooled, translate_errors
 from schedule_sdk.adapters.sql.fast import pg_claims, sqlite_claims
 from schedule_sdk.adapters.sql.fast.writes import EXTEND_PG, FIRE_TIME
@@ -58,6 +59,7 @@ from schedule_sdk.domain.jobs import JobQuery, ScheduledJob
 from schedule_sdk.ports import (
     DeclaredRows,
     DueClaim,
+    DueScan,
     FireHistory,
     JobStore,
     JobTransaction,
@@ -121,8 +123,10 @@ class SQLAlchemyJobStore(JobStore):
         self.retention = SQLRetention(connections)
         self.reads = SQLOperatorReads(connections.engine)
         self.declared = SQLAlchemyDeclaredRows(connections.engine)
+        self.due_scan = SQLDueScan(connections)
         self._capabilities: dict[type, object] = {
             JoinableStore: self.joins,
+            DueScan: self.due_scan,
             WorkerRegistry: self.registry,
             FireHistory: self.fire_history,
             Retention: self.retention,
@@ -318,6 +322,11 @@ class SQLAlchemyJobStore(JobStore):
             return
         with translate_errors(), self.connections.claims.connect() as conn:
             conn.exec_driver_sql("SELECT 1")
+
+    def quiesce(self) -> None:
+        """SQLite: end the checkpointer's thread (:meth:`.checkpoints.Checkpointer.rest`)."""
+        if self.connections.checkpoints is not None:
+            self.connections.checkpoints.rest()
 
     def backlog(self, now: datetime) -> list[TopicBacklog]:
         is_due = t.c.run_at <= sa.bindparam("now", now, type_=UTCDateTime)

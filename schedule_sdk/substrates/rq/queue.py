@@ -14,7 +14,8 @@ the only callable is the SDK's fire function, the arguments are the queue name a
 keys (plain strings), the serializer is JSON, and a one-occurrence RQ job's id is the occurrence
 key itself (a double release overwrites, never duplicates). The job's meta carries the due
 instant of its entries (``due_ms``): the pump releases a few ms ahead, and consumers hold a job
-until then. ``pop_released`` is the consumer's pop: ``BLPOP`` with a timeout, then one ``MULTI``
+until then. ``pop_released`` is the consumer's pop: ``BLPOP`` with a timeout (on RQ's queue and on the
+consumer's own interrupt key, which its stop pushes to: ``interrupt``), then one ``MULTI``
 that pops up to ``limit`` more, reads and deletes the first job's hash and clears the released
 marks of the entries already fired (two round trips per pop at steady rates); jobs are parsed
 with RQ's own ``Job`` class and the JSON serializer (nothing is unpickled), and any job that does
@@ -32,6 +33,7 @@ import json
 import logging
 import threading
 import time
+import uuid
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -40,7 +42,7 @@ from rq.exceptions import NoSuchJobError
 from rq.job import Job
 from rq.serializers import JSONSerializer
 
-from schedule_sdk.ports import DelayIndex, Metrics, OccurrenceRef, ReleasedBatch, WakeUps, key_of
+from schedule_sdk.ports import DelayIndex, HealNote, Metrics, OccurrenceRef, ReleasedBatch, WakeUps, key_of
 from schedule_sdk.substrates.rq import plumbing
 from schedule_sdk.substrates.rq.entries import DUE_META, FIRE_FUNCTION, due_of, parse_key
 from schedule_sdk.substrates.rq.handoff import SCRIPT_CHUNK, RedisHandOff, now_ms
@@ -55,6 +57,10 @@ STRANDED_BATCH = 1000  # most stranded entries one look returns
 #: A released entry counts as taken out of the RQ queue only if it was released this long before
 #: the fire at the queue's head (covers the gap between the pump's clock read and RQ's stamp).
 HEAD_MARGIN_MS = 1000.0
+#: How long a heal under way is reported without news from it (seconds): it is noted again at
+#: least every second while its pages go on, so only a heal whose worker died (or stalled) ages
+#: out, and a peer that waited for it heals then.
+HEALING_TTL = 10.0
 
 
 class RQExecutionQueue(RedisHandOff, DelayIndex):
@@ -131,10 +137,42 @@ class RQExecutionQueue(RedisHandOff, DelayIndex):
             logger.warning("could not drop %d stranded entries: %s", len(keys), error)
 
     def incarnation(self) -> str | None:
-        """The run id of the Redis server the queue reaches: a failover (through Sentinel) or a
-        restart changes it. None where ``INFO`` is refused."""
+        """``<run id>/<marker>``: the run id of the Redis server the queue reaches (a failover
+        through Sentinel or a restart changes it; ``-`` where ``INFO`` is refused) and the
+        namespace's marker token (a flush or a restart without persistence deletes it; this look
+        sets a new one). One round trip, O(1) whatever the number of entries
+        (:func:`~schedule_sdk.substrates.rq.plumbing.identity`)."""
         with unavailable_as("could not read the Redis server's identity"):
-            return plumbing.run_id(self.connection)
+            server, marker = plumbing.identity(self.connection, self.keys, uuid.uuid4().hex)
+        return f"{server or '-'}/{marker}"
+
+    def loss_reason(self, before: str, now: str) -> str:
+        server_before, _, marker_before = before.partition("/")
+        server_now, _, marker_now = now.partition("/")
+        if marker_before != marker_now:
+            restarted = " (the server restarted)" if server_before != server_now else ""
+            return (
+                f"the SDK's marker key was gone from Redis{restarted}: its database was flushed, "
+                "or the server restarted without its data"
+            )
+        return "the Redis server changed (a failover or a restart): it may lack the latest entries"
+
+    def note_heal(self, note: HealNote) -> None:
+        record = {
+            "lost_at": note.lost_at,
+            "reason": note.reason,
+            "healed": note.healed,
+            "took": note.took,
+            "for": note.incarnation,
+        }
+        try:
+            plumbing.note_heal(self.connection, self.keys, record, done=note.done, ttl=HEALING_TTL)
+        except Exception as error:
+            logger.warning("could not record the heal of lost entries: %s", error)
+
+    def heal_of(self, incarnation: str) -> str | None:
+        with unavailable_as("could not read the heal notes"):
+            return plumbing.heal_of(self.connection, self.keys, incarnation)
 
     def risks(self) -> list[str]:
         """The Redis ``maxmemory-policy`` if it could evict the SDK's keys
@@ -228,10 +266,15 @@ class RQExecutionQueue(RedisHandOff, DelayIndex):
         self.activate([(m, now) for m in members])
         self.done(members)
 
-    def pop_released(self, limit: int, timeout: float, done: Sequence[str] = ()) -> list[ReleasedBatch]:
+    def pop_released(
+        self, limit: int, timeout: float, done: Sequence[str] = (), *, consumer: str | None = None
+    ) -> list[ReleasedBatch]:
+        waits_on = [self.rq_queue.key]
+        if consumer is not None:
+            waits_on.append(self.keys.interrupt(consumer))
         with unavailable_as("could not pop released entries"):
-            first = self.connection.blpop([self.rq_queue.key], timeout=timeout)
-            if first is None:
+            first = self.connection.blpop(waits_on, timeout=timeout)
+            if first is None or as_text(first[0]) != self.rq_queue.key:  # none came, or interrupted
                 if done:
                     self.connection.zrem(self.keys.released, *done)
                 return []
@@ -247,6 +290,16 @@ class RQExecutionQueue(RedisHandOff, DelayIndex):
                     more, self._take(self.connection.pipeline(transaction=True), more)[1], strict=True
                 )
         return [batch for job_id, job in taken if job is not None and (batch := self._batch(job_id, job))]
+
+    def interrupt(self, consumer: str) -> None:
+        key = self.keys.interrupt(consumer)
+        try:
+            pipe = self.connection.pipeline(transaction=True)
+            pipe.rpush(key, "stop")
+            pipe.expire(key, plumbing.INTERRUPT_TTL)
+            pipe.execute()
+        except Exception as error:  # the pop ends within its timeout anyway
+            logger.debug("could not interrupt the pop of %s: %s", consumer, error)
 
     def _take(
         self, pipe: Any, ids: list[str], done: Sequence[str] = ()
