@@ -54,7 +54,7 @@ if TYPE_CHECKING:
     )
     from schedule_sdk.domain.status import JobStatus
     from schedule_sdk.domain.timing import FireTime
-    from schedule_sdk.domain.upcoming import UpcomingFire
+    from schedule_sdk.domain.upcoming import UpcomingFire, UpcomingGroup, UpcomingGroups, UpcomingPage
 
 #: Where each public name lives. A name is imported from its home module on first use (PEP 562),
 #: so ``import schedule_sdk`` loads neither the SQL store, the container nor any web framework.
@@ -95,6 +95,9 @@ _HOMES = {
     "ScheduledJob": "schedule_sdk.domain.jobs",
     "Settings": "schedule_sdk.bootstrap.settings",
     "UpcomingFire": "schedule_sdk.domain.upcoming",
+    "UpcomingGroup": "schedule_sdk.domain.upcoming",
+    "UpcomingGroups": "schedule_sdk.domain.upcoming",
+    "UpcomingPage": "schedule_sdk.domain.upcoming",
     "after": "schedule_sdk.core.declared",
     "cron": "schedule_sdk.core.declared",
     "every": "schedule_sdk.core.declared",
@@ -168,6 +171,9 @@ __all__ = [
     "ScheduledJob",
     "Settings",
     "UpcomingFire",
+    "UpcomingGroup",
+    "UpcomingGroups",
+    "UpcomingPage",
     "after",
     "cron",
     "every",

@@ -40,7 +40,7 @@ from schedule_sdk.domain.history import FireRecord
 from schedule_sdk.domain.jobs import JobPage, JobSpec, OneShotSpec, RepeatSpec, ScheduledJob
 from schedule_sdk.domain.status import JobStatus
 from schedule_sdk.domain.timing import FireTime
-from schedule_sdk.domain.upcoming import UpcomingFire
+from schedule_sdk.domain.upcoming import UpcomingFire, UpcomingGroups, UpcomingPage
 from schedule_sdk.ports import Clock, ExecutionQueue, Metrics, Tracing
 
 if TYPE_CHECKING:  # sqlalchemy.ext.asyncio needs greenlet (the async extra): imported when used
@@ -124,11 +124,27 @@ class AsyncScheduleService:
         return await self._call(lambda s, _: s.preview(spec_or_job_id, n), None)
 
     async def upcoming(
-        self, window: timedelta, *, limit: int = 100, topic: str | None = None, tenant: str | None = None
+        self,
+        window: timedelta,
+        *,
+        limit: int = 100,
+        topic: str | None = None,
+        tenant: str | None = None,
+        owner: str | None = None,
     ) -> builtins.list[UpcomingFire]:
         """:meth:`ScheduleService.upcoming <schedule_sdk.ScheduleService.upcoming>`, awaited."""
-        filters: dict[str, Any] = {"limit": limit, "topic": topic, "tenant": tenant}
+        filters: dict[str, Any] = {"limit": limit, "topic": topic, "tenant": tenant, "owner": owner}
         return await self._call(lambda s, _: s.upcoming(window, **filters), None)
+
+    async def upcoming_page(self, window: timedelta, **options: Any) -> UpcomingPage:
+        """:meth:`ScheduleService.upcoming_page <schedule_sdk.ScheduleService.upcoming_page>`,
+        awaited (the same keyword arguments)."""
+        return await self._call(lambda s, _: s.upcoming_page(window, **options), None)
+
+    async def upcoming_by_job(self, window: timedelta, **options: Any) -> UpcomingGroups:
+        """:meth:`ScheduleService.upcoming_by_job <schedule_sdk.ScheduleService.upcoming_by_job>`,
+        awaited (the same keyword arguments)."""
+        return await self._call(lambda s, _: s.upcoming_by_job(window, **options), None)
 
     async def get_by_id(self, job_id: str) -> ScheduledJob | None:
         """The job, or None if no job has this id."""

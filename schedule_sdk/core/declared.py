@@ -18,6 +18,7 @@ import dataclasses
 import importlib
 import inspect
 import json
+import logging
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -36,7 +37,9 @@ from schedule_sdk.domain.declared import (
     PlanItem,
     Step,
     StoredDeclaration,
+    describe,
     diff,
+    step_changes,
     topic_for,
 )
 from schedule_sdk.domain.errors import DuplicateDeclaration, InvalidDeclaration, ScheduleError
@@ -55,6 +58,8 @@ from schedule_sdk.domain.status import OPEN_STATUSES, JobStatus
 from schedule_sdk.ports import Clock, DeclaredRows, ExecutionQueue, JobStore, Occurrence
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+logger = logging.getLogger(__name__)
 
 _MARK = "__schedule_sdk_declared__"
 _MS = timedelta(milliseconds=1)
@@ -514,6 +519,9 @@ class DeclaredSync:
             written += len(inserts) + len(puts)
         if withdrawn:
             self._queue.withdraw(withdrawn)
+        for item in items:  # what this deploy did, once it is committed; nothing for no change
+            if item.action in ("add", "change", "remove"):
+                logger.info("%s", describe(item))
         return Plan(version=self.version, prune=self.prune, items=items, rows_written=written, applied=True)
 
     def _diff(self, pairs: Sequence[tuple[StoredDeclaration, ScheduledJob | None]]) -> list[Step]:
@@ -571,13 +579,17 @@ class _Outcome:
             return cls(None, False)  # an @after that already ran is never run again
         if step.action == "change" and declared.kind == "after" and old is None:
             return cls(None, False)  # ran, and its job was purged
-        return cls(_new_job(declared, open_old, now), open_old is not None)
+        return cls(_new_job(declared, open_old, now, replaces=old), open_old is not None)
 
 
-def _new_job(declared: Declaration, old: ScheduledJob | None, now: datetime) -> ScheduledJob:
+def _new_job(
+    declared: Declaration, old: ScheduledJob | None, now: datetime, *, replaces: ScheduledJob | None = None
+) -> ScheduledJob:
     """The job of ``declared``; replacing ``old`` (open), its first fire is the new spec's first
     strictly after the later of now and the due instant of a fire in flight; an interval keeps the
-    old job's grid unless it declares an anchor; a paused job stays paused."""
+    old job's grid unless it declares an anchor; a paused job stays paused. It links back
+    (``rescheduled_from``) to ``replaces``, the name's previous job whatever its status, so that
+    the schedule's history follows it across deploys (:func:`~schedule_sdk.core.service.lineage`)."""
     switch = now
     if old is not None and old.status is JobStatus.ACTIVE:
         switch = max(now, old.scheduled_for)
@@ -588,9 +600,10 @@ def _new_job(declared: Declaration, old: ScheduledJob | None, now: datetime) -> 
     first = declared.first_after(switch, created)
     job = ScheduledJob.first_of(declared.spec(now), new_id(), now, past_allowed=True)
     job = job.evolve(run_at=job.due_of(first), scheduled_for=first)
+    if replaces is not None:
+        job = job.evolve(rescheduled_from=replaces.id)
     if old is None:
         return job
-    job = job.evolve(rescheduled_from=old.id)
     return job.moved(JobStatus.PAUSED, now) if old.status is JobStatus.PAUSED else job
 
 
@@ -612,4 +625,5 @@ def _item(step: Step, old: ScheduledJob | None, outcome: _Outcome, *, applied: b
         next_before=open_old.run_at if open_old is not None else None,
         next_after=after,
         paused=shown is not None and shown.status is JobStatus.PAUSED,
+        changes=step_changes(step),
     )

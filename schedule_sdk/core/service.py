@@ -10,6 +10,7 @@ import logging
 from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime, timedelta
 
+from schedule_sdk.core import upcoming as ahead
 from schedule_sdk.core.unobserved import NoMetrics, NoTracing
 from schedule_sdk.core.write_order import joined_write_order, write_order
 from schedule_sdk.domain import timing
@@ -31,12 +32,10 @@ from schedule_sdk.domain.history import FireRecord
 from schedule_sdk.domain.ids import ID_PATTERN, new_id
 from schedule_sdk.domain.jobs import (
     MAX_TOPIC_LENGTH,
-    CronRepeat,
     JobPage,
     JobQuery,
     JobSpec,
     OneShotSpec,
-    Repeat,
     RepeatSpec,
     ScheduledJob,
     bounded_fires,
@@ -50,7 +49,7 @@ from schedule_sdk.domain.status import FINISHED_STATUSES, OPEN_STATUSES, JobStat
 from schedule_sdk.domain.text import holds_storable_text, shown, storable
 from schedule_sdk.domain.timers import TIMER_TOPIC
 from schedule_sdk.domain.timing import FireTime
-from schedule_sdk.domain.upcoming import UpcomingFire
+from schedule_sdk.domain.upcoming import UpcomingFire, UpcomingGroups, UpcomingPage
 from schedule_sdk.ports import (
     Clock,
     ExecutionQueue,
@@ -317,7 +316,7 @@ class ScheduleService:
             return _job_fire_times(job, n)
         if isinstance(spec_or_job_id, OneShotSpec):
             spec_at = spec_or_job_id
-            return [spec_fire(_fire_at(spec_at.run_at, spec_at.timezone), spec_at)]
+            return [spec_fire(ahead.fire_at(spec_at.run_at, spec_at.timezone), spec_at)]
         if not isinstance(spec_or_job_id, RepeatSpec):
             raise TypeError("preview takes a OneShotSpec, a RepeatSpec or a job id")
         return spec_or_job_id.next_fire_times(self._clock.now(), n)
@@ -362,7 +361,10 @@ class ScheduleService:
         """What happened to a job: up to ``limit`` (1-500) of its fires, newest first, each with
         its occurrence, attempt, due and fire instants, lateness, duration, outcome, error and
         worker. Pass the last entry's ``fired_at`` as ``before`` for the next page. Entries are
-        kept until retention purges them, even after the job itself is gone; an unknown id has
+        kept until retention purges them, even after the job itself is gone. A job that replaced
+        another (a reschedule, a changed declared schedule: ``rescheduled_from`` /
+        ``rescheduled_to``) shares its history with the jobs of that chain still stored
+        (:func:`lineage`): one schedule, all its fires, each entry naming its own row. An unknown id has
         none (an empty list, not an error), and so has every job of a store that keeps no fire
         history (one that is no :class:`~schedule_sdk.ports.FireHistory`).
 
@@ -377,7 +379,12 @@ class ScheduleService:
         history = provided(self._store, FireHistory)
         if history is None or names_no_job(job_id):
             return []
-        return history.history(job_id, limit, before)
+        ids = lineage(self._store, job_id)
+        if len(ids) == 1:
+            return history.history(job_id, limit, before)
+        merged = [f for one in ids for f in history.history(one, limit, before)]
+        merged.sort(key=lambda f: f.fired_at, reverse=True)
+        return merged[:limit]
 
     def upcoming(
         self,
@@ -386,46 +393,77 @@ class ScheduleService:
         limit: int = 100,
         topic: str | None = None,
         tenant: str | None = None,
+        owner: str | None = None,
     ) -> builtins.list[UpcomingFire]:
-        """Every fire of every open job (pending, active, paused; of ``topic`` and ``tenant`` if
-        given) from now until now + ``window``, in time order, at most ``limit`` (1-1000): crons
-        and intervals expanded (each job up to ``limit`` fires), with their DST marks; a paused
-        job's fires are included, marked ``paused`` (they happen only if it is resumed). Reads
-        every open job of the filter: on a large store, narrow it with ``topic`` or ``tenant``.
+        """Every fire of every open job (pending, active, paused; of ``topic``, ``tenant`` and
+        ``owner`` if given) from now until now + ``window``, in time order, at most ``limit``
+        (1-1000): crons and intervals expanded, with their DST marks; a paused job's fires are
+        included, marked ``paused`` (they happen only if it is resumed). The first page of
+        :meth:`upcoming_page`, which says whether the window holds more and pages on. Reads every
+        open job of the filter: on a large store, narrow it with ``topic``, ``tenant`` or ``owner``.
 
         :raises InvalidCursor: ``window`` is not a positive timedelta or ``limit`` is out of range.
         :raises InvalidMetadata, InvalidTopic: a filter is not text a job could hold.
         """
+        return self.upcoming_page(window, limit=limit, topic=topic, tenant=tenant, owner=owner).items
+
+    def upcoming_page(
+        self,
+        window: timedelta,
+        *,
+        limit: int = 100,
+        cursor: str | None = None,
+        topic: str | None = None,
+        tenant: str | None = None,
+        owner: str | None = None,
+    ) -> UpcomingPage:
+        """One page of :meth:`upcoming`: at most ``limit`` (1-1000) fires after ``cursor`` (the
+        previous page's ``next_cursor``; None: from now), with ``total`` (the fires the window
+        holds from the page's start on: counted, not listed), ``truncated`` (more follow) and
+        ``next_cursor``. The window's end is fixed by the read, so each page's window ends a little
+        later than the one before.
+
+        :raises InvalidCursor: ``window`` is not a positive timedelta, ``limit`` is out of range or
+            ``cursor`` is no cursor of this read.
+        :raises InvalidMetadata, InvalidTopic: a filter is not text a job could hold.
+        """
+        end = self._upcoming_end(window, limit, "limit", topic=topic, tenant=tenant, owner=owner)
+        jobs = ahead.open_jobs(self._store, MAX_PAGE_SIZE, topic=topic, tenant=tenant, owner=owner)
+        return ahead.page_of(jobs, end, limit, cursor)
+
+    def upcoming_by_job(
+        self,
+        window: timedelta,
+        *,
+        per_job: int = 3,
+        limit: int = MAX_PAGE_SIZE,
+        topic: str | None = None,
+        tenant: str | None = None,
+        owner: str | None = None,
+    ) -> UpcomingGroups:
+        """The fires of :meth:`upcoming` grouped by job: each open job with a fire in the window,
+        its first ``per_job`` (1-1000) fires and how many it has in the window (counted, not
+        listed: arithmetic for an interval), ordered by its first fire; at most ``limit``
+        (1-1000) jobs, ``truncated`` when more have fires, with the totals of them all.
+
+        :raises InvalidCursor: ``window`` is not a positive timedelta, or ``per_job`` or
+            ``limit`` is out of range.
+        :raises InvalidMetadata, InvalidTopic: a filter is not text a job could hold.
+        """
+        end = self._upcoming_end(window, limit, "limit", topic=topic, tenant=tenant, owner=owner)
+        _check_upcoming_count(per_job, "per_job")
+        jobs = ahead.open_jobs(self._store, MAX_PAGE_SIZE, topic=topic, tenant=tenant, owner=owner)
+        return ahead.groups_of(jobs, end, per_job, limit)
+
+    def _upcoming_end(
+        self, window: object, limit: object, name: str, *, topic: object, tenant: object, owner: object
+    ) -> datetime:
         if not isinstance(window, timedelta) or window <= timedelta(0):
             raise InvalidCursor("window must be a positive timedelta")
-        timing.check_count(limit)
-        _check_filters(tenant_id=tenant, topic=topic)
+        _check_upcoming_count(limit, name)
+        _check_filters(owner_id=owner, tenant_id=tenant, topic=topic)
         now = self._clock.now()
-        end = timing.MAX_INSTANT if window >= timing.MAX_INSTANT - now else now + window
-        fires: builtins.list[UpcomingFire] = []
-        after_id: str | None = None
-        while True:
-            query = JobQuery(
-                tenant_id=tenant, topic=topic, statuses=OPEN_STATUSES, limit=MAX_PAGE_SIZE, after_id=after_id
-            )
-            page = self._store.list_jobs(query)
-            for job in page:
-                fires.extend(
-                    UpcomingFire(
-                        job_id=job.id,
-                        topic=job.topic,
-                        tenant_id=job.metadata.tenant_id,
-                        fire=fire,
-                        paused=job.status is JobStatus.PAUSED,
-                    )
-                    for fire in _job_fire_times(job, limit)
-                    if fire.at <= end
-                )
-            if len(page) < MAX_PAGE_SIZE:
-                break
-            after_id = page[-1].id
-        fires.sort(key=lambda f: (f.at, f.job_id))
-        return fires[:limit]
+        return timing.MAX_INSTANT if window >= timing.MAX_INSTANT - now else now + window
 
     # -- internals ---------------------------------------------------------------------------
 
@@ -521,6 +559,34 @@ class ScheduleService:
 
 
 # -- the one cancel path: ``cancel`` and the cancel half of ``reschedule`` ---------------------
+
+
+#: The most rows :func:`lineage` follows each way (a guard against a cycle written by hand).
+MAX_LINEAGE = 256
+
+
+def lineage(store: JobStore, job_id: str) -> list[str]:
+    """The ids of the one schedule ``job_id`` is a row of: the jobs it replaced
+    (``rescheduled_from``, back to the first still stored), itself, and the jobs that replaced it
+    (``rescheduled_to``), oldest first; ``[job_id]`` for a job never replaced or unknown."""
+    ids = [job_id]
+    seen = {job_id}
+    job = store.get(job_id)
+    if job is None:
+        return ids
+    for step in ("rescheduled_from", "rescheduled_to"):
+        link: ScheduledJob | None = job
+        while link is not None and len(seen) < 2 * MAX_LINEAGE:
+            nxt = getattr(link, step)
+            if nxt is None or nxt in seen:
+                break
+            seen.add(nxt)
+            if step == "rescheduled_from":
+                ids.insert(0, nxt)
+            else:
+                ids.append(nxt)
+            link = store.get(nxt)
+    return ids
 
 
 def shown_history(service: ScheduleService, job: ScheduledJob, limit: int) -> list[FireRecord]:
@@ -630,10 +696,6 @@ def _refused_at(index: int | None, error: ScheduleError) -> ScheduleError:
     return error
 
 
-def _fire_at(instant: datetime, zone_name: str) -> FireTime:
-    return FireTime(at=instant, local=timing.local_time(instant, timing.zone(zone_name)))
-
-
 def _check_filters(*, owner_id: object = None, tenant_id: object = None, topic: object = None) -> None:
     """The text filters of a read: what a job could hold (the metadata rule for the owner and
     tenant; a topic filter of at most 200 storable characters, its pattern not required: a text
@@ -648,12 +710,12 @@ def _check_filters(*, owner_id: object = None, tenant_id: object = None, topic: 
     storable(topic, "the topic filter", InvalidTopic)
 
 
-def _repeat_fire_times(
-    repeat: Repeat, zone_name: str, after: datetime, n: int, anchor: datetime | None = None
-) -> list[FireTime]:
-    if isinstance(repeat, CronRepeat):
-        return repeat.next_fire_times(after, n, timezone=zone_name)
-    return repeat.next_fire_times(after, n, timezone=zone_name, anchor=anchor)
+def _check_upcoming_count(value: object, name: str) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= timing.MAX_FIRE_TIMES:
+        raise InvalidCursor(
+            f"{name} must be an int from 1 to {timing.MAX_FIRE_TIMES}, got {shown(value)}"
+            + (": page on with upcoming_page's next_cursor" if name == "limit" else "")
+        )
 
 
 def _job_fire_times(job: ScheduledJob, n: int) -> list[FireTime]:
@@ -664,9 +726,9 @@ def _job_fire_times(job: ScheduledJob, n: int) -> list[FireTime]:
         return []
     zone = job.zone_for_repeat
     if job.repeat is None:
-        return [_fire_at(job.scheduled_for, zone).delayed(job.run_at)]
+        return [ahead.fire_at(job.scheduled_for, zone).delayed(job.run_at)]
     # scheduled_for is an occurrence (for an interval, on the fixed-rate grid: the anchor)
-    nominal = _repeat_fire_times(
+    nominal = ahead.repeat_fire_times(
         job.repeat,
         zone,
         job.scheduled_for - _MICROSECOND,
@@ -676,7 +738,7 @@ def _job_fire_times(job: ScheduledJob, n: int) -> list[FireTime]:
     if nominal and nominal[0].at == job.scheduled_for:
         base, rest = nominal[0], nominal[1:]
     else:  # an extra fire from trigger: its instant is no occurrence
-        base, rest = _fire_at(job.scheduled_for, zone), nominal
+        base, rest = ahead.fire_at(job.scheduled_for, zone), nominal
     regular = job.attempt == 1 and job.regular_due is None
     current = base.delayed(job.run_at, excluded=regular and job.excludes(job.scheduled_for))
     following = [

@@ -264,6 +264,119 @@ def diff(
     return steps
 
 
+#: The fields of a declaration a plan compares, in the order it shows them, with their labels.
+_FIELDS = (
+    ("kind", "kind"),
+    ("cron", "cron"),
+    ("every_ms", "interval"),
+    ("after_ms", "delay"),
+    ("anchor", "anchor"),
+    ("timezone", "zone"),
+    ("topic", "topic"),
+    ("payload", "payload"),
+    ("retry", "retry"),
+    ("misfire", "misfire"),
+    ("overlap", "overlap"),
+    ("concurrency", "concurrency"),
+    ("time_limit_ms", "time limit"),
+    ("spread_ms", "spread"),
+    ("jitter_ms", "jitter"),
+    ("calendar", "calendar"),
+)
+_DURATIONS = {"every_ms", "after_ms", "time_limit_ms", "spread_ms", "jitter_ms"}
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class FieldChange:
+    """One field of a declaration that a sync changes: its label (``cron``, ``interval``,
+    ``zone``, ``payload``, a policy...), the value stored before and the value declared now
+    (None: not set; a removed declaration has no ``after``, an added one no ``before``)."""
+
+    field: str
+    before: Any
+    after: Any
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"field": self.field, "before": self.before, "after": self.after}
+
+    def text(self) -> str:
+        """``cron '*/1 * * * *' → '*/5 * * * *'``, ``zone UTC → Europe/Paris``."""
+        return f"{self.field} {_value(self.field, self.before)} \u2192 {_value(self.field, self.after)}"
+
+
+def _value(label: str, value: Any) -> str:
+    if value is None:
+        return "-"
+    if label == "cron":
+        return repr(value)
+    if label in {dict(_FIELDS)[k] for k in _DURATIONS} and isinstance(value, int):
+        return _duration(value)
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, sort_keys=True)
+
+
+def _duration(ms: int) -> str:
+    """``700ms``, ``1.1s``, ``5m``, ``2h``, ``1d``: the shortest exact unit."""
+    for unit, size in (("d", 86_400_000), ("h", 3_600_000), ("m", 60_000)):
+        if ms >= size and ms % size == 0:
+            return f"{ms // size}{unit}"
+    if ms >= 1000:
+        return f"{ms / 1000:g}s"
+    return f"{ms}ms"
+
+
+def spec_fields(spec: str | Mapping[str, Any] | None) -> dict[str, Any]:
+    """A declaration's fields from :meth:`Declaration.to_dict` or the JSON text a
+    :class:`StoredDeclaration` keeps of it (empty when there is none or it cannot be read)."""
+    if spec is None or isinstance(spec, Mapping):
+        return dict(spec or {})
+    try:
+        loaded = json.loads(spec) if spec else {}
+    except ValueError:
+        return {}
+    return loaded if isinstance(loaded, dict) else {}
+
+
+def field_changes(before: Mapping[str, Any], after: Mapping[str, Any]) -> tuple[FieldChange, ...]:
+    """The fields that differ between two declarations' :meth:`Declaration.to_dict` (or
+    :func:`spec_fields`) data, in the order of :data:`_FIELDS`; an empty side shows every field
+    the other one sets."""
+    changes = []
+    for key, label in _FIELDS:
+        old, new = before.get(key), after.get(key)
+        if old != new:
+            changes.append(FieldChange(field=label, before=old, after=new))
+    return tuple(changes)
+
+
+def step_changes(step: Step) -> tuple[FieldChange, ...]:
+    """What ``step`` changes in its declaration: for ``change`` the differing fields, for
+    ``add`` every field it sets, for ``remove`` every field it had; none otherwise."""
+    if step.action not in ("add", "change", "remove"):
+        return ()
+    stored = spec_fields(step.stored.spec) if step.stored is not None and step.action != "add" else {}
+    declared = step.declared.to_dict() if step.declared is not None else {}
+    return field_changes(stored, declared)
+
+
+def describe(item: PlanItem) -> str:
+    """One line for a log or a plan: ``schedule reports.daily changed: cron '*/1 * * * *' →
+    '*/5 * * * *', zone UTC → Europe/Paris``; an added one says what it declares, a removed
+    one which job was cancelled."""
+    verb = {"add": "added", "change": "changed", "remove": "removed"}.get(item.action, item.action)
+    if item.action == "add":
+        shown = ("cron", "interval", "delay", "zone", "payload")
+        fields = ", ".join(f"{c.field} {_value(c.field, c.after)}" for c in item.changes if c.field in shown)
+        what = fields or str(item.kind)
+    elif item.action == "remove":
+        what = f"job {item.job_id} cancelled" if item.job_id else "no open job"
+    else:
+        what = ", ".join(c.text() for c in item.changes) or "no field differs"
+    job = f" (job {item.job_id})" if item.job_id and item.action != "remove" else ""
+    return f"schedule {item.name} {verb}: {what}{job}"
+
+
 @dataclass(frozen=True, kw_only=True, slots=True)
 class PlanItem:
     """One line of a plan: a name, what the sync does to it, and the next fire before and after."""
@@ -278,6 +391,8 @@ class PlanItem:
     #: The next fire once the sync is applied (None: none).
     next_after: datetime | None
     paused: bool = False
+    #: The fields the sync changes (see :func:`step_changes`).
+    changes: tuple[FieldChange, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -289,6 +404,7 @@ class PlanItem:
             "next_before": None if self.next_before is None else self.next_before.isoformat(),
             "next_after": None if self.next_after is None else self.next_after.isoformat(),
             "paused": self.paused,
+            "changes": [c.to_dict() for c in self.changes],
         }
 
 

@@ -453,6 +453,71 @@ def cron_fire_times(expression: str, tz: str | ZoneInfo, after: datetime, n: int
     return found
 
 
+#: The longest window :func:`count_cron_fires` counts by arithmetic.
+_COUNT_SPAN = timedelta(days=31)
+
+
+def count_cron_fires(expression: str, tz: str | ZoneInfo, after: datetime, until: datetime) -> int | None:
+    """How many times ``expression`` fires in ``tz`` strictly after ``after`` and at most at
+    ``until``, counted from its fields day by day (no fire enumerated), when the zone's offset
+    is the same all through the window (checked hour by hour) and the window is at most 31 days;
+    None otherwise (a DST change inside it: enumerate with :func:`cron_instants`)."""
+    if until <= after:
+        return 0
+    if until - after > _COUNT_SPAN:
+        return None
+    cron = parse_cron(expression)
+    tz_info = tz if isinstance(tz, ZoneInfo) else zone(tz)
+    offset = _offset(tz_info, after)
+    probe = after
+    while probe < until:
+        probe = min(probe + _HOUR, until)
+        if _offset(tz_info, probe) != offset:
+            return None
+    low = (after + offset).replace(tzinfo=None)  # strictly after this wall time
+    high = (until + offset).replace(tzinfo=None)  # at or before this one
+    minutes = sorted(cron.minutes)
+    per_day = len(cron.hours) * len(minutes)
+    count = 0
+    day = low.date()
+    while day <= high.date():
+        weekday = (day.weekday() + 1) % 7
+        in_month = day.month in cron.months
+        by_day, by_weekday = day.day in cron.days, weekday in cron.weekdays
+        if in_month and ((by_day or by_weekday) if cron.day_or else (by_day and by_weekday)):
+            if low.date() < day < high.date():
+                count += per_day
+            else:
+                start = datetime.combine(day, datetime.min.time())
+                for hour in cron.hours:
+                    for minute in minutes:
+                        wall = start.replace(hour=hour, minute=minute)
+                        if low < wall <= high:
+                            count += 1
+        day += timedelta(days=1)
+    return count
+
+
+def cron_instants(
+    expression: str, tz: str | ZoneInfo, after: datetime, until: datetime, cap: int
+) -> list[datetime]:
+    """The fire instants of ``expression`` in ``tz`` strictly after ``after`` and at most
+    ``until``, in order, at most ``cap`` of them (what a count over a window enumerates, without
+    building a :class:`FireTime` per fire)."""
+    found: list[datetime] = []
+    start = after
+    while len(found) < cap:  # one search gives out at most _MAX_CANDIDATES: go on from its last
+        before = len(found)
+        for instant, _walls in _cron_fires(expression, tz, start):
+            if instant > until or len(found) == cap:
+                return found
+            found.append(instant)
+        if len(found) == before:
+            return found
+        start = found[-1]
+    return found
+
+
 def _cron_fires(
     expression: str, tz: str | ZoneInfo, after: datetime
 ) -> Iterator[tuple[datetime, tuple[datetime, ...]]]:

@@ -32,7 +32,7 @@ from schedule_sdk.domain.errors import (
     ScheduleValidationError,
 )
 from schedule_sdk.domain.text import json_escaped, masked_url, shown, without_secret
-from schedule_sdk.entrypoints import cli_schedules
+from schedule_sdk.entrypoints import cli_schedules, cli_upcoming
 from schedule_sdk.entrypoints.cli_context import (
     ERROR,
     NOT_FOUND,
@@ -757,6 +757,7 @@ def build_parser() -> argparse.ArgumentParser:
     dashboard.add_argument("--port", type=int, default=8765, help="port (default 8765)")
 
     cli_schedules.add_commands(commands, command)
+    cli_upcoming.add_commands(commands, command)
 
     db = command(commands, "db", None, "the SDK's database schema")
     db_commands = db.add_subparsers(dest="db_command", required=True, metavar="COMMAND")

@@ -60,7 +60,10 @@ def _line(item: PlanItem) -> str:
         owner = " (a newer version owns it)" if item.action == "stale" else ""
         times = f"next {_time(item.next_before)}{owner}"
     paused = " (paused)" if item.paused else ""
-    return f"{sign} {item.name:40} {what} {times}{paused}"
+    line = f"{sign} {item.name:40} {what} {times}{paused}"
+    if item.action == "change":  # what changed, field by field
+        line += "".join(f"\n      {change.text()}" for change in item.changes)
+    return line
 
 
 def _show(ctx: Context, plan: Plan) -> None:

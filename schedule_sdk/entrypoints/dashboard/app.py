@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
@@ -36,7 +36,6 @@ from schedule_sdk.domain.overview import COUNT_CAP, JOB_SORTS, SEARCH_WINDOW, WI
 from schedule_sdk.domain.status import FINISHED_STATUSES, JobStatus
 from schedule_sdk.domain.text import shown, unstorable_character
 from schedule_sdk.domain.timers import TimerState
-from schedule_sdk.domain.upcoming import UpcomingFire
 from schedule_sdk.entrypoints.dashboard import bulk, coupling, plots
 from schedule_sdk.entrypoints.dashboard.forms import (
     PAGE_SIZE,
@@ -59,6 +58,7 @@ from schedule_sdk.entrypoints.dashboard.security import (
     local_next,
     read_form,
 )
+from schedule_sdk.entrypoints.dashboard.upcoming_page import upcoming_values
 from schedule_sdk.entrypoints.dashboard.views import (
     ACTIONS,
     BULK_ACTIONS,
@@ -78,9 +78,6 @@ from schedule_sdk.ports import (
     require,
 )
 
-#: The "what fires next" page: this far ahead, at most this many fires.
-UPCOMING_WINDOW = timedelta(hours=24)
-UPCOMING_LIMIT = 500
 HISTORY_SIZE = 50
 #: Ids are UUIDs (36 characters): a longer one names no job.
 MAX_ID_LENGTH = 64
@@ -350,33 +347,12 @@ class Dashboard:
         )
 
     def upcoming(self, request: Request) -> Response:
-        """What fires in the next 24 h (read-only): each fire of each open job the operator may
-        see, with its DST mark, paused ones marked, code-owned ones with their declared name."""
-        grant = self.access.grant(request)
-        if grant.tenants is None:
-            fires = self.service.upcoming(UPCOMING_WINDOW, limit=UPCOMING_LIMIT)
-        else:  # one read per tenant in scope, merged in time order
-            scoped = [
-                self.service.upcoming(UPCOMING_WINDOW, limit=UPCOMING_LIMIT, tenant=tenant)
-                for tenant in sorted(grant.tenants)
-            ]
-            fires = sorted((f for part in scoped for f in part), key=lambda f: (f.at, f.job_id))
-            fires = fires[:UPCOMING_LIMIT]
-        names = {} if self.declared is None else coupling.declared_names(self.declared)
-        hours: list[tuple[datetime, list[tuple[UpcomingFire, str | None]]]] = []
-        for fire in fires:
-            hour = fire.at.replace(minute=0, second=0, microsecond=0)
-            if not hours or hours[-1][0] != hour:
-                hours.append((hour, []))
-            hours[-1][1].append((fire, names.get(fire.job_id)))
-        return self.render(
-            request,
-            "upcoming.html",
-            hours=hours,
-            shown=len(fires),
-            limit=UPCOMING_LIMIT,
-            window_hours=int(UPCOMING_WINDOW.total_seconds() // 3600),
+        """What fires in the next 24 h (read-only), grouped by job or as a timeline, filtered, for
+        the jobs the operator may see: see :mod:`~schedule_sdk.entrypoints.dashboard.upcoming_page`."""
+        values = upcoming_values(
+            self.service, self.declared, self.access.grant(request), request.query_params
         )
+        return self.render(request, "upcoming.html", status=400 if values["error"] else 200, **values)
 
     def workers(self, request: Request) -> Response:
         registry = require(self.store, WorkerRegistry, "the dashboard's workers page")

@@ -47,7 +47,7 @@ def test_the_job_page_names_the_spread_jitter_and_calendar_and_marks_the_preview
 def test_the_next_24_hours_page_shows_spread_and_excluded_fires(site: Site):
     job = weekday_report(site)
     site.clock.set(FRIDAY + timedelta(hours=6))  # the next 24 h hold Friday's fire and Saturday's
-    html = site.client().get("/upcoming?hours=24").text
+    html = site.client().get("/upcoming?view=timeline").text
     rows = re.findall(rf'data-job="{job.id}">(.*?)</tr>', html, re.S)
     assert len(rows) == 2
     assert all("spread from" in row for row in rows)
