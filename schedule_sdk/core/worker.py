@@ -43,6 +43,7 @@ from schedule_sdk.core.liveness import DEAD_RESCUE_AGE, DEAD_RESCUE_WINDOW, FORG
 from schedule_sdk.core.loop import ListenerLoop
 from schedule_sdk.core.reconciler import Reconciler
 from schedule_sdk.core.retention import Purger
+from schedule_sdk.core.store_restart import StoreRestarts
 from schedule_sdk.core.store_time import StoreTime
 from schedule_sdk.domain.errors import ScheduleError
 from schedule_sdk.domain.leases import Lease
@@ -105,6 +106,12 @@ class ScheduleWorker:
         if listener_loop is not None:
             dispatcher.on_overdue = listener_loop.abandon
         self._rescue_fast_until = 0.0  # monotonic: hand over a dead consumer's entries until then
+        #: After a store restart (or an outage): release this worker's claims it no longer holds,
+        #: hand over the due entries the store's lost claims left missing.
+        self._restarts = StoreRestarts(
+            registry=self._registry, reconciler=reconciler, worker_id=dispatcher.worker_id,
+            in_flight=dispatcher.held_ids,
+        )  # fmt: skip
 
     @property
     def running(self) -> bool:
@@ -124,6 +131,7 @@ class ScheduleWorker:
             )
             self._registry.beat(self.liveness.row(self._clock.now(), 0, clock=clock))
             self._watch_peers()
+            self._restarts.look()  # records the store's incarnation
             self.reconciler.heal_if_moved()  # records the substrate's server; a change heals at once
             self.reconciler.run_at_start()
             self._warn_of_risks()
@@ -271,6 +279,7 @@ class ScheduleWorker:
                     until = Lease(self._lease).until(self._clock.now())
                     self._store.extend_claims(self.dispatcher.worker_id, held, until)
             except ScheduleError as error:
+                self._restarts.outage()  # the store may come back having lost commits
                 logger.warning("heartbeat failed: %s", error)
 
     def _maintain(self) -> None:
@@ -281,6 +290,7 @@ class ScheduleWorker:
             try:
                 self._watch_peers()
                 self.reconciler.release_expired()
+                self._restarts.look()
                 self.reconciler.rescue()
                 if self.reconciler.heal_if_moved():
                     # a failover: for a few seconds, also hand over entries it left mid-step at once

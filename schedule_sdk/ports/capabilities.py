@@ -21,7 +21,7 @@ from schedule_sdk.domain.jobs import ScheduledJob
 from schedule_sdk.domain.overview import JobSearch, Overview, SeenWorker
 from schedule_sdk.domain.status import JobStatus
 from schedule_sdk.domain.timers import TimerEntry, TimerState
-from schedule_sdk.ports.store import JobStore, JobTransaction, JoinedTransaction, OpenOccurrence
+from schedule_sdk.ports.store import JobStore, JobTransaction, JoinedTransaction, OccurrenceRef, OpenOccurrence
 
 
 class DueScan(ABC):
@@ -114,6 +114,24 @@ class WorkerRegistry(ABC):
     @abstractmethod
     def forget_workers(self, beat_before: datetime) -> int:
         """Delete registry rows whose last beat is before ``beat_before``; return how many."""
+
+    def store_incarnation(self) -> str | None:
+        """What names the store server's current run (PostgreSQL: its postmaster's start time),
+        read now; it changes when the server restarted, which may have lost commits it had
+        acknowledged without waiting for their flush (claims and outcomes). None: the store has
+        no such run (SQLite, an in-memory store)."""
+        return None
+
+    def claims_of(self, worker_id: str) -> list[OccurrenceRef]:
+        """The ``(job id, occurrence, attempt)`` of every active row claimed by ``worker_id``."""
+        return []
+
+    def release_claims_at(
+        self, worker_id: str, claims: Sequence[OccurrenceRef], now: datetime
+    ) -> list[ScheduledJob]:
+        """Return to ``pending`` (same occurrence and attempt) the active rows of ``claims`` still
+        claimed by ``worker_id`` at exactly that occurrence and attempt; return them as released."""
+        return []
 
 
 class FireHistory(ABC):

@@ -1,0 +1,93 @@
+"""``StoreRestarts``: what a live worker repairs once its store answers again after a restart.
+
+A PostgreSQL store acknowledges claims and outcomes without waiting for their WAL flush, so a
+crash of the server (or ``pg_ctl restart -m immediate``) may lose the last ones:
+
+- a lost *claim* leaves its row pending at the occurrence and attempt the worker took. On the
+  ``sql`` substrate the due-time poller claims it again; on ``rq`` the consumer had already
+  consumed its queue entry, so nothing would fire it before a reconcile: the worker hands over
+  again the pending rows due soon whose entries are missing (the reconcile's due-first pass,
+  :meth:`~schedule_sdk.core.reconciler.Reconciler.hand_over_due`);
+- a lost *outcome* leaves its row active, claimed by this worker, which no longer holds the fire
+  and would not renew its lease: the worker releases its claims that are not among its fires in
+  flight, so they fire again at once instead of when the lease ends (at least once: a fire whose
+  outcome a crash lost runs again).
+
+When: every maintenance beat reads the store's incarnation
+(:meth:`~schedule_sdk.ports.WorkerRegistry.store_incarnation`, PostgreSQL's postmaster start
+time); a change, or a heartbeat that failed since the last look (:meth:`StoreRestarts.outage`:
+an outage of unknown cause), starts the repair once the store answers. A claim of this worker
+that is not in flight is released only when it still is so at the next beat, at the same
+occurrence and attempt: a claim just committed and not yet handed to the dispatcher is left alone.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Collection
+
+from schedule_sdk.core.reconciler import Reconciler
+from schedule_sdk.domain.errors import ScheduleError
+from schedule_sdk.ports import OccurrenceRef, WorkerRegistry
+
+logger = logging.getLogger(__name__)
+
+
+class StoreRestarts:
+    """One worker's look for a restarted store, and the repair after one."""
+
+    def __init__(
+        self,
+        *,
+        registry: WorkerRegistry,
+        reconciler: Reconciler,
+        worker_id: str,
+        in_flight: Callable[[], Collection[str]],
+    ) -> None:
+        self._registry = registry
+        self._reconciler = reconciler
+        self._worker_id = worker_id
+        self._in_flight = in_flight
+        self._incarnation: str | None = None
+        self._suspect = False  #: the store may have lost commits: repair at the next look
+        self._orphans: set[OccurrenceRef] = set()  #: claims not in flight at the last repair
+
+    def outage(self) -> None:
+        """A store call failed: repair at the next look that the store answers."""
+        self._suspect = True
+
+    def look(self) -> int:
+        """Read the store's incarnation; repair when it changed or after an outage. Return how
+        many rows were released or handed over again.
+
+        :raises ScheduleError: the store (or the queue) did not answer: the repair is tried again.
+        """
+        try:
+            return self._look()
+        except ScheduleError:
+            self._suspect = True
+            raise
+
+    def _look(self) -> int:
+        incarnation = self._registry.store_incarnation()
+        if incarnation != self._incarnation:
+            if self._incarnation is not None:
+                logger.warning("the store restarted: releasing and handing over what its restart may have lost")
+                self._suspect = True
+            self._incarnation = incarnation
+        done = 0
+        if self._orphans:
+            orphans, self._orphans = self._orphans, set()
+            held = set(self._in_flight())
+            still = [c for c in self._registry.claims_of(self._worker_id) if c in orphans and c[0] not in held]
+            done += self._reconciler.release_own(self._registry, self._worker_id, still)
+        if self._suspect:
+            held = set(self._in_flight())
+            self._orphans = {c for c in self._registry.claims_of(self._worker_id) if c[0] not in held}
+            if self._reconciler.holds_entries:
+                handed = self._reconciler.hand_over_due()
+                if handed:
+                    logger.warning("handed over again %d due entries whose claims the store lost", handed)
+                done += handed
+            self._suspect = False
+        return done
