@@ -21,7 +21,13 @@ from schedule_sdk.domain.jobs import ScheduledJob
 from schedule_sdk.domain.overview import JobSearch, Overview, SeenWorker
 from schedule_sdk.domain.status import JobStatus
 from schedule_sdk.domain.timers import TimerEntry, TimerState
-from schedule_sdk.ports.store import JobStore, JobTransaction, JoinedTransaction, OccurrenceRef, OpenOccurrence
+from schedule_sdk.ports.store import (
+    JobStore,
+    JobTransaction,
+    JoinedTransaction,
+    OccurrenceRef,
+    OpenOccurrence,
+)
 
 
 class DueScan(ABC):

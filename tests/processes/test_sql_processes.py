@@ -137,9 +137,14 @@ def test_postgres_stopped_mid_run(private_postgres_backend):
 def _row(server: control.PrivatePostgres, job_id: str) -> tuple[str, str | None]:
     """The job's status and holder, read on a connection of its own (the store's may be cut)."""
     with psycopg.connect(server.admin.rsplit("/", 1)[0] + "/sdk", autocommit=True) as conn:
-        found = conn.execute("SELECT status, claimed_by FROM schedule_jobs WHERE id = %s", (job_id,)).fetchone()
-    assert found is not None, job_id
-    return found[0], found[1]
+        found = conn.execute("SELECT status, claimed_by FROM schedule_jobs WHERE id = %s", (job_id,))
+        row = found.fetchone()
+    assert row is not None, job_id
+    return row[0], row[1]
+
+
+def _wait_row(server: control.PrivatePostgres, job_id: str, status: str, timeout: float, every: float = 0.01):
+    assert wait_until(lambda: _row(server, job_id)[0] == status, timeout, every), _row(server, job_id)
 
 
 def _crash_when(h, server: control.PrivatePostgres, seen: str, left: str) -> str:
@@ -148,11 +153,11 @@ def _crash_when(h, server: control.PrivatePostgres, seen: str, left: str) -> str
     again in the rare case a beat's flush made the commit durable in between)."""
     for _ in range(5):
         job_id = _retried(lambda: h.service.schedule_at(due(0.5)).id)  # the pool's sessions were cut
-        assert wait_until(lambda: _row(server, job_id)[0] == seen, 30, every=0.001), _row(server, job_id)
+        _wait_row(server, job_id, seen, 30, every=0.001)
         server.crash()
         if _row(server, job_id)[0] == left:
             return job_id
-        assert wait_until(lambda: _row(server, job_id)[0] == "completed", 60), _row(server, job_id)
+        _wait_row(server, job_id, "completed", 60)
     pytest.fail(f"no crash left a {left} row")
 
 
@@ -175,7 +180,7 @@ def test_a_claim_lost_in_a_postgres_crash_fires_soon_after(private_postgres_back
     h.listen(SCHEDULE_ARRIVED_EVENT, lambda event: time.sleep(1.0))  # the row stays active a while
     h.start()
     job_id = _crash_when(h, server, "active", "pending")
-    assert wait_until(lambda: _row(server, job_id)[0] == "completed", 20), _row(server, job_id)
+    _wait_row(server, job_id, "completed", 20)
 
 
 @pytest.mark.slow
@@ -188,7 +193,7 @@ def test_an_outcome_lost_in_a_postgres_crash_does_not_hold_the_claim_for_the_lea
     h.start()
     job_id = _crash_when(h, server, "completed", "active")
     assert _row(server, job_id)[1] == h.worker.dispatcher.worker_id
-    assert wait_until(lambda: _row(server, job_id)[0] == "completed", 20), _row(server, job_id)
+    _wait_row(server, job_id, "completed", 20)
     assert len(h.events_for(job_id)) >= 2  # fired again: at least once
 
 
