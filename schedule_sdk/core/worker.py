@@ -12,8 +12,9 @@ same pace that releases the claims of workers whose beat stopped for ``dead_afte
 for a few seconds, hands over the entries its consumer had popped) and, as the fallback, expired
 leases, hands over again the entries a dead process left stranded for longer than the lease
 (``Reconciler.rescue``), reconciles at once when the substrate's server changed (a Redis
-failover or restart: ``Reconciler.heal_if_moved``) and, with ``retention`` set, purges old
-finished jobs. A starting worker logs a warning for each way the substrate's configuration could
+failover or restart: ``Reconciler.heal_if_moved``), repairs what a restart of the store lost
+(its own claims no longer in flight, the entries of lost claims: see
+:mod:`~schedule_sdk.core.store_restart`) and, with ``retention`` set, purges old finished jobs. A starting worker logs a warning for each way the substrate's configuration could
 lose entries (a Redis ``maxmemory-policy`` that may evict them). ``stop()`` stops
 cleanly: in-flight fires get ``stop_timeout`` seconds to finish, the rest are released for another
 worker, and the worker's row is deleted. It installs no signal handlers, so it is safe inside a
