@@ -14,11 +14,12 @@ leases, hands over again the entries a dead process left stranded for longer tha
 (``Reconciler.rescue``), reconciles at once when the substrate's server changed (a Redis
 failover or restart: ``Reconciler.heal_if_moved``), repairs what a restart of the store lost
 (its own claims no longer in flight, the entries of lost claims: see
-:mod:`~schedule_sdk.core.store_restart`) and, with ``retention`` set, purges old finished jobs. A starting worker logs a warning for each way the substrate's configuration could
-lose entries (a Redis ``maxmemory-policy`` that may evict them). ``stop()`` stops
-cleanly: in-flight fires get ``stop_timeout`` seconds to finish, the rest are released for another
-worker, and the worker's row is deleted. It installs no signal handlers, so it is safe inside a
-threaded web app. Also a context manager::
+:mod:`~schedule_sdk.core.store_restart`) and, with ``retention`` set, purges old finished jobs.
+A starting worker logs a warning for each way the substrate's configuration could lose entries
+(a Redis ``maxmemory-policy`` that may evict them). ``stop()`` stops cleanly: in-flight fires
+get ``stop_timeout`` seconds to finish, the rest are released for another worker, and the
+worker's row is deleted. It installs no signal handlers, so it is safe inside a threaded web app.
+Also a context manager::
 
     with container.worker():
         ...  # jobs fire in this process
