@@ -34,6 +34,7 @@ from schedule_sdk.ports import (
     Metrics,
     Occurrence,
     OccurrenceRef,
+    RestartRepair,
     WorkerRegistry,
     provided,
     require,
@@ -261,10 +262,10 @@ class Reconciler:
                 break
         return healed
 
-    def release_own(self, registry: WorkerRegistry, worker_id: str, claims: Sequence[OccurrenceRef]) -> int:
+    def release_own(self, repair: RestartRepair, worker_id: str, claims: Sequence[OccurrenceRef]) -> int:
         """Return ``claims`` of the live worker ``worker_id`` (still held at that occurrence and
         attempt) to pending and hand them to the queue again; return how many."""
-        total = self._hand_back(lambda: registry.release_claims_at(worker_id, claims, self._clock.now()))
+        total = self._hand_back(lambda: repair.release_claims_at(worker_id, claims, self._clock.now()))
         if total:
             logger.warning("released %d claims of this worker whose fires were not in flight", total)
         return total

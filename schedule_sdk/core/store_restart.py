@@ -19,7 +19,7 @@ crash of the server (or ``pg_ctl restart -m immediate``) may lose the last ones:
   outcome a crash lost runs again).
 
 When: every maintenance beat reads the store's incarnation
-(:meth:`~schedule_sdk.ports.WorkerRegistry.store_incarnation`, PostgreSQL's postmaster start
+(:meth:`~schedule_sdk.ports.RestartRepair.store_incarnation`, PostgreSQL's postmaster start
 time); a change, or a heartbeat that failed since the last look (:meth:`StoreRestarts.outage`:
 an outage of unknown cause), starts the repair once the store answers. A claim of this worker
 that is not in flight is released only when it still is so at the next beat, at the same
@@ -35,7 +35,7 @@ from collections.abc import Callable, Collection
 from schedule_sdk.core.liveness import DEAD_RESCUE_AGE
 from schedule_sdk.core.reconciler import Reconciler
 from schedule_sdk.domain.errors import ScheduleError
-from schedule_sdk.ports import OccurrenceRef, WorkerRegistry
+from schedule_sdk.ports import OccurrenceRef, RestartRepair
 
 logger = logging.getLogger(__name__)
 
@@ -50,12 +50,12 @@ class StoreRestarts:
     def __init__(
         self,
         *,
-        registry: WorkerRegistry,
+        repair: RestartRepair | None,
         reconciler: Reconciler,
         worker_id: str,
         in_flight: Callable[[], Collection[str]],
     ) -> None:
-        self._registry = registry
+        self._repair = repair
         self._reconciler = reconciler
         self._worker_id = worker_id
         self._in_flight = in_flight
@@ -74,14 +74,16 @@ class StoreRestarts:
 
         :raises ScheduleError: the store (or the queue) did not answer: the repair is tried again.
         """
+        if self._repair is None:  # a store whose commits a restart does not lose
+            return 0
         try:
-            return self._look()
+            return self._look(self._repair)
         except ScheduleError:
             self._suspect = True
             raise
 
-    def _look(self) -> int:
-        incarnation = self._registry.store_incarnation()
+    def _look(self, repair: RestartRepair) -> int:
+        incarnation = repair.store_incarnation()
         if incarnation != self._incarnation:
             if self._incarnation is not None:
                 logger.warning("the store restarted: releasing and handing over what it may have lost")
@@ -91,12 +93,12 @@ class StoreRestarts:
         if self._orphans:
             orphans, self._orphans = self._orphans, set()
             held = set(self._in_flight())
-            claims = self._registry.claims_of(self._worker_id)
+            claims = repair.claims_of(self._worker_id)
             still = [c for c in claims if c in orphans and c[0] not in held]
-            done += self._reconciler.release_own(self._registry, self._worker_id, still)
+            done += self._reconciler.release_own(repair, self._worker_id, still)
         if self._suspect:
             held = set(self._in_flight())
-            self._orphans = {c for c in self._registry.claims_of(self._worker_id) if c[0] not in held}
+            self._orphans = {c for c in repair.claims_of(self._worker_id) if c[0] not in held}
             self._repair_until = time.monotonic() + REPAIR_WINDOW
             self._suspect = False
         if self._reconciler.holds_entries and time.monotonic() < self._repair_until:

@@ -49,7 +49,16 @@ from schedule_sdk.core.store_restart import StoreRestarts
 from schedule_sdk.core.store_time import StoreTime
 from schedule_sdk.domain.errors import ScheduleError
 from schedule_sdk.domain.leases import Lease
-from schedule_sdk.ports import Clock, JobStore, Listeners, Runner, WorkerRegistry, require
+from schedule_sdk.ports import (
+    Clock,
+    JobStore,
+    Listeners,
+    RestartRepair,
+    Runner,
+    WorkerRegistry,
+    provided,
+    require,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -111,7 +120,7 @@ class ScheduleWorker:
         #: After a store restart (or an outage): release this worker's claims it no longer holds,
         #: hand over the due entries the store's lost claims left missing.
         self._restarts = StoreRestarts(
-            registry=self._registry, reconciler=reconciler, worker_id=dispatcher.worker_id,
+            repair=provided(store, RestartRepair), reconciler=reconciler, worker_id=dispatcher.worker_id,
             in_flight=dispatcher.held_ids,
         )  # fmt: skip
 

@@ -18,7 +18,7 @@ from schedule_sdk.adapters.sql.statements import ACTIVE, once
 from schedule_sdk.adapters.sql.tables import schedule_jobs as t
 from schedule_sdk.adapters.sql.tables import schedule_workers as w
 from schedule_sdk.domain.jobs import ScheduledJob
-from schedule_sdk.ports import OccurrenceRef, WorkerInfo, WorkerRegistry
+from schedule_sdk.ports import OccurrenceRef, RestartRepair, WorkerInfo, WorkerRegistry
 
 #: The statements run every second, built once (a statement built per call costs more than its run).
 _BEATEN = ("last_beat", "in_flight", "stuck", "clock_offset", "clock_error")
@@ -31,8 +31,9 @@ WORKERS = sa.select(w).order_by(w.c.id)
 INCARNATION = sa.text("SELECT pg_postmaster_start_time()::text")
 
 
-class SQLWorkerRegistry(WorkerRegistry):
-    """:class:`~schedule_sdk.ports.WorkerRegistry` on the SQL job store's connections."""
+class SQLWorkerRegistry(WorkerRegistry, RestartRepair):
+    """:class:`~schedule_sdk.ports.WorkerRegistry` and :class:`~schedule_sdk.ports.RestartRepair`
+    on the SQL job store's connections."""
 
     def __init__(self, connections: Connections) -> None:
         self.connections = connections
