@@ -222,8 +222,11 @@ class FireDispatcher(Dispatcher):
         self._release(unfinished)
         if overdue:
             self.on_overdue()
+        # The idle threads end at once (each took a None); a thread still running an overdue fire
+        # is not waited for: the whole join is bounded, not each thread's.
+        joined = time.monotonic() + 0.2
         for thread in self._threads:
-            thread.join(timeout=0.2)
+            thread.join(timeout=max(0.0, joined - time.monotonic()))
         alive = [t.name for t in self._threads if t.is_alive()]
         if alive:
             logger.warning("listener threads still running after stop: %s", ", ".join(alive))

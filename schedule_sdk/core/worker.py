@@ -11,15 +11,17 @@ same pace that releases the claims of workers whose beat stopped for ``dead_afte
 :mod:`~schedule_sdk.core.liveness`; on ``rq`` it also takes over a dead worker's pump lock and,
 for a few seconds, hands over the entries its consumer had popped) and, as the fallback, expired
 leases, hands over again the entries a dead process left stranded for longer than the lease
-(``Reconciler.rescue``), reconciles at once when the substrate's server changed (a Redis
-failover or restart: ``Reconciler.heal_if_moved``), repairs what a restart of the store lost
-(its own claims no longer in flight, the entries of lost claims: see
+(``Reconciler.rescue``), reconciles at once when the substrate's server changed or lost its
+entries (a Redis failover, a restart, a flush: ``Reconciler.heal_if_moved``), repairs what a
+restart of the store lost (its own claims no longer in flight, the entries of lost claims: see
 :mod:`~schedule_sdk.core.store_restart`) and, with ``retention`` set, purges old finished jobs.
 A starting worker logs a warning for each way the substrate's configuration could lose entries
 (a Redis ``maxmemory-policy`` that may evict them). ``stop()`` stops cleanly: in-flight fires
-get ``stop_timeout`` seconds to finish, the rest are released for another worker, and the
-worker's row is deleted. It installs no signal handlers, so it is safe inside a threaded web app.
-Also a context manager::
+get ``stop_timeout`` seconds to finish, the rest are released at once for another worker, and
+the worker's row is deleted; with nothing in flight it returns within a second, every thread it
+started ended (each loop's wait ends on the stop: none is waited out), and the store's threads
+for its writes ended too (:meth:`~schedule_sdk.ports.JobStore.quiesce`). It installs no signal
+handlers, so it is safe inside a threaded web app. Also a context manager::
 
     with container.worker():
         ...  # jobs fire in this process
@@ -189,6 +191,7 @@ class ScheduleWorker:
                 self._registry.remove_worker(self.dispatcher.worker_id)
             except ScheduleError as error:  # the row ages out; peers find no claims to release
                 logger.warning("could not deregister worker: %s", error)
+            self._store.quiesce()  # last: the writes above may have started the store's threads
             logger.info("worker %s stopped", self.dispatcher.worker_id)
 
     def __enter__(self) -> ScheduleWorker:

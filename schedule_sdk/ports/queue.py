@@ -191,13 +191,22 @@ class DelayIndex(ABC):
         """The earliest due ms in the index (None: empty), recorded as the releaser's plan."""
 
     @abstractmethod
-    def pop_released(self, limit: int, timeout: float, done: Sequence[str] = ()) -> list[ReleasedBatch]:
+    def pop_released(
+        self, limit: int, timeout: float, done: Sequence[str] = (), *, consumer: str | None = None
+    ) -> list[ReleasedBatch]:
         """Take up to ``limit`` released batches off the consumers' queue, in release order,
         waiting up to ``timeout`` seconds for the first (``[]``: none came). A batch is taken
         once: no other consumer gets it. Batches that are not this queue's fires are refused
         (logged, dropped). The released marks of ``done`` (entries the fire path took, see
         :meth:`done`) are dropped on the way, in the same round trip as the pop when one came;
-        when this raises, none of them counts as dropped."""
+        when this raises, none of them counts as dropped. ``consumer``: the caller's name, so that
+        :meth:`interrupt` can end the wait."""
+
+    @abstractmethod
+    def interrupt(self, consumer: str) -> None:
+        """End at once (``[]``) the wait of ``consumer``'s :meth:`pop_released` under way, or of
+        its next one if none is (a consumer that stops). Never raises: a pop not interrupted
+        ends within its timeout."""
 
     @abstractmethod
     def done(self, members: Sequence[str]) -> None:

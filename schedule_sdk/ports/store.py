@@ -240,6 +240,12 @@ class JobStore(ABC):
         opens nothing lazily has nothing to do."""
         return None
 
+    def quiesce(self) -> None:
+        """The worker stopped: end the background threads the store runs for its writes (a
+        SQLite store's checkpointer), which start again with the next write that needs one. A
+        worker calls it last in its stop; a store that runs no thread has nothing to do."""
+        return None
+
     @abstractmethod
     def extend_claims(self, worker_id: str, job_ids: Sequence[str], lease_until: datetime) -> None:
         """Push the lease of these active jobs claimed by ``worker_id`` to ``lease_until``. A

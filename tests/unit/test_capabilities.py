@@ -161,7 +161,8 @@ def test_the_job_store_port_has_no_defaults_but_derivations() -> None:
         "still_claimed",
     }
     lookup = {"capability"}  # not a derivation: how a store hands out the capabilities it composes
-    assert concrete == derived | lookup
+    hooks = {"quiesce"}  # a lifecycle hook whose default does nothing (no store state to end)
+    assert concrete == derived | lookup | hooks
 
 
 def test_the_sdk_stores_declare_every_capability(tmp_path: Path) -> None:

@@ -137,3 +137,28 @@ def test_every_light_commits_are_checkpointed_at_once() -> None:
         assert ran.wait(5), "`every` light commits were not checkpointed"
     finally:
         checkpointer.close()
+
+
+def _checkpointer_threads() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name == "schedule-sdk-sqlite-checkpoint" and t.is_alive()]
+
+
+def test_rest_ends_the_thread_at_once_and_the_next_commit_starts_another() -> None:
+    """A stopping worker's store rests its checkpointer: no thread is left, and checkpoints go on
+    with the next commit."""
+    ran = threading.Event()
+    before = set(_checkpointer_threads())
+    checkpointer = Checkpointer(ran.set, every=1000, idle=3600, park=3600)  # never ends by itself
+    try:
+        checkpointer.committed()
+        assert set(_checkpointer_threads()) - before
+        checkpointer.rest()
+        assert not set(_checkpointer_threads()) - before
+        checkpointer.committed()
+        checkpointer.committed()
+        assert len(set(_checkpointer_threads()) - before) == 1
+        checkpointer.every = 1
+        checkpointer.committed()
+        assert ran.wait(5), "no checkpoint after the rest"
+    finally:
+        checkpointer.close()

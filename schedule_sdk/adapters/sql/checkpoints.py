@@ -20,7 +20,8 @@ nothing to the log: the store does not count it.
 Once everything committed is checkpointed (or only light commits wait), the thread sleeps until
 the next commit wakes it, and ends if none comes for :attr:`~Checkpointer.park` seconds (the next
 commit that needs one starts another): a store that is never closed leaves no thread behind for
-long.
+long. A stopping worker ends it at once (:meth:`~Checkpointer.rest`, through the store's
+``quiesce``).
 """
 
 from __future__ import annotations
@@ -129,6 +130,16 @@ class Checkpointer:
                 logger.debug("WAL checkpoint failed: %s", error)
                 continue
             self._done = commits
+
+    def rest(self) -> None:
+        """End the thread now, as a quiet spell would (a stopping worker: its stop leaves no thread
+        behind); the next commit that needs a checkpoint starts another, and what was not copied
+        yet waits for that one (or for SQLite's own, when the last connection closes)."""
+        self.close()
+        with self._lock:
+            if self._thread is not None and not self._thread.is_alive():
+                self._thread = None
+            self._stop.clear()
 
     def close(self) -> None:
         """Stop the thread (one last checkpoint is SQLite's, when the last connection closes)."""

@@ -325,6 +325,11 @@ class SQLAlchemyJobStore(JobStore):
         with translate_errors(), self.connections.claims.connect() as conn:
             conn.exec_driver_sql("SELECT 1")
 
+    def quiesce(self) -> None:
+        """SQLite: end the checkpointer's thread (:meth:`.checkpoints.Checkpointer.rest`)."""
+        if self.connections.checkpoints is not None:
+            self.connections.checkpoints.rest()
+
     def backlog(self, now: datetime) -> list[TopicBacklog]:
         is_due = t.c.run_at <= sa.bindparam("now", now, type_=UTCDateTime)
         statement = (

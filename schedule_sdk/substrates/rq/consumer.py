@@ -9,7 +9,9 @@ path to hold until due. On Redis
 that is two round trips per pop at steady rates (each one is also a GIL hand-off, which is what
 lateness is made of; see :class:`~schedule_sdk.substrates.rq.queue.RQExecutionQueue`). It
 installs no signal handlers, never subscribes to RQ's command channel (whose shutdown command
-``os.kill``s the host with SIGINT), adds no log handlers, and notices a stop within a second.
+``os.kill``s the host with SIGINT) and adds no log handlers. Its stop interrupts a pop that waits
+(:meth:`~schedule_sdk.ports.DelayIndex.interrupt`), so it ends without waiting out the pop's
+timeout.
 
 Why not RQ's ``SimpleWorker`` in a thread? It issues about twenty Redis commands
 per job (registries, heartbeats, status), round trips the fire path cannot afford; the
@@ -22,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
+import uuid
 from collections.abc import Iterator
 
 from schedule_sdk.domain.backoff import retrying
@@ -52,15 +55,20 @@ class WorkerThread:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._fired: list[str] = []  # entries whose released marks are still to clear
+        self._name = ""  # this run's name on the index: what interrupts its pop (see start)
 
     def start(self) -> None:
         self._stop.clear()
+        self._name = uuid.uuid4().hex  # an interrupt left over from a stop before ends no pop of this run
         self._thread = threading.Thread(target=self._run, name="schedule-sdk-rq-worker", daemon=True)
         self._thread.start()
 
     def stop(self, timeout: float = 5.0) -> None:
+        """Stop the thread: a pop waiting for released entries is interrupted, so this returns as
+        soon as the batch under way (if any) is handed over or put back."""
         self._stop.set()
         if self._thread is not None:
+            self._index.interrupt(self._name)
             self._thread.join(timeout)
             if self._thread.is_alive():
                 logger.warning("the RQ worker thread did not stop within %.1fs", timeout)
@@ -86,7 +94,7 @@ class WorkerThread:
     def _step(self) -> float:
         """Pop the released batches (waiting up to ``poll_seconds``) and fire them."""
         with self._marks() as marks:
-            taken = self._index.pop_released(self._batch, self._poll, marks)
+            taken = self._index.pop_released(self._batch, self._poll, marks, consumer=self._name)
         if taken:
             self._execute(taken)
         return 0.0

@@ -15,7 +15,9 @@ Per RQ queue ``q`` the SDK keeps, next to RQ's own keys:
 - ``schedule_sdk:{q}:healing``  while a worker hands over again the entries Redis lost: when the loss
   was found and why (JSON, with a TTL renewed as the heal goes on, so a heal whose worker died ages out);
 - ``schedule_sdk:{q}:healed``   the last heal: when the loss was found, why, how many entries it handed
-  over again and how long it took (JSON), for the health check (:func:`heal_notes`).
+  over again and how long it took (JSON), for the health check (:func:`heal_notes`);
+- ``schedule_sdk:{q}:interrupt:<consumer>`` a LIST a consumer's pop waits on beside RQ's queue:
+  a push ends the wait of that consumer (its stop); it expires after ``INTERRUPT_TTL`` seconds.
 
 What entries and released jobs carry (no Redis) is in :mod:`~schedule_sdk.substrates.rq.entries`.
 """
@@ -68,6 +70,10 @@ class Keys:
     def pump(self) -> str:
         return self._key("pump")
 
+    def interrupt(self, consumer: str) -> str:
+        """What ends a waiting pop of ``consumer`` (:meth:`RQExecutionQueue.interrupt`)."""
+        return self._key(f"interrupt:{consumer}")
+
     @property
     def marker(self) -> str:
         return self._key("marker")
@@ -86,6 +92,9 @@ class Keys:
         first, at most :data:`MAX_REFUSED` kept, for an operator to look at."""
         return self._key("refused")
 
+
+#: Seconds an interrupt no pop took stays (a consumer that stopped before it waited again).
+INTERRUPT_TTL = 60
 
 #: The most refused RQ jobs kept under :attr:`Keys.refused`.
 MAX_REFUSED = 1000

@@ -14,7 +14,8 @@ the only callable is the SDK's fire function, the arguments are the queue name a
 keys (plain strings), the serializer is JSON, and a one-occurrence RQ job's id is the occurrence
 key itself (a double release overwrites, never duplicates). The job's meta carries the due
 instant of its entries (``due_ms``): the pump releases a few ms ahead, and consumers hold a job
-until then. ``pop_released`` is the consumer's pop: ``BLPOP`` with a timeout, then one ``MULTI``
+until then. ``pop_released`` is the consumer's pop: ``BLPOP`` with a timeout (on RQ's queue and on the
+consumer's own interrupt key, which its stop pushes to: ``interrupt``), then one ``MULTI``
 that pops up to ``limit`` more, reads and deletes the first job's hash and clears the released
 marks of the entries already fired (two round trips per pop at steady rates); jobs are parsed
 with RQ's own ``Job`` class and the JSON serializer (nothing is unpickled), and any job that does
@@ -265,10 +266,15 @@ class RQExecutionQueue(RedisHandOff, DelayIndex):
         self.activate([(m, now) for m in members])
         self.done(members)
 
-    def pop_released(self, limit: int, timeout: float, done: Sequence[str] = ()) -> list[ReleasedBatch]:
+    def pop_released(
+        self, limit: int, timeout: float, done: Sequence[str] = (), *, consumer: str | None = None
+    ) -> list[ReleasedBatch]:
+        waits_on = [self.rq_queue.key]
+        if consumer is not None:
+            waits_on.append(self.keys.interrupt(consumer))
         with unavailable_as("could not pop released entries"):
-            first = self.connection.blpop([self.rq_queue.key], timeout=timeout)
-            if first is None:
+            first = self.connection.blpop(waits_on, timeout=timeout)
+            if first is None or as_text(first[0]) != self.rq_queue.key:  # none came, or interrupted
                 if done:
                     self.connection.zrem(self.keys.released, *done)
                 return []
@@ -284,6 +290,16 @@ class RQExecutionQueue(RedisHandOff, DelayIndex):
                     more, self._take(self.connection.pipeline(transaction=True), more)[1], strict=True
                 )
         return [batch for job_id, job in taken if job is not None and (batch := self._batch(job_id, job))]
+
+    def interrupt(self, consumer: str) -> None:
+        key = self.keys.interrupt(consumer)
+        try:
+            pipe = self.connection.pipeline(transaction=True)
+            pipe.rpush(key, "stop")
+            pipe.expire(key, plumbing.INTERRUPT_TTL)
+            pipe.execute()
+        except Exception as error:  # the pop ends within its timeout anyway
+            logger.debug("could not interrupt the pop of %s: %s", consumer, error)
 
     def _take(
         self, pipe: Any, ids: list[str], done: Sequence[str] = ()

@@ -141,11 +141,17 @@ class DuePoller:
         retrying(
             self._cycle,
             stop=self._stop,
-            wait=self._wakeup.wait,
+            wait=self._sleep,
             errors=(ScheduleError,),
             what="poller",
             logger=logger,
         )
+
+    def _sleep(self, seconds: float) -> None:
+        """Wait ``seconds`` for a wake-up. A claim clears the wake-up as it starts, and with it
+        a stop's that came just before: the stop, set first, is looked at here."""
+        if not self._stop.is_set():
+            self._wakeup.wait(seconds)
 
     def _cycle(self) -> float:
         """Claim what is due; return how long to sleep (0: go again at once)."""

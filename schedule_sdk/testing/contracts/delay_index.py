@@ -10,16 +10,20 @@
 
 Override ``close_index`` to release what ``open_index`` opened (and delete what it left). The
 tests run on the real clock (due instants in epoch ms around now) and wait a few hundred ms at
-most. Needs pytest only; no fixtures.
+most (an interrupted pop: until it returns). Needs pytest only; no fixtures.
 """
 
 from __future__ import annotations
 
+import threading
 import time
 import uuid
 
 from schedule_sdk.domain.ids import new_id
 from schedule_sdk.ports import DelayIndex, ReleasedBatch, WakeUps
+
+#: Seconds an interrupted pop may take to return (its own timeout is far longer): only a hang fails.
+INTERRUPT_DEADLINE = 10.0
 
 
 def entry_key() -> str:
@@ -157,6 +161,23 @@ class DelayIndexContract:
         assert self.index.pop_released(10, 0.1, done=[key]) == []
 
     # -- the releaser lease ------------------------------------------------------------------------
+
+    def test_an_interrupt_ends_the_consumers_waiting_pop_or_its_next_one(self) -> None:
+        """A pop waiting far longer than the test's deadline returns ``[]`` once its consumer is
+        interrupted (from another thread, as a stop does); an interrupt that came first ends the
+        consumer's next pop."""
+        popped: list[list[ReleasedBatch]] = []
+        waiting = threading.Thread(
+            target=lambda: popped.append(self.index.pop_released(10, 30.0, consumer="a")), daemon=True
+        )
+        waiting.start()
+        self.index.interrupt("a")  # in the wait, or just before it: either way it ends that pop
+        waiting.join(INTERRUPT_DEADLINE)
+        assert popped == [[]]
+        self.index.interrupt("b")
+        started = time.monotonic()
+        assert self.index.pop_released(10, 30.0, consumer="b") == []
+        assert time.monotonic() - started < INTERRUPT_DEADLINE
 
     def test_one_token_holds_the_lease_and_renews_it(self) -> None:
         first, second = token("w-1"), token("w-2")
