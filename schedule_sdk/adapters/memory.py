@@ -45,6 +45,7 @@ from schedule_sdk.ports import (
     Occurrence,
     OccurrenceRef,
     OpenOccurrence,
+    RestartRepair,
     Retention,
     WorkerInfo,
     WorkerRegistry,
@@ -268,7 +269,9 @@ def _stored(row: StoredDeclaration) -> StoredDeclaration:
     return dataclasses.replace(row, synced_at=row.synced_at.astimezone(UTC))
 
 
-class MemoryJobStore(JobStore, JoinableStore, DueScan, WorkerRegistry, FireHistory, Retention, DeclaredRows):
+class MemoryJobStore(
+    JobStore, JoinableStore, DueScan, WorkerRegistry, RestartRepair, FireHistory, Retention, DeclaredRows
+):
     """A faithful in-memory :class:`~schedule_sdk.ports.JobStore` (one process, no persistence),
     with every capability."""
 
@@ -466,6 +469,29 @@ class MemoryJobStore(JobStore, JoinableStore, DueScan, WorkerRegistry, FireHisto
         with self._write_lock:
             dead = {x.id for x in self._workers.values() if x.last_beat < beat_before or x.id in also}
             claimed = self._select(lambda r: r.status is _ACTIVE and r.claimed_by in dead)[:limit]
+            return self._change(
+                claimed, status=_PENDING, claimed_by=None, claimed_until=None, updated_at=now.astimezone(UTC)
+            )
+
+    def store_incarnation(self) -> str | None:
+        return None  # no server: nothing it acknowledged is lost by a restart
+
+    def claims_of(self, worker_id: str) -> list[OccurrenceRef]:
+        claimed = self._select(lambda r: r.status is _ACTIVE and r.claimed_by == worker_id)
+        return [(r.id, r.occurrence, r.attempt) for r in claimed]
+
+    def release_claims_at(
+        self, worker_id: str, claims: Sequence[OccurrenceRef], now: datetime
+    ) -> list[ScheduledJob]:
+        wanted = set(claims)
+        with self._write_lock:
+            claimed = self._select(
+                lambda r: (
+                    r.status is _ACTIVE
+                    and r.claimed_by == worker_id
+                    and (r.id, r.occurrence, r.attempt) in wanted
+                )
+            )
             return self._change(
                 claimed, status=_PENDING, claimed_by=None, claimed_until=None, updated_at=now.astimezone(UTC)
             )

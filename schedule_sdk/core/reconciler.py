@@ -34,6 +34,7 @@ from schedule_sdk.ports import (
     Metrics,
     Occurrence,
     OccurrenceRef,
+    RestartRepair,
     WorkerRegistry,
     provided,
     require,
@@ -227,17 +228,8 @@ class Reconciler:
         the first pass again: their entries are there now)."""
         released = self.release_expired()
         self.rescue()
-        scanned = healed = 0
-        until = self._clock.now() + timedelta(seconds=DUE_FIRST)
-        cursor: tuple[datetime, str] | None = None
-        due_scan = provided(self._store, DueScan)
-        while due_scan is not None and (page := due_scan.scan_pending_due(until, cursor, self._batch)):
-            cursor = (page[-1].occurrence.due_at, page[-1].occurrence.job_id)
-            healed += self._heal([row.occurrence for row in page])
-            if progress is not None:
-                progress(ReconcileReport(scanned, healed, 0, released))
-            if len(page) < self._batch:
-                break
+        scanned = 0
+        healed = self.hand_over_due(progress, released)
         after: str | None = None
         while page := self._store.scan_open_occurrences(after, self._batch):
             after = page[-1].occurrence.job_id
@@ -250,6 +242,38 @@ class Reconciler:
         report = ReconcileReport(scanned, healed, max(0, scanned - healed), released)
         logger.info("reconciled %s", report.as_dict(), extra={"action": "reconcile", **report.as_dict()})
         return report
+
+    def hand_over_due(
+        self, progress: Callable[[ReconcileReport], None] | None = None, released: int = 0
+    ) -> int:
+        """The due-first pass of :meth:`run` alone: hand over the pending rows due within
+        ``DUE_FIRST`` seconds (and past due) the queue has no entry for, in due order, when the
+        store reads them by due time (:class:`~schedule_sdk.ports.DueScan`); return how many."""
+        healed = 0
+        until = self._clock.now() + timedelta(seconds=DUE_FIRST)
+        cursor: tuple[datetime, str] | None = None
+        due_scan = provided(self._store, DueScan)
+        while due_scan is not None and (page := due_scan.scan_pending_due(until, cursor, self._batch)):
+            cursor = (page[-1].occurrence.due_at, page[-1].occurrence.job_id)
+            healed += self._heal([row.occurrence for row in page])
+            if progress is not None:
+                progress(ReconcileReport(0, healed, 0, released))
+            if len(page) < self._batch:
+                break
+        return healed
+
+    def release_own(self, repair: RestartRepair, worker_id: str, claims: Sequence[OccurrenceRef]) -> int:
+        """Return ``claims`` of the live worker ``worker_id`` (still held at that occurrence and
+        attempt) to pending and hand them to the queue again; return how many."""
+        total = self._hand_back(lambda: repair.release_claims_at(worker_id, claims, self._clock.now()))
+        if total:
+            logger.warning("released %d claims of this worker whose fires were not in flight", total)
+        return total
+
+    @property
+    def holds_entries(self) -> bool:
+        """The queue holds entries of its own (``rq``), which a store's lost commit can leave missing."""
+        return self._queue.holds_entries
 
     def _heal(self, pending: list[Occurrence]) -> int:
         """Hand over those of ``pending`` the queue has no entry for; return how many."""

@@ -12,14 +12,16 @@ same pace that releases the claims of workers whose beat stopped for ``dead_afte
 for a few seconds, hands over the entries its consumer had popped) and, as the fallback, expired
 leases, hands over again the entries a dead process left stranded for longer than the lease
 (``Reconciler.rescue``), reconciles at once when the substrate's server changed or lost its
-entries (a Redis failover, a restart, a flush: ``Reconciler.heal_if_moved``) and, with ``retention`` set, purges old
-finished jobs. A starting worker logs a warning for each way the substrate's configuration could
-lose entries (a Redis ``maxmemory-policy`` that may evict them). ``stop()`` stops
-cleanly: in-flight fires get ``stop_timeout`` seconds to finish, the rest are released at once for
-another worker, and the worker's row is deleted; with nothing in flight it returns within a second,
-every thread it started ended (each loop's wait ends on the stop: none is waited out), and the
-store's threads for its writes ended too (:meth:`~schedule_sdk.ports.JobStore.quiesce`). It
-installs no signal handlers, so it is safe inside a threaded web app. Also a context manager::
+entries (a Redis failover, a restart, a flush: ``Reconciler.heal_if_moved``), repairs what a
+restart of the store lost (its own claims no longer in flight, the entries of lost claims: see
+:mod:`~schedule_sdk.core.store_restart`) and, with ``retention`` set, purges old finished jobs.
+A starting worker logs a warning for each way the substrate's configuration could lose entries
+(a Redis ``maxmemory-policy`` that may evict them). ``stop()`` stops cleanly: in-flight fires
+get ``stop_timeout`` seconds to finish, the rest are released at once for another worker, and
+the worker's row is deleted; with nothing in flight it returns within a second, every thread it
+started ended (each loop's wait ends on the stop: none is waited out), and the store's threads
+for its writes ended too (:meth:`~schedule_sdk.ports.JobStore.quiesce`). It installs no signal
+handlers, so it is safe inside a threaded web app. Also a context manager::
 
     with container.worker():
         ...  # jobs fire in this process
@@ -45,10 +47,20 @@ from schedule_sdk.core.liveness import DEAD_RESCUE_AGE, DEAD_RESCUE_WINDOW, FORG
 from schedule_sdk.core.loop import ListenerLoop
 from schedule_sdk.core.reconciler import Reconciler
 from schedule_sdk.core.retention import Purger
+from schedule_sdk.core.store_restart import StoreRestarts
 from schedule_sdk.core.store_time import StoreTime
 from schedule_sdk.domain.errors import ScheduleError
 from schedule_sdk.domain.leases import Lease
-from schedule_sdk.ports import Clock, JobStore, Listeners, Runner, WorkerRegistry, require
+from schedule_sdk.ports import (
+    Clock,
+    JobStore,
+    Listeners,
+    RestartRepair,
+    Runner,
+    WorkerRegistry,
+    provided,
+    require,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -107,6 +119,12 @@ class ScheduleWorker:
         if listener_loop is not None:
             dispatcher.on_overdue = listener_loop.abandon
         self._rescue_fast_until = 0.0  # monotonic: hand over a dead consumer's entries until then
+        #: After a store restart (or an outage): release this worker's claims it no longer holds,
+        #: hand over the due entries the store's lost claims left missing.
+        self._restarts = StoreRestarts(
+            repair=provided(store, RestartRepair), reconciler=reconciler, worker_id=dispatcher.worker_id,
+            in_flight=dispatcher.held_ids,
+        )  # fmt: skip
 
     @property
     def running(self) -> bool:
@@ -126,6 +144,7 @@ class ScheduleWorker:
             )
             self._registry.beat(self.liveness.row(self._clock.now(), 0, clock=clock))
             self._watch_peers()
+            self._restarts.look()  # records the store's incarnation
             self.reconciler.heal_if_moved()  # records the substrate's server; a change heals at once
             self.reconciler.run_at_start()
             self._warn_of_risks()
@@ -274,6 +293,7 @@ class ScheduleWorker:
                     until = Lease(self._lease).until(self._clock.now())
                     self._store.extend_claims(self.dispatcher.worker_id, held, until)
             except ScheduleError as error:
+                self._restarts.outage()  # the store may come back having lost commits
                 logger.warning("heartbeat failed: %s", error)
 
     def _maintain(self) -> None:
@@ -284,6 +304,7 @@ class ScheduleWorker:
             try:
                 self._watch_peers()
                 self.reconciler.release_expired()
+                self._restarts.look()
                 self.reconciler.rescue()
                 if self.reconciler.heal_if_moved():
                     # a failover: for a few seconds, also hand over entries it left mid-step at once

@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable
 from typing import Protocol
 
 FIRST = 0.05  #: seconds before the first retry
-CAP = 2.0  #: the longest wait between two retries
+CAP = 0.5  #: the longest wait between two retries (a server back answers within it)
 
 
 class Reconnect:

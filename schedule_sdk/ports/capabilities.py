@@ -21,7 +21,13 @@ from schedule_sdk.domain.jobs import ScheduledJob
 from schedule_sdk.domain.overview import JobSearch, Overview, SeenWorker
 from schedule_sdk.domain.status import JobStatus
 from schedule_sdk.domain.timers import TimerEntry, TimerState
-from schedule_sdk.ports.store import JobStore, JobTransaction, JoinedTransaction, OpenOccurrence
+from schedule_sdk.ports.store import (
+    JobStore,
+    JobTransaction,
+    JoinedTransaction,
+    OccurrenceRef,
+    OpenOccurrence,
+)
 
 
 class DueScan(ABC):
@@ -114,6 +120,29 @@ class WorkerRegistry(ABC):
     @abstractmethod
     def forget_workers(self, beat_before: datetime) -> int:
         """Delete registry rows whose last beat is before ``beat_before``; return how many."""
+
+
+class RestartRepair(ABC):
+    """Capability: what a live worker repairs, once its store's server answers again, of the
+    commits a restart lost (a server that acknowledges claims and outcomes before their flush). A
+    store without it (one whose commits a restart does not lose) leaves such claims to leases."""
+
+    @abstractmethod
+    def store_incarnation(self) -> str | None:
+        """What names the store server's current run (PostgreSQL: its postmaster's start time),
+        read now: it changes when the server restarted. None: the store has no such run."""
+
+    @abstractmethod
+    def claims_of(self, worker_id: str) -> list[OccurrenceRef]:
+        """The ``(job id, occurrence, attempt)`` of every active row claimed by ``worker_id``."""
+
+    @abstractmethod
+    def release_claims_at(
+        self, worker_id: str, claims: Sequence[OccurrenceRef], now: datetime
+    ) -> list[ScheduledJob]:
+        """Return to ``pending`` (same occurrence and attempt, ``updated_at`` = ``now``) the active
+        rows of ``claims`` still claimed by ``worker_id`` at exactly that occurrence and attempt;
+        return them as released."""
 
 
 class FireHistory(ABC):
@@ -277,6 +306,7 @@ CAPABILITIES: tuple[type, ...] = (
     JoinableStore,
     DueScan,
     WorkerRegistry,
+    RestartRepair,
     FireHistory,
     Retention,
     OperatorReads,

@@ -11,10 +11,11 @@ from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import psycopg
 import pytest
 import sqlalchemy as sa
 
-from schedule_sdk import JobStatus, OneShotSpec, StoreUnavailable
+from schedule_sdk import SCHEDULE_ARRIVED_EVENT, JobStatus, OneShotSpec, StoreUnavailable
 from schedule_sdk.adapters.sql import schema
 from schedule_sdk.adapters.sql.engine import make_engine, session_name
 from schedule_sdk.ports import WorkerRegistry, require
@@ -92,6 +93,9 @@ def test_two_racing_worker_processes_fire_each_occurrence_once(backend, tmp_path
 def private_postgres_backend(request, tmp_path) -> Iterator[tuple[Backend, control.PrivatePostgres]]:
     """The PostgreSQL store on each substrate, on a server of the test's own that it may stop."""
     server = control.PrivatePostgres()
+    # asynchronous commits (claims, outcomes) stay unwritten until a synchronous one (a beat)
+    # or a shutdown flushes them, so a crash right after one loses it
+    server.settings["wal_writer_delay"] = "10000"
     backend = None
     try:
         server.start()
@@ -128,6 +132,69 @@ def test_postgres_stopped_mid_run(private_postgres_backend):
     h.wait_events(before.id, 1, timeout=30)
     assert h.wait_status(before.id, "completed").occurrence_count == 1
     assert len(h.service.list(limit=100).items) == 1  # the refused call wrote nothing
+
+
+def _row(server: control.PrivatePostgres, job_id: str) -> tuple[str, str | None]:
+    """The job's status and holder, read on a connection of its own (the store's may be cut)."""
+    with psycopg.connect(server.admin.rsplit("/", 1)[0] + "/sdk", autocommit=True) as conn:
+        found = conn.execute("SELECT status, claimed_by FROM schedule_jobs WHERE id = %s", (job_id,))
+        row = found.fetchone()
+    assert row is not None, job_id
+    return row[0], row[1]
+
+
+def _wait_row(server: control.PrivatePostgres, job_id: str, status: str, timeout: float, every: float = 0.01):
+    assert wait_until(lambda: _row(server, job_id)[0] == status, timeout, every), _row(server, job_id)
+
+
+def _crash_when(h, server: control.PrivatePostgres, seen: str, left: str) -> str:
+    """Schedule a job due soon and crash the server the moment its row is ``seen`` (its claim
+    or outcome committed, not flushed); return a job whose row the crash left ``left`` (tried
+    again in the rare case a beat's flush made the commit durable in between)."""
+    for _ in range(5):
+        job_id = _retried(lambda: h.service.schedule_at(due(0.5)).id)  # the pool's sessions were cut
+        _wait_row(server, job_id, seen, 30, every=0.001)
+        server.crash()
+        if _row(server, job_id)[0] == left:
+            return job_id
+        _wait_row(server, job_id, "completed", 60)
+    pytest.fail(f"no crash left a {left} row")
+
+
+def _retried(call):
+    """``call()``, again while it meets the sessions a server restart cut (one failure each)."""
+    for _ in range(20):
+        try:
+            return call()
+        except StoreUnavailable:
+            continue
+    return call()
+
+
+@pytest.mark.slow
+def test_a_claim_lost_in_a_postgres_crash_fires_soon_after(private_postgres_backend):
+    """The crash loses a claim: the row is pending again, and on ``rq`` the queue entry it was
+    claimed from is gone; the job fires within seconds, not at the next reconcile."""
+    backend, server = private_postgres_backend
+    h = backend.harness(lease_seconds=60.0)  # the fire never waits for a lease or a reconcile
+    h.listen(SCHEDULE_ARRIVED_EVENT, lambda event: time.sleep(1.0))  # the row stays active a while
+    h.start()
+    job_id = _crash_when(h, server, "active", "pending")
+    _wait_row(server, job_id, "completed", 20)
+
+
+@pytest.mark.slow
+def test_an_outcome_lost_in_a_postgres_crash_does_not_hold_the_claim_for_the_lease(private_postgres_backend):
+    """The crash loses an outcome: the row is active again, claimed by the live worker, which
+    does not hold that fire any more; it releases the claim and the job fires again at once."""
+    backend, server = private_postgres_backend
+    h = backend.harness(lease_seconds=60.0)
+    h.listen(SCHEDULE_ARRIVED_EVENT, lambda event: time.sleep(1.5))  # a beat flushes the claim meanwhile
+    h.start()
+    job_id = _crash_when(h, server, "completed", "active")
+    assert _row(server, job_id)[1] == h.worker.dispatcher.worker_id
+    _wait_row(server, job_id, "completed", 20)
+    assert len(h.events_for(job_id)) >= 2  # fired again: at least once
 
 
 # -- dead workers are noticed through the worker registry, not the lease ------------------

@@ -53,6 +53,8 @@ class PrivatePostgres:
             check=True, capture_output=True,
         )  # fmt: skip
         self.process: subprocess.Popen[bytes] | None = None
+        #: ``-c`` settings every start passes to the server (e.g. ``wal_writer_delay``).
+        self.settings: dict[str, str] = {}
 
     @property
     def admin(self) -> str:
@@ -71,7 +73,8 @@ class PrivatePostgres:
     def start(self, timeout: float = 30.0) -> None:
         self.process = subprocess.Popen(
             _as_postgres([_bin("postgres"), "-D", str(self.directory / "data"), "-p", str(self.port),
-                          "-k", str(self.directory), "-c", "listen_addresses=127.0.0.1", "-c", "fsync=off"]),
+                          "-k", str(self.directory), "-c", "listen_addresses=127.0.0.1", "-c", "fsync=off",
+                          *(f"-c{name}={value}" for name, value in self.settings.items())]),
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )  # fmt: skip
         deadline = time.monotonic() + timeout
@@ -91,6 +94,17 @@ class PrivatePostgres:
             os.kill(pid, signal.SIGINT)  # the postmaster itself: ``runuser`` does not pass signals on
             self.process.wait(timeout=30)
             self.process = None
+
+    def crash(self) -> None:
+        """Immediate shutdown (SIGQUIT to the postmaster, ``pg_ctl stop -m immediate``), then start
+        again: as after a crash, the commits whose WAL was not written yet (``synchronous_commit``
+        off) are lost; the server recovers from its WAL."""
+        assert self.process is not None
+        pid = int((self.directory / "data" / "postmaster.pid").read_text().split()[0])
+        os.kill(pid, signal.SIGQUIT)
+        self.process.wait(timeout=30)
+        self.process = None
+        self.start()
 
     def close(self) -> None:
         self.stop()

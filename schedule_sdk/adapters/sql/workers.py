@@ -1,5 +1,6 @@
-"""The SQL job store's worker registry (``schedule_workers``): heartbeats, the store's clock, and the
-release of dead workers' claims."""
+"""The SQL job store's worker registry (``schedule_workers``): heartbeats, the store's clock and
+incarnation, and the release of dead workers' claims (and of a live worker's claims whose outcome a
+server restart lost)."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from schedule_sdk.adapters.sql.statements import ACTIVE, once
 from schedule_sdk.adapters.sql.tables import schedule_jobs as t
 from schedule_sdk.adapters.sql.tables import schedule_workers as w
 from schedule_sdk.domain.jobs import ScheduledJob
-from schedule_sdk.ports import WorkerInfo, WorkerRegistry
+from schedule_sdk.ports import OccurrenceRef, RestartRepair, WorkerInfo, WorkerRegistry
 
 #: The statements run every second, built once (a statement built per call costs more than its run).
 _BEATEN = ("last_beat", "in_flight", "stuck", "clock_offset", "clock_error")
@@ -27,10 +28,12 @@ BEAT = (
     .values({name: sa.bindparam(f"b_{name}", type_=w.c[name].type) for name in _BEATEN})
 )
 WORKERS = sa.select(w).order_by(w.c.id)
+INCARNATION = sa.text("SELECT pg_postmaster_start_time()::text")
 
 
-class SQLWorkerRegistry(WorkerRegistry):
-    """:class:`~schedule_sdk.ports.WorkerRegistry` on the SQL job store's connections."""
+class SQLWorkerRegistry(WorkerRegistry, RestartRepair):
+    """:class:`~schedule_sdk.ports.WorkerRegistry` and :class:`~schedule_sdk.ports.RestartRepair`
+    on the SQL job store's connections."""
 
     def __init__(self, connections: Connections) -> None:
         self.connections = connections
@@ -89,3 +92,35 @@ class SQLWorkerRegistry(WorkerRegistry):
     def forget_workers(self, beat_before: datetime) -> int:
         with self.connections.write() as conn:
             return int(conn.execute(sa.delete(w).where(w.c.last_beat < beat_before)).rowcount)
+
+    def store_incarnation(self) -> str | None:
+        """PostgreSQL: its postmaster's start time (one autocommit round trip); None on SQLite,
+        whose commits a restart of this process does not lose."""
+        if not self.connections.is_pg:
+            return None
+        with self.connections.peek() as conn:
+            return str(conn.execute(INCARNATION).scalar_one())
+
+    def claims_of(self, worker_id: str) -> list[OccurrenceRef]:
+        statement = sa.select(t.c.id, t.c.occurrence, t.c.attempt).where(ACTIVE, t.c.claimed_by == worker_id)
+        with self.connections.peek() as conn:
+            return [(r.id, r.occurrence, r.attempt) for r in conn.execute(statement)]
+
+    def release_claims_at(
+        self, worker_id: str, claims: Sequence[OccurrenceRef], now: datetime
+    ) -> list[ScheduledJob]:
+        if not claims:
+            return []
+        statement = (
+            sa.update(t)
+            .where(
+                ACTIVE,
+                t.c.claimed_by == worker_id,
+                sa.tuple_(t.c.id, t.c.occurrence, t.c.attempt).in_([tuple(c) for c in claims]),
+            )
+            .values(status="pending", claimed_by=None, claimed_until=None, updated_at=now)
+            .returning(*t.c)
+        )
+        with self.connections.write() as conn:
+            rows = conn.execute(statement).mappings().all()
+        return [from_row(r) for r in rows]

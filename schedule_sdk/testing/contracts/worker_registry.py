@@ -6,9 +6,13 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
+import pytest
+
 from schedule_sdk.domain.status import JobStatus
 from schedule_sdk.ports import (
+    RestartRepair,
     WorkerRegistry,
+    provided,
     require,
 )
 from schedule_sdk.testing.contracts.rows import NOW, at, ids, insert, job
@@ -22,7 +26,8 @@ from schedule_sdk.testing.contracts.store import (
 
 class WorkerRegistryContract(StoreContract):
     """The :class:`~schedule_sdk.ports.WorkerRegistry` capability: the worker registry and dead
-    workers' claims (``beat``, ``release_dead`` ...)."""
+    workers' claims (``beat``, ``release_dead`` ...); and, when the store has it, the
+    :class:`~schedule_sdk.ports.RestartRepair` capability (skipped without it)."""
 
     @property
     def registry(self) -> WorkerRegistry:
@@ -110,3 +115,26 @@ class WorkerRegistryContract(StoreContract):
         assert self.registry.forget_workers(at(-3600)) == 2
         assert [x.id for x in self.registry.workers()] == ["w2", "w3"]
         assert self.registry.forget_workers(at(-3600)) == 0
+
+    def test_claims_of_and_release_claims_at_free_a_live_workers_claims_at_their_occurrence(self) -> None:
+        repair = provided(self.job_store, RestartRepair)
+        if repair is None:
+            pytest.skip("the store has no RestartRepair (such claims wait for their leases)")
+        mine = insert(self.job_store, held_due("w1", occurrence=2, attempt=3), held_due("w1"))
+        other, done = insert(self.job_store, held_due("w2"), job(status=JobStatus.COMPLETED, claimed_by="w1"))
+        assert sorted(repair.claims_of("w1")) == sorted((j.id, j.occurrence, j.attempt) for j in mine)
+        stale = (mine[1].id, mine[1].occurrence + 1, mine[1].attempt)  # the row moved on since
+        released = repair.release_claims_at("w1", [(mine[0].id, 2, 3), stale, (other.id, 1, 1)], NOW)
+        assert ids(released) == [mine[0].id]
+        assert (released[0].status, released[0].occurrence, released[0].attempt) == (PENDING, 2, 3)
+        assert released[0].claimed_by is None and released[0].updated_at == NOW
+        assert self.job_store.get(mine[0].id) == released[0]
+        for untouched in (mine[1], other, done):
+            assert self.job_store.get(untouched.id) == untouched
+        assert repair.release_claims_at("w1", [], NOW) == []
+
+    def test_store_incarnation_is_none_or_the_same_while_the_store_runs(self) -> None:
+        repair = provided(self.job_store, RestartRepair)
+        if repair is None:
+            pytest.skip("the store has no RestartRepair")
+        assert repair.store_incarnation() == repair.store_incarnation()
