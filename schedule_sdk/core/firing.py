@@ -602,9 +602,9 @@ class Firing(FirePath):
             if not done.heard:
                 self._report_unheard(start.job)
             if error is not None and done.kind == "retry":
-                log_retry(start.job, done.outcome, _describe(error), done.ended, job_fields(start.job))
+                log_retry(start.job, done.outcome, error, done.ended, job_fields(start.job))
             elif error is not None:
-                log_give_up(start.job, _describe(error), job_fields(start.job))
+                log_give_up(start.job, error, job_fields(start.job))
             if logger.isEnabledFor(logging.DEBUG):
                 logger.debug("fired job %s in %.1f ms", job.id, done.duration * 1000, extra=job_fields(job))
         if start.excluded:
@@ -628,9 +628,7 @@ class Firing(FirePath):
         )
         notice = None
         if start.fire and error is not None and done.kind == "failed" and job.notice is None:
-            event = failed_event(
-                start.job, done.fired_at, error, _describe(error), record.traceback, done.ended
-            )
+            event = failed_event(start.job, done.fired_at, error, record.traceback, done.ended)
             notice = failed_notice(start.job, event, done.ended)
         return FireResult(job, done.outcome, record, overlap, notice)
 

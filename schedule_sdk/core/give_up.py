@@ -34,13 +34,13 @@ NOTICE_RETRY = RetryPolicy(
 )
 
 
+def described(error: BaseException, limit: int = 2000) -> str:
+    """``Type: message`` of each error an attempt raised (each listener's, ``; ``-separated)."""
+    return "; ".join(f"{type(e).__name__}: {e}" for e in raised_errors(error))[:limit]
+
+
 def failed_event(
-    job: ScheduledJob,
-    fired_at: datetime,
-    error: BaseException,
-    message: str,
-    traceback: str | None,
-    now: datetime,
+    job: ScheduledJob, fired_at: datetime, error: BaseException, traceback: str | None, now: datetime
 ) -> ScheduleFailedEvent:
     """The ``schedule.failed`` event of ``job``'s attempt that failed with ``error`` and gave up
     (a run's names the job it runs for, like its arrived event)."""
@@ -56,7 +56,7 @@ def failed_event(
         attempt=job.attempt,
         occurrence=job.occurrence,
         error_type=", ".join(kinds),
-        error_message=message,
+        error_message=described(error),
         traceback=None if traceback is None else traceback[-MAX_FAILED_TRACEBACK:],
         failed_at=now,
     )
@@ -96,7 +96,7 @@ def _seconds(ms: float) -> str:
 
 
 def log_retry(
-    job: ScheduledJob, outcome: ScheduledJob, message: str, ended: datetime, fields: dict[str, object]
+    job: ScheduledJob, outcome: ScheduledJob, error: BaseException, ended: datetime, fields: dict[str, object]
 ) -> None:
     """``job X attempt 1/3 failed: ConnectionError: ...; retrying in 1 s``."""
     wait = max(0.0, (outcome.run_at - ended).total_seconds() * 1000)
@@ -105,13 +105,13 @@ def log_retry(
         job.run_of or job.id,
         job.attempt,
         job.retry.attempts,
-        message,
+        described(error),
         _seconds(wait),
         extra=fields,
     )
 
 
-def log_give_up(job: ScheduledJob, message: str, fields: dict[str, object]) -> None:
+def log_give_up(job: ScheduledJob, error: BaseException, fields: dict[str, object]) -> None:
     """``job X gave up after 3 attempts: ...`` (and why, when attempts were left)."""
     left = job.attempt < job.retry.attempts
     logger.error(
@@ -119,7 +119,7 @@ def log_give_up(job: ScheduledJob, message: str, fields: dict[str, object]) -> N
         job.run_of or job.id,
         job.attempt,
         "" if job.attempt == 1 else "s",
-        message,
+        described(error),
         f" (its retry policy does not retry this error; {job.retry.attempts} attempts allowed)"
         if left
         else "",

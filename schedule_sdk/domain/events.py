@@ -192,7 +192,7 @@ class ScheduleFailedEvent:
     #: The qualified name of the last error's type (each listener's, comma-separated, when
     #: several listeners raised), e.g. ``builtins.ConnectionError``.
     error_type: str
-    #: ``Type: message`` of the last error, as the job's ``last_error`` holds it.
+    #: ``Type: message`` of the last error (each listener's, ``; ``-separated).
     error_message: str
     #: The tail of the last error's traceback (at most :data:`MAX_FAILED_TRACEBACK` characters);
     #: None when it had none (e.g. an unheard fire made a failure by ``unheard_fails``).

@@ -20,7 +20,6 @@ from typing import Any, Literal, Self
 
 from schedule_sdk.domain import timing
 from schedule_sdk.domain.calendars import SEARCH_YEARS, Calendar
-from schedule_sdk.domain.history import FireOutcome
 from schedule_sdk.domain.errors import (
     InvalidCalendar,
     InvalidConcurrency,
@@ -34,9 +33,14 @@ from schedule_sdk.domain.errors import (
     InvalidTimezone,
     RunAtInPast,
 )
+from schedule_sdk.domain.history import FireOutcome
 from schedule_sdk.domain.metadata import MAX_METADATA_LENGTH as MAX_METADATA_LENGTH
 from schedule_sdk.domain.metadata import JobMetadata as JobMetadata
 from schedule_sdk.domain.metadata import check_metadata_text as check_metadata_text
+from schedule_sdk.domain.retry import MAX_ATTEMPTS as MAX_ATTEMPTS
+from schedule_sdk.domain.retry import NO_RETRY as NO_RETRY
+from schedule_sdk.domain.retry import Backoff as Backoff
+from schedule_sdk.domain.retry import RetryPolicy as RetryPolicy
 from schedule_sdk.domain.status import FINISHED_STATUSES, JobStatus, check_transition
 from schedule_sdk.domain.text import (
     json_holds_nul,
@@ -45,10 +49,6 @@ from schedule_sdk.domain.text import (
     shown,
     unstorable_character,
 )
-from schedule_sdk.domain.retry import MAX_ATTEMPTS as MAX_ATTEMPTS
-from schedule_sdk.domain.retry import NO_RETRY as NO_RETRY
-from schedule_sdk.domain.retry import Backoff as Backoff
-from schedule_sdk.domain.retry import RetryPolicy as RetryPolicy
 from schedule_sdk.domain.time_limits import check_time_limit
 from schedule_sdk.domain.topics import MAX_TOPIC_LENGTH as MAX_TOPIC_LENGTH
 from schedule_sdk.domain.topics import validate_topic as validate_topic

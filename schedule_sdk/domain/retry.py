@@ -51,7 +51,8 @@ class Backoff:
             not _is_int(self.max_delay_ms) or not 0 <= self.max_delay_ms <= MAX_DELAY_MS
         ):
             raise InvalidRetry(
-                f"backoff max_delay_ms must be None or an int between 0 and 7 days, not {shown(self.max_delay_ms)}"
+                "backoff max_delay_ms must be None or an int between 0 and 7 days, "
+                f"not {shown(self.max_delay_ms)}"
             )
 
     def delay_after(self, attempt: int) -> int:

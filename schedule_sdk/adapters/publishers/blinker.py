@@ -1,4 +1,4 @@
-"""``BlinkerEventPublisher``: delivers arrived, missed and failed events to in-process ``@on_event`` listeners."""
+"""``BlinkerEventPublisher``: delivers arrived, missed and failed events to in-process listeners."""
 
 from __future__ import annotations
 
