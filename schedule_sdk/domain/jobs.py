@@ -764,6 +764,20 @@ class ScheduledJob:
         return self.evolve(status=status, updated_at=now, **changes)
 
 
+def shown_status(job: ScheduledJob) -> str:
+    """The status a list shows: the job's, followed by how its last attempt ended when that is
+    news (``completed (unheard)``, ``pending (failed)`` for a retry due, ``active (timeout)``);
+    the status alone after a success, before the first fire, or for a failed job's failure."""
+    last = job.last_outcome
+    if (
+        last is None
+        or last is FireOutcome.SUCCEEDED
+        or (last is FireOutcome.FAILED and job.status is JobStatus.FAILED)
+    ):
+        return job.status.value
+    return f"{job.status.value} ({last.value})"
+
+
 assert not hasattr(ScheduledJob, "__post_init__"), "ScheduledJob.evolve copies slots without __init__"
 _JOB_FIELDS = tuple(f.name for f in dataclasses.fields(ScheduledJob))
 _JOB_FIELD_SET = frozenset(_JOB_FIELDS)
@@ -825,5 +839,7 @@ class JobQuery:
     tenant_id: str | None = None
     topic: str | None = None
     statuses: frozenset[JobStatus] = frozenset()
+    #: The jobs whose last attempt ended so (``ScheduledJob.last_outcome``); empty: any.
+    outcomes: frozenset[FireOutcome] = frozenset()
     limit: int = 20
     after_id: str | None = None

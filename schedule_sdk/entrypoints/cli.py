@@ -346,6 +346,8 @@ def _statuses(values: Sequence[str] | None) -> list[str] | None:
 
 
 def cmd_jobs_list(ctx: Context) -> int:
+    from schedule_sdk.domain.jobs import shown_status
+
     a = ctx.args
     page = ctx.container.schedule_service().list(
         owner_id=a.owner_id,
@@ -354,13 +356,14 @@ def cmd_jobs_list(ctx: Context) -> int:
         status=_statuses(a.status),
         limit=a.limit,
         cursor=a.cursor,
+        outcome=_statuses(a.outcome),
     )
     if a.json:
         _write_json(ctx, {"items": [job_to_dict(j) for j in page.items], "next_cursor": page.next_cursor})
         return OK
     rows: list[tuple[str, ...]] = [("ID", "TOPIC", "STATUS", "RUN_AT", "OCCURRENCE", "ATTEMPT")]
     rows += [
-        (j.id, j.topic, j.status.value, j.run_at.isoformat(), str(j.occurrence), str(j.attempt))
+        (j.id, j.topic, shown_status(j), j.run_at.isoformat(), str(j.occurrence), str(j.attempt))
         for j in page.items
     ]
     _table(ctx, rows)
@@ -677,6 +680,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--status",
         action="append",
         help="pending|active|paused|completed|cancelled|failed (repeat or comma-list)",
+    )
+    listing.add_argument(
+        "--outcome",
+        action="append",
+        help="how the last attempt ended: succeeded|failed|unheard|timeout|skipped (repeat or comma-list)",
     )
     listing.add_argument("--limit", type=int, default=20, help="jobs per page, 1-500 (default 20)")
     listing.add_argument("--cursor", help="the next-page cursor printed by the previous page")
