@@ -328,7 +328,9 @@ print(json.dumps({
     "fires": fires.status_code,
     "fires_page": client.get("/admin/schedule_sdk/fire/").content.decode(),
     "jobs_page": jobs.content.decode(),
-    "unheard": [open_job.id in unheard, done.id in unheard, '<td class="field-last_outcome">unheard</td>' in unheard],
+    "unheard": [
+        open_job.id in unheard, done.id in unheard, '<td class="field-last_outcome">unheard</td>' in unheard
+    ],
     "page": acted.content.decode(),
     "done": [service.get_by_id(done.id).status.value, service.get_by_id(done.id).occurrence],
     "open": service.get_by_id(open_job.id).occurrence,
