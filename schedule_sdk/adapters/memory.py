@@ -35,6 +35,7 @@ from schedule_sdk.domain.jobs import (
 from schedule_sdk.domain.status import FINISHED_STATUSES, JobStatus
 from schedule_sdk.ports import (
     DeclaredRows,
+    DueScan,
     FireHistory,
     Guard,
     JobStore,
@@ -43,6 +44,7 @@ from schedule_sdk.ports import (
     JoinedTransaction,
     Occurrence,
     OccurrenceRef,
+    OpenOccurrence,
     Retention,
     WorkerInfo,
     WorkerRegistry,
@@ -266,7 +268,7 @@ def _stored(row: StoredDeclaration) -> StoredDeclaration:
     return dataclasses.replace(row, synced_at=row.synced_at.astimezone(UTC))
 
 
-class MemoryJobStore(JobStore, JoinableStore, WorkerRegistry, FireHistory, Retention, DeclaredRows):
+class MemoryJobStore(JobStore, JoinableStore, DueScan, WorkerRegistry, FireHistory, Retention, DeclaredRows):
     """A faithful in-memory :class:`~schedule_sdk.ports.JobStore` (one process, no persistence),
     with every capability."""
 
@@ -488,6 +490,16 @@ class MemoryJobStore(JobStore, JoinableStore, WorkerRegistry, FireHistory, Reten
         return self._select(
             lambda r: r.status in (_PENDING, _ACTIVE) and (after_id is None or r.id > after_id)
         )[:limit]
+
+    def scan_pending_due(
+        self, until: datetime, after: tuple[datetime, str] | None, limit: int
+    ) -> list[OpenOccurrence]:
+        due = sorted(
+            (r for r in self._snapshot().values() if r.status is _PENDING and r.run_at <= until),
+            key=lambda r: (r.run_at, r.id),
+        )
+        found = [r for r in due if after is None or (r.run_at, r.id) > after][:limit]
+        return [OpenOccurrence(Occurrence.of(r), True) for r in found]
 
     def purge_finished(self, before: datetime, limit: int, *, wait: bool = False) -> int | None:
         # The write lock is the purge lock: a write transaction excludes every other writer.

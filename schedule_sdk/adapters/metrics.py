@@ -50,6 +50,13 @@ COUNTERS: dict[str, tuple[tuple[str, ...], str]] = {
         (),
         "RQ entries set aside unexecuted (undecodable, or not a fire of the queue): see its refused key.",
     ),
+    "schedule.entries.healed": (
+        (),
+        (
+            "Entries the reconciler handed to the substrate again because it had lost them (a flushed, "
+            "emptied or failed-over Redis)."
+        ),
+    ),
     "timer.commands.received": ((), "ScheduleTimer commands taken in, valid or not."),
     "timer.commands.rejected": ((), "ScheduleTimer commands refused: malformed, or refused by the store."),
     "timer.schedules.processed": ((), "Timers reached: DueTimeReached published and the row marked."),

@@ -327,7 +327,12 @@ class ScheduleContainer(containers.DeclarativeContainer):
         clock=store_time,
     )
     reconciler = providers.ThreadSafeSingleton(
-        Reconciler, store=store, queue=queue, clock=store_time, lease_seconds=settings.provided.lease_seconds
+        Reconciler,
+        store=store,
+        queue=queue,
+        clock=store_time,
+        lease_seconds=settings.provided.lease_seconds,
+        metrics=metrics,
     )
     purger = providers.ThreadSafeSingleton(
         Purger, store=store, clock=store_time, retention=settings.provided.retention_period

@@ -140,9 +140,10 @@ class Settings:
     #: Create or upgrade the schema when the store is first used.
     auto_migrate: bool = field(default=True, metadata=env_var("SCHEDULE_AUTO_MIGRATE"))
     #: Re-run the reconciler this often while the worker runs (seconds); 0 = only at start.
-    #: Default: 300 on the ``rq`` substrate (heals a Redis flush without a restart; an entry a dead
-    #: process left mid-hand-off is handed over sooner, by the heartbeat, after ``lease_seconds``),
-    #: 0 on ``sql`` (the row is the queue entry).
+    #: Default: 300 on the ``rq`` substrate (a net: a flushed, emptied or failed-over Redis is found
+    #: at the next maintenance beat and reconciled at once; an entry a dead process left
+    #: mid-hand-off is handed over by the heartbeat after ``lease_seconds``), 0 on ``sql`` (the row
+    #: is the queue entry).
     reconcile_interval: float | None = field(default=None, metadata=env_var("SCHEDULE_RECONCILE_INTERVAL"))
     #: This process's identity in claims and in the worker registry (default: host:pid:random);
     #: its PostgreSQL sessions are named ``schedule-sdk <worker id>``, which is how a peer that

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from schedule_sdk.bootstrap.settings import Settings
+from schedule_sdk.core.health import RedisLook
 from schedule_sdk.ports import Clock, DelayIndex, Dispatcher, ExecutionQueue, FirePath, JobStore, Metrics
 
 if TYPE_CHECKING:
@@ -75,21 +76,28 @@ def rq_job_runtime(
     )
 
 
-def redis_probe(settings: Settings) -> Callable[[], list[str]]:
+def redis_probe(settings: Settings) -> Callable[[], RedisLook]:
     """The health check's look at Redis (``settings.redis_url``, a server or a Sentinel service):
     a function that pings it and returns the ways its configuration could lose the SDK's keys
-    (:func:`~schedule_sdk.substrates.rq.plumbing.eviction_risks`); it raises when Redis does not
+    (:func:`~schedule_sdk.substrates.rq.plumbing.eviction_risks`) and, on the ``rq`` substrate,
+    whether entries were lost and how their heal goes
+    (:func:`~schedule_sdk.substrates.rq.plumbing.heal_notes`); it raises when Redis does not
     answer."""
     from schedule_sdk.substrates.rq import plumbing
 
     assert settings.redis_url is not None
-    url = settings.redis_url
+    url, keys = settings.redis_url, plumbing.Keys(settings.rq_queue)
+    substrate = settings.substrate
 
-    def probe() -> list[str]:
+    def probe() -> RedisLook:
         client = plumbing.connect(url, timeout=2.0)
         try:
             client.ping()
-            return plumbing.eviction_risks(client)
+            risks = plumbing.eviction_risks(client)
+            if substrate != "rq":
+                return RedisLook(risks)
+            lost, notes = plumbing.heal_notes(client, keys)
+            return RedisLook([*risks, *lost], notes)
         finally:
             client.close()
 

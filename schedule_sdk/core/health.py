@@ -1,7 +1,9 @@
 """``check_health``: is this deployment able to fire jobs on time? For probes and readiness endpoints.
 
 It checks, in order: the job store answers; Redis answers (when ``redis_url`` is set; a
-``maxmemory-policy`` that could evict the SDK's keys is a warning); at least
+``maxmemory-policy`` that could evict the SDK's keys is a warning, and so are entries Redis lost
+that a worker has not handed over again yet: a flush or a restart without persistence found by the
+namespace's missing marker, or a heal under way; the last heal is shown in the detail); at least
 ``min_workers`` registered workers are live (their beat is younger than ``dead_after``) and may
 claim (the clock offset of their last beat, error included, is within ``max_clock_offset``); and the
 oldest due-but-not-fired job has waited at most ``max_backlog_age`` seconds; and, when the store
@@ -46,6 +48,16 @@ class Check:
 
 
 @dataclass(frozen=True, slots=True)
+class RedisLook:
+    """What a Redis probe found besides an answer: ``warnings`` (ways the SDK's entries could be
+    lost, or were and are not healed yet: the check passes, degraded) and ``notes`` (shown in the
+    check's detail, e.g. the last loss that was healed)."""
+
+    warnings: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
 class HealthReport:
     checks: list[Check] = field(default_factory=list)
 
@@ -86,7 +98,8 @@ def check_health(
 ) -> HealthReport:
     """Run every check (see the module docstring); ``ping_redis`` is called when given: it
     raises when Redis does not answer, and may return a list of lines, each a way its
-    configuration could lose the SDK's entries (reported as a warning of the ``redis`` check).
+    configuration could lose the SDK's entries (reported as a warning of the ``redis`` check),
+    or a :class:`RedisLook` (warnings, and notes added to the detail).
     The workers are read from ``registry``, by default the store.
 
     :raises StoreLacksCapability: no ``registry``, and the store is no WorkerRegistry.
@@ -108,8 +121,12 @@ def check_health(
         except Exception as error:
             checks.append(Check("redis", False, f"{type(error).__name__}: {error}", unavailable=True))
         else:
-            risks = [str(r) for r in answer] if isinstance(answer, list) else []
-            detail = "; ".join(["reachable", *risks])
+            notes: list[str] = []
+            if isinstance(answer, RedisLook):
+                risks, notes = answer.warnings, answer.notes
+            else:
+                risks = [str(r) for r in answer] if isinstance(answer, list) else []
+            detail = "; ".join(["reachable", *risks, *notes])
             checks.append(Check("redis", True, detail, warning=bool(risks)))
     live = [w for w in workers if not is_dead(w, now, dead_after)]
     refusing = [

@@ -68,10 +68,10 @@ def percentile_bound(counts: dict[int, int], total: int, q: float) -> int | None
 
 
 #: A search of the operator's jobs list reads at most this many candidate rows (newest first by
-#: id, through the filters' indexes) when it filters by payload text or sorts by a column no
+#: id, through the filters' indexes) when it filters by text or sorts by a column no
 #: index orders: the search is bounded, not exhaustive, and says so.
 SEARCH_WINDOW = 10_000
-#: The longest payload text a search accepts.
+#: The longest search text accepted.
 MAX_SEARCH_TEXT = 200
 #: The orders of the operator's jobs list: newest first by creation (the id), by due time, by
 #: last update.
@@ -81,7 +81,8 @@ JOB_SORTS = ("created", "due", "updated")
 @dataclass(frozen=True, slots=True)
 class JobSearch:
     """The operator's query of the jobs list: equality filters (each served by an index), an
-    optional set of tenants the operator is scoped to (None: every tenant), a payload substring,
+    optional set of tenants the operator is scoped to (None: every tenant), a substring of the
+    payload, the last error or the latest fire's error or traceback,
     an order (one of :data:`JOB_SORTS`, descending unless ``ascending``), a page size and the
     keyset position after which the page starts (the previous page's last sort value and id)."""
 

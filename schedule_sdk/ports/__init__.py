@@ -21,6 +21,7 @@ from schedule_sdk.domain.moved import moved
 from schedule_sdk.ports.capabilities import (
     CAPABILITIES,
     DeclaredRows,
+    DueScan,
     FireHistory,
     JoinableStore,
     OperatorReads,
@@ -33,7 +34,14 @@ from schedule_sdk.ports.capabilities import (
 from schedule_sdk.ports.clock import ClaimClock, Clock
 from schedule_sdk.ports.fire import Dispatcher, EventPublisher, FirePath, FireResult, Listeners, Runner
 from schedule_sdk.ports.observe import FireSpan, Metrics, Tracing
-from schedule_sdk.ports.queue import CommitSignal, DelayIndex, ExecutionQueue, ReleasedBatch, WakeUps
+from schedule_sdk.ports.queue import (
+    CommitSignal,
+    DelayIndex,
+    ExecutionQueue,
+    HealNote,
+    ReleasedBatch,
+    WakeUps,
+)
 from schedule_sdk.ports.store import (
     DueClaim,
     Guard,
@@ -58,6 +66,7 @@ __all__ = [
     "CommitSignal",
     "DeclaredRows",
     "DelayIndex",
+    "DueScan",
     "Dispatcher",
     "DueClaim",
     "EventPublisher",
@@ -66,6 +75,7 @@ __all__ = [
     "FirePath",
     "FireResult",
     "FireSpan",
+    "HealNote",
     "Guard",
     "JobStore",
     "JobTransaction",

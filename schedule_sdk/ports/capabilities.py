@@ -21,7 +21,19 @@ from schedule_sdk.domain.jobs import ScheduledJob
 from schedule_sdk.domain.overview import JobSearch, Overview, SeenWorker
 from schedule_sdk.domain.status import JobStatus
 from schedule_sdk.domain.timers import TimerEntry, TimerState
-from schedule_sdk.ports.store import JobStore, JobTransaction, JoinedTransaction
+from schedule_sdk.ports.store import JobStore, JobTransaction, JoinedTransaction, OpenOccurrence
+
+
+class DueScan(ABC):
+    """Capability: the pending rows about to fire, read by due time through an index. A heal of
+    lost entries (the reconciler) hands them over first; without it, it scans in id order only."""
+
+    @abstractmethod
+    def scan_pending_due(
+        self, until: datetime, after: tuple[datetime, str] | None, limit: int
+    ) -> list[OpenOccurrence]:
+        """Up to ``limit`` pending rows due at or before ``until``, in ``(run_at, id)`` order,
+        after the row ``after`` (its ``run_at`` and id), each as its occurrence (pending)."""
 
 
 class JoinableStore(ABC):
@@ -263,6 +275,7 @@ def require(store: object, capability: Callable[..., _Capability], needed_by: st
 #: provides each by inheriting it or by composing an object that does (``JobStore.capability``).
 CAPABILITIES: tuple[type, ...] = (
     JoinableStore,
+    DueScan,
     WorkerRegistry,
     FireHistory,
     Retention,

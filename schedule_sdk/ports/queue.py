@@ -61,9 +61,31 @@ class ExecutionQueue(ABC):
     def incarnation(self) -> str | None:
         """Which server state holds the entries now: a value that changes when entries may have
         been lost wholesale (the substrate failed over to a replica that had not received the
-        latest writes, or restarted without them). A worker's heartbeat compares it with the one
-        it saw last and, when it changed, reconciles at once. Default: None (nothing can be lost
-        that way, e.g. the store is the queue).
+        latest writes, restarted without them, or its data was deleted, as a Redis ``FLUSHDB``
+        does). A worker's maintenance beat compares it with the one it saw last and, when it
+        changed, reconciles at once. It must cost the same whatever the number of entries (it is
+        read at every beat). Default: None (nothing can be lost that way, e.g. the store is the
+        queue).
+
+        :raises QueueUnavailable: the substrate did not answer.
+        """
+        return None
+
+    def loss_reason(self, before: str, now: str) -> str:
+        """Why the :meth:`incarnation` changed from ``before`` to ``now``, in words (for the log
+        and the health check)."""
+        return f"the {self.name} substrate's server changed (a failover or a restart)"
+
+    def note_heal(self, note: HealNote) -> None:
+        """Keep where the health check (and :meth:`heal_of`) reads it how the heal of a loss
+        goes (best effort, never raises). Default: nothing kept."""
+        return None
+
+    def heal_of(self, incarnation: str) -> str | None:
+        """What another worker noted of a heal of ``incarnation``: ``"done"`` (it handed over
+        every entry missing after that loss: nothing is left to heal for it), ``"under way"``
+        (it is healing now; look again at the next beat), or None (no heal of it is known: heal).
+        Default: None.
 
         :raises QueueUnavailable: the substrate did not answer.
         """
@@ -77,6 +99,21 @@ class ExecutionQueue(ABC):
         :raises QueueUnavailable: the substrate did not answer.
         """
         return []
+
+
+@dataclass(frozen=True, slots=True)
+class HealNote:
+    """A heal of entries the substrate lost (:meth:`ExecutionQueue.note_heal`): found at
+    ``lost_at`` (epoch seconds) for ``reason``; ``healed`` entries handed over again so far (all
+    of them once ``done``), in ``took`` seconds; ``incarnation``: the one it heals (what
+    :meth:`ExecutionQueue.incarnation` returned after the loss)."""
+
+    lost_at: float
+    reason: str
+    healed: int = 0
+    took: float = 0.0
+    done: bool = False
+    incarnation: str = ""
 
 
 class CommitSignal(ABC):

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from schedule_sdk import IntervalRepeat, OneShotSpec, QueueUnavailable, RepeatSpec, ScheduledJob
+from schedule_sdk.core.health import container_health
 from schedule_sdk.ports import Occurrence
 from schedule_sdk.substrates.rq.plumbing import Keys
 from tests.harness import Harness
@@ -159,3 +160,8 @@ def test_a_failover_that_loses_writes_loses_no_job(
         "healed, but not by the failover check"
     )
     assert all(h.events_for(job.id) for job in acknowledged)  # every acknowledged job fired
+    # The health check names the loss and its heal, and counts as healthy again.
+    (check,) = [c for c in container_health(h.container, min_workers=0).checks if c.name == "redis"]
+    assert check.ok and not check.warning, check.detail
+    assert "last loss" in check.detail and "the Redis server changed" in check.detail, check.detail
+    assert "entries handed over again" in check.detail, check.detail

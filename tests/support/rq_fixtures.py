@@ -67,16 +67,17 @@ def harnesses() -> Iterator[Callable[..., Harness]]:
 
 
 class PrivateRedis:
-    """A real redis-server of our own on a free port, so stopping it disturbs no other test run."""
+    """A real redis-server of our own on a free port, so stopping it disturbs no other test run;
+    ``persistent=False``: with no persistence at all (a restart comes back empty)."""
 
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, *, persistent: bool = True) -> None:
         with socket.socket() as probe:
             probe.bind(("127.0.0.1", 0))
             self.port = probe.getsockname()[1]
         self.url = f"redis://127.0.0.1:{self.port}/0"
         self.command = [
             "redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
-            "--appendonly", "yes", "--appendfsync", "always", "--dir", str(directory),
+            "--appendonly", "yes" if persistent else "no", "--appendfsync", "always", "--dir", str(directory),
         ]  # fmt: skip
         self.process: subprocess.Popen[bytes] | None = None
 
@@ -93,7 +94,7 @@ class PrivateRedis:
                 time.sleep(0.05)
 
     def stop(self) -> None:
-        """Shut the server down (its append-only file keeps the data for ``start``)."""
+        """Shut the server down (its append-only file, if persistent, keeps the data for ``start``)."""
         if self.process is not None:
             self.process.send_signal(signal.SIGTERM)
             self.process.wait(timeout=10)
@@ -103,6 +104,17 @@ class PrivateRedis:
 @pytest.fixture
 def private_redis(tmp_path: Path) -> Iterator[PrivateRedis]:
     server = PrivateRedis(tmp_path)
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def volatile_redis(tmp_path: Path) -> Iterator[PrivateRedis]:
+    """A private redis-server without persistence: restarted, it comes back empty."""
+    server = PrivateRedis(tmp_path, persistent=False)
     server.start()
     try:
         yield server

@@ -8,12 +8,13 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from schedule_sdk.adapters.memory import MemoryJobStore
+from schedule_sdk.adapters.metrics import InMemoryMetrics
 from schedule_sdk.core.reconciler import Reconciler
 from schedule_sdk.domain.errors import QueueUnavailable
 from schedule_sdk.domain.ids import new_id
 from schedule_sdk.domain.jobs import NO_RETRY, JobMetadata, ScheduledJob
 from schedule_sdk.domain.status import JobStatus
-from schedule_sdk.ports import Occurrence
+from schedule_sdk.ports import HealNote, Occurrence
 from schedule_sdk.substrates.inline import InlineExecutionQueue
 from schedule_sdk.substrates.sql.queue import SQLExecutionQueue
 from schedule_sdk.testing import FakeClock
@@ -109,3 +110,32 @@ def test_a_queue_without_servers_never_reconciles_on_its_own() -> None:
     reconciler = Reconciler(store=store, queue=SQLExecutionQueue(), clock=FakeClock(NOW))
     assert not reconciler.heal_if_moved() and not reconciler.heal_if_moved()
     assert store.scans == 0 and reconciler.risks() == []
+
+
+class NotingQueue(MovingQueue):
+    """A MovingQueue that keeps the heal notes it is given."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.notes: list[HealNote] = []
+
+    def note_heal(self, note: HealNote) -> None:
+        self.notes.append(note)
+
+
+def test_a_heal_is_noted_under_way_then_done_and_its_entries_are_counted() -> None:
+    store, queue, metrics = CountingStore(), NotingQueue(), InMemoryMetrics()
+    pending = job()
+    with store.transaction() as tx:
+        tx.insert(pending)
+    reconciler = Reconciler(store=store, queue=queue, clock=FakeClock(NOW), metrics=metrics)
+    reconciler.heal_if_moved()
+    queue.server, queue.failing = "b", True
+    with pytest.raises(QueueUnavailable):
+        reconciler.heal_if_moved()
+    queue.failing = False
+    assert reconciler.heal_if_moved() is True
+    assert [(n.healed, n.done) for n in queue.notes] == [(0, False), (0, False), (1, True)]
+    assert len({n.lost_at for n in queue.notes}) == 1  # the retry keeps the instant of the first look
+    assert all("server changed" in n.reason for n in queue.notes)
+    assert metrics.count("schedule.entries.healed") == 1

@@ -12,6 +12,7 @@ the primary key. Nothing here loads every row of a table.
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -238,10 +239,10 @@ class SQLOperatorReads(OperatorReads):
         # counted through the filters' indexes (the status index), not the one that orders the page
         conditions = _search_conditions(replace(search, sort="created"))
         if search.text is not None:
-            window = sa.select(jobs.c.id, jobs.c.payload).where(*conditions)
+            window = sa.select(jobs.c.id, jobs.c.payload, jobs.c.last_error).where(*conditions)
             candidates = window.order_by(jobs.c.id.desc()).limit(SEARCH_WINDOW).subquery()
             inner = sa.select(sa.literal(1)).select_from(candidates)
-            inner = inner.where(_text_condition(search.text, candidates.c.payload))
+            inner = inner.where(_text_condition(search.text, candidates.c))
         else:
             inner = sa.select(sa.literal(1)).select_from(jobs).where(*conditions)
         capped = inner.limit(COUNT_CAP + 1).subquery()
@@ -299,12 +300,33 @@ def _indexed_order(search: JobSearch) -> bool:
     return bool(search.statuses) and search.statuses <= FINISHED_STATUSES
 
 
-def _text_condition(text: str, payload: sa.ColumnElement[Any] = jobs.c.payload) -> sa.ColumnElement[bool]:
-    """The payload holds ``text`` as it is stored (JSON-escaped, so a quote or a backslash in the
-    search matches the same character in a value)."""
-    stored = encode_json(text)[1:-1]
-    pattern = stored.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-    return payload.like(f"%{pattern}%", escape="\\")
+def _text_condition(text: str, row: Any = jobs.c) -> sa.ColumnElement[bool]:
+    """The job's payload (as it is stored: JSON-escaped, so a quote or a backslash in the search
+    matches the same character in a value), its last error, or the error or traceback of its
+    latest fire holds ``text`` (``row`` has the job's ``id``, ``payload`` and ``last_error``).
+
+    The latest fire is one seek of ``ix_schedule_fires_job`` (job id, fired_at) per candidate
+    row: the history is never scanned."""
+    entry = fires.alias("latest_fire")
+    latest = (
+        sa.select(entry.c.id)
+        .where(entry.c.job_id == row.id)
+        .order_by(entry.c.fired_at.desc())
+        .limit(1)
+        .correlate_except(entry)
+        .scalar_subquery()
+    )
+    said = _like(text)
+    fire_said = sa.select(sa.literal(1)).where(
+        fires.c.id == latest, sa.or_(said(fires.c.error), said(fires.c.traceback))
+    )
+    return sa.or_(_like(encode_json(text)[1:-1])(row.payload), said(row.last_error), fire_said.exists())
+
+
+def _like(text: str) -> Callable[[sa.ColumnElement[Any]], sa.ColumnElement[bool]]:
+    """A condition "the column holds ``text``", with ``%``, ``_`` and ``\\`` literal."""
+    pattern = text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    return lambda column: column.like(f"%{pattern}%", escape="\\")
 
 
 def _keyset(search: JobSearch) -> sa.ColumnElement[bool] | None:

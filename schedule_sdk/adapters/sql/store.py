@@ -25,6 +25,7 @@ from sqlalchemy.engine import Connection, Engine
 from schedule_sdk.adapters.sql import watch
 from schedule_sdk.adapters.sql.connections import Connections, OneConnection
 from schedule_sdk.adapters.sql.declared import SQLAlchemyDeclaredRows
+from schedule_sdk.adapters.sql.due_scan import SQLDueScan
 from schedule_sdk.adapters.sql.engine import transaction_pooled, translate_errors
 from schedule_sdk.adapters.sql.fast import pg_claims, sqlite_claims
 from schedule_sdk.adapters.sql.fast.writes import EXTEND_PG, FIRE_TIME
@@ -58,6 +59,7 @@ from schedule_sdk.domain.jobs import JobQuery, ScheduledJob
 from schedule_sdk.ports import (
     DeclaredRows,
     DueClaim,
+    DueScan,
     FireHistory,
     JobStore,
     JobTransaction,
@@ -121,8 +123,10 @@ class SQLAlchemyJobStore(JobStore):
         self.retention = SQLRetention(connections)
         self.reads = SQLOperatorReads(connections.engine)
         self.declared = SQLAlchemyDeclaredRows(connections.engine)
+        self.due_scan = SQLDueScan(connections)
         self._capabilities: dict[type, object] = {
             JoinableStore: self.joins,
+            DueScan: self.due_scan,
             WorkerRegistry: self.registry,
             FireHistory: self.fire_history,
             Retention: self.retention,

@@ -37,7 +37,7 @@ from schedule_sdk.domain.status import FINISHED_STATUSES, JobStatus
 from schedule_sdk.domain.text import shown, unstorable_character
 from schedule_sdk.domain.timers import TimerState
 from schedule_sdk.domain.upcoming import UpcomingFire
-from schedule_sdk.entrypoints.dashboard import coupling, plots
+from schedule_sdk.entrypoints.dashboard import bulk, coupling, plots
 from schedule_sdk.entrypoints.dashboard.forms import (
     PAGE_SIZE,
     UUID,
@@ -48,6 +48,7 @@ from schedule_sdk.entrypoints.dashboard.forms import (
     text_of,
     timer_cursor,
 )
+from schedule_sdk.entrypoints.dashboard.listing import FILTER_FIELDS, filter_query, sort_links
 from schedule_sdk.entrypoints.dashboard.security import (
     Access,
     AuthHook,
@@ -55,6 +56,7 @@ from schedule_sdk.entrypoints.dashboard.security import (
     FormRefused,
     SecurityHeaders,
     client_of,
+    local_next,
     read_form,
 )
 from schedule_sdk.entrypoints.dashboard.views import (
@@ -83,6 +85,7 @@ HISTORY_SIZE = 50
 #: Ids are UUIDs (36 characters): a longer one names no job.
 MAX_ID_LENGTH = 64
 _SCRIPT = Path(__file__).with_name("static") / "dashboard.js"
+_ICON = Path(__file__).with_name("static") / "favicon.ico"
 
 
 def _environment() -> jinja2.Environment:
@@ -166,6 +169,7 @@ class Dashboard:
             Route("/jobs/{job_id}/{action}", self.act, methods=["POST"]),
             Route("/bulk", self.bulk_confirm, methods=["GET"]),
             Route("/bulk/{action}", self.bulk_act, methods=["POST"]),
+            Route("/bulk/{action}/matching", self.bulk_matching_act, methods=["POST"]),
             Route("/upcoming", self.upcoming),
             Route("/workers", self.workers),
             Route("/timers", self.timers),
@@ -173,6 +177,7 @@ class Dashboard:
             Route("/login", self.login, methods=["POST"]),
             Route("/logout", self.logout, methods=["POST"]),
             Route("/static/dashboard.js", self.script),
+            Route("/favicon.ico", self.icon),
         ]
 
     # -- rendering ------------------------------------------------------------------------------
@@ -190,6 +195,7 @@ class Dashboard:
             csrf=self.access.csrf_token(request),
             now=self.clock.now(),
             alarm=self._alarm(),
+            here=_here(request),
         )
         response = HTMLResponse(self.env.get_template(template).render(**values), status_code=status)
         if grant.new_session:
@@ -228,6 +234,9 @@ class Dashboard:
     def script(self, request: Request) -> Response:
         return Response(_SCRIPT.read_bytes(), media_type="text/javascript")
 
+    def icon(self, request: Request) -> Response:
+        return Response(_ICON.read_bytes(), media_type="image/x-icon")
+
     # -- pages ----------------------------------------------------------------------------------
 
     def overview(self, request: Request) -> Response:
@@ -260,10 +269,7 @@ class Dashboard:
     def jobs(self, request: Request) -> Response:
         q = request.query_params
         grant = self.access.grant(request)
-        form = {
-            k: (q.get(k) or "").strip()
-            for k in ("topic", "owner_id", "tenant_id", "status", "q", "sort", "order")
-        }
+        form = {k: (q.get(k) or "").strip() for k in (*FILTER_FIELDS, "sort", "order")}
         error: tuple[str, str] | None = None
         rows: list[tuple[ScheduledJob, list[coupling.PreviewFire]]] = []
         next_url = None
@@ -304,6 +310,8 @@ class Dashboard:
             error=error[0] if error else None,
             code=error[1] if error else None,
             bulk_actions=[(a, ACTIONS[a][0]) for a in BULK_ACTIONS],
+            sort_links=sort_links(form),
+            filters=filter_query(form),
         )
 
     def _visible_job(self, request: Request, job_id: str) -> ScheduledJob | None:
@@ -519,6 +527,8 @@ class Dashboard:
             return self._error(request, 404, f"no bulk action {action[:40]!r}")
         if not self.access.can_act(request):
             return self._error(request, 403, _READ_ONLY)
+        if request.query_params.get("matching"):
+            return self._bulk_matching_confirm(request, action)
         jobs = self._selection(request, request.query_params.getlist("job"))
         if not jobs:
             return self._error(request, 400, "Select at least one job of the list first.")
@@ -550,6 +560,75 @@ class Dashboard:
             results=results,
         )
 
+    # -- bulk actions over everything a filter matches ----------------------------------------
+
+    def _matching(
+        self, request: Request, fields: Mapping[str, str], action: str
+    ) -> tuple[JobSearch, JobSearch | None]:
+        """The filter of the list (as its form gives it) and the part of it ``action`` applies to."""
+        form = {k: (fields.get(k) or "").strip() for k in FILTER_FIELDS}
+        search = search_of(form, self.access.grant(request), None)
+        return search, bulk.applicable(search, ACTIONS[action][1])
+
+    def _bulk_matching_confirm(self, request: Request, action: str) -> Response:
+        search, applicable = self._matching(request, request.query_params, action)
+        label, applies, _ = ACTIONS[action]
+        total = self.reads.count_search(search)
+        count = 0 if applicable is None else self.reads.count_search(applicable)
+        bound = None if applicable is None or not count else bulk.newest_bound(self.reads, applicable)
+        fields = {k: (request.query_params.get(k) or "").strip() for k in FILTER_FIELDS}
+        return self.render(
+            request,
+            "bulk_matching.html",
+            action=action,
+            label=label,
+            applies=sorted(s.value for s in applies),
+            total=total,
+            count=count,
+            limit=bulk.MAX_BULK,
+            bound=bound,
+            fields={k: v for k, v in fields.items() if v},
+            filters=filter_query(fields),
+            report=None,
+        )
+
+    async def bulk_matching_act(self, request: Request) -> Response:
+        action = request.path_params["action"]
+        if action not in BULK_ACTIONS:
+            return self._error(request, 404, f"no bulk action {action[:40]!r}")
+        form = await self._guarded_form(request)
+        if isinstance(form, Response):
+            return form
+        search, applicable = await run_in_threadpool(self._matching, request, form, action)
+        label, applies, _ = ACTIONS[action]
+        expected = int_of(form.get("expected"), -1)
+        report = bulk.BulkReport(expected if expected >= 0 else None)
+        if applicable is not None:
+
+            def fresh(job_id: str) -> ScheduledJob | None:
+                return self._visible_job(request, job_id)
+
+            report = await run_in_threadpool(
+                bulk.walk,
+                self.reads,
+                applicable,
+                bulk.bound_of(form.get("through")),
+                fresh,
+                lambda job: self._perform(job, action, {}),
+                report.expected,
+            )
+        return self.render(
+            request,
+            "bulk_matching.html",
+            409 if report.refused else 200,
+            action=action,
+            label=label,
+            applies=sorted(s.value for s in applies),
+            fields={},
+            filters=filter_query(form),
+            report=report,
+        )
+
     def _perform_each(self, jobs: list[ScheduledJob], action: str) -> list[tuple[ScheduledJob, str | None]]:
         """Each job on its own: one refused (a finished one, a timer's) leaves the others done."""
         results: list[tuple[ScheduledJob, str | None]] = []
@@ -570,24 +649,26 @@ class Dashboard:
     # -- login ----------------------------------------------------------------------------------
 
     def login_form(self, request: Request) -> Response:
-        return self.render(request, "login.html", error=None)
+        back = local_next(request.query_params.get("next"))
+        return self.render(request, "login.html", error=None, next=back)
 
     async def login(self, request: Request) -> Response:
         client = client_of(request)
         wait = self.access.throttle.retry_after(client)
         if wait:
             refused = self.render(
-                request, "login.html", 429, error=f"Too many failed logins: try again in {wait} s."
+                request, "login.html", 429, error=f"Too many failed logins: try again in {wait} s.", next=None
             )
             refused.headers["retry-after"] = str(wait)
             return refused
         form = await read_form(request, limit=4096)
         if not self.access.csrf_ok(request, form.get("csrf", "")):
             return self._error(request, 403, _FORM_EXPIRED)
+        back = local_next(form.get("next"))
         if not self.access.check_token(form.get("token", "")):
             self.access.throttle.failed(client)
-            return self.render(request, "login.html", 403, error="That token is not right.")
-        response = RedirectResponse(f"{_base(request)}/", status_code=303)
+            return self.render(request, "login.html", 403, error="That token is not right.", next=back)
+        response = RedirectResponse(f"{_base(request)}{back or '/'}", status_code=303)
         self.access.log_in(request, response)
         return response
 
@@ -609,6 +690,20 @@ _READ_ONLY = (
 
 def _base(request: Request) -> str:
     return str(request.scope.get("root_path", "")).rstrip("/")
+
+
+def _here(request: Request) -> str | None:
+    """The page a login from this one returns to: its path in the dashboard and its query (None
+    for a form's answer and for the login page itself)."""
+    base, path = _base(request), request.url.path
+    if request.method != "GET":
+        return None
+    if base and path.startswith(base):
+        path = path[len(base) :] or "/"
+    if path == "/login":
+        return None
+    query = request.url.query
+    return local_next(path + (f"?{query}" if query else ""))
 
 
 __all__ = ["ACTIONS", "BULK_ACTIONS", "AuthHook", "Dashboard"]

@@ -32,7 +32,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Literal
-from urllib.parse import parse_qsl
+from urllib.parse import parse_qsl, urlsplit
 
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
@@ -325,6 +325,26 @@ def _base(request: Request) -> str:
     return str(request.scope.get("root_path", "")).rstrip("/")
 
 
+#: The longest ``next`` a login returns to.
+MAX_NEXT_LENGTH = 2000
+
+
+def local_next(value: str | None) -> str | None:
+    """The page a login returns to, if ``value`` is a path of this dashboard: it starts with one
+    ``/`` (not ``//``, which a browser reads as another host), holds no backslash (``/\\host``
+    is read so too), no scheme or host, no control character or space, and is at most
+    :data:`MAX_NEXT_LENGTH` characters. Anything else is None: the login returns to the overview,
+    never to another site."""
+    if not value or len(value) > MAX_NEXT_LENGTH or not value.startswith("/") or value.startswith("//"):
+        return None
+    if "\\" in value or any(ord(c) <= 0x20 or 0x7F <= ord(c) <= 0x9F for c in value):
+        return None
+    parts = urlsplit(value)
+    if parts.scheme or parts.netloc:
+        return None
+    return value
+
+
 # -- form bodies --------------------------------------------------------------------------------
 
 
@@ -415,8 +435,8 @@ class BearerThrottle:
 
 class SecurityHeaders:
     """ASGI middleware: the security headers on every response, and ``Cache-Control: no-store``
-    on every one but the static script (pages may show what only an authenticated operator
-    should see, and hold form tokens)."""
+    on every one but the static script (5 minutes) and the icon (a day): pages may show what
+    only an authenticated operator should see, and hold form tokens."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
@@ -425,13 +445,16 @@ class SecurityHeaders:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        static = str(scope.get("path", "")).endswith("/static/dashboard.js")
+        path = str(scope.get("path", ""))
+        cache = b"public, max-age=86400" if path.endswith("/favicon.ico") else b"no-store"
+        if path.endswith("/static/dashboard.js"):
+            cache = b"public, max-age=300"
 
         async def send_with_headers(message: Message) -> None:
             if message["type"] == "http.response.start":
                 headers = [h for h in message.get("headers", []) if h[0].lower() != b"cache-control"]
                 headers.extend(SECURITY_HEADERS)
-                headers.append((b"cache-control", b"public, max-age=300" if static else b"no-store"))
+                headers.append((b"cache-control", cache))
                 message["headers"] = headers
             await send(message)
 
@@ -443,6 +466,7 @@ __all__ = [
     "Access",
     "AuthHook",
     "FormRefused",
+    "local_next",
     "BearerThrottle",
     "Grant",
     "SecurityHeaders",

@@ -9,7 +9,13 @@ Per RQ queue ``q`` the SDK keeps, next to RQ's own keys:
   while a consumer waits for room to claim it);
 - ``schedule_sdk:{q}:next``     the pump's planned wake-up (ms), so a commit only publishes a
   wake-up on ``schedule_sdk:{q}:wake`` when it adds an earlier entry;
-- ``schedule_sdk:{q}:pump``     the releaser lease: the pump leadership lock (SET NX PX, renewed).
+- ``schedule_sdk:{q}:pump``     the releaser lease: the pump leadership lock (SET NX PX, renewed);
+- ``schedule_sdk:{q}:marker``   a random token, set (``SET NX``) at each look of a worker's heartbeat:
+  missing, the database was flushed or the server restarted without its data (:func:`identity`);
+- ``schedule_sdk:{q}:healing``  while a worker hands over again the entries Redis lost: when the loss
+  was found and why (JSON, with a TTL renewed as the heal goes on, so a heal whose worker died ages out);
+- ``schedule_sdk:{q}:healed``   the last heal: when the loss was found, why, how many entries it handed
+  over again and how long it took (JSON), for the health check (:func:`heal_notes`).
 
 What entries and released jobs carry (no Redis) is in :mod:`~schedule_sdk.substrates.rq.entries`.
 """
@@ -17,12 +23,14 @@ What entries and released jobs carry (no Redis) is in :mod:`~schedule_sdk.substr
 from __future__ import annotations
 
 import contextlib
+import json
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 import redis
-from redis.exceptions import RedisError, ResponseError
+from redis.exceptions import RedisError
 from redis.sentinel import Sentinel
 
 from schedule_sdk.domain.errors import QueueUnavailable
@@ -59,6 +67,18 @@ class Keys:
     @property
     def pump(self) -> str:
         return self._key("pump")
+
+    @property
+    def marker(self) -> str:
+        return self._key("marker")
+
+    @property
+    def healing(self) -> str:
+        return self._key("healing")
+
+    @property
+    def healed(self) -> str:
+        return self._key("healed")
 
     @property
     def refused(self) -> str:
@@ -121,18 +141,107 @@ def eviction_risks(client: redis.Redis) -> list[str]:
     ]
 
 
-def run_id(client: redis.Redis) -> str | None:
-    """The run id of the server the client reaches (a new one after a failover or a restart), or
-    None where ``INFO`` is not allowed.
+def identity(client: redis.Redis, keys: Keys, token: str) -> tuple[str | None, str]:
+    """The run id of the server the client reaches (None where ``INFO`` is refused) and the
+    namespace's marker token, in one round trip: ``INFO server``, ``SET marker token NX`` (a
+    no-op, not replicated, while the marker is there) and ``GET marker``. A marker that changed
+    since a look is one that went missing (a ``FLUSHDB``, a ``FLUSHALL``, a restart without
+    persistence) and was set again, by this look or a peer's; a changed run id is a failover
+    or a restart. Each is O(1), whatever the number of entries.
 
     :raises redis.RedisError: the server did not answer.
     """
+    pipe = client.pipeline(transaction=False)
+    pipe.info("server")
+    pipe.set(keys.marker, token, nx=True)
+    pipe.get(keys.marker)
+    server, was_set, marker = pipe.execute(raise_on_error=False)  # an INFO refused: no run id
+    for reply in (was_set, marker):
+        if isinstance(reply, Exception):
+            raise reply
+    found = server.get("run_id") if isinstance(server, dict) else None
+    return (None if found is None else str(found)), as_text(marker)
+
+
+def heal_notes(client: redis.Redis, keys: Keys) -> tuple[list[str], list[str]]:
+    """What the health check says of lost entries, in one round trip: warnings (the marker is
+    missing: the entries are gone and no worker has looked since; or a heal is under way) and
+    notes (the last heal: when, why, how many entries, how long).
+
+    :raises redis.RedisError: the server did not answer.
+    """
+    pipe = client.pipeline(transaction=False)
+    pipe.exists(keys.marker)
+    pipe.get(keys.healing)
+    pipe.get(keys.healed)
+    marker, healing, healed = pipe.execute()
+    warnings: list[str] = []
+    if healing is not None:
+        record = _record(healing)
+        warnings.append(
+            f"degraded: healing since {_when(record.get('lost_at'))}: {record.get('reason', '?')}; "
+            f"{int(record.get('healed', 0))} entries handed over again so far"
+        )
+    elif not marker:
+        warnings.append(
+            "degraded: the SDK's marker key is missing: Redis was flushed or restarted without its "
+            "data (or no worker has started on this queue yet); a live worker hands the lost entries "
+            "over again at its next beat"
+        )
+    notes: list[str] = []
+    if healed is not None:
+        record = _record(healed)
+        took = float(record.get("took", 0.0))
+        notes.append(
+            f"last loss {_when(record.get('lost_at'))}: {record.get('reason', '?')}; "
+            f"{int(record.get('healed', 0))} entries handed over again in {took:.2f}s"
+        )
+    return warnings, notes
+
+
+def note_heal(client: redis.Redis, keys: Keys, record: dict[str, Any], *, done: bool, ttl: float) -> None:
+    """Record a heal for :func:`heal_notes` and :func:`heal_of`: under way (the ``healing`` key,
+    expiring after ``ttl`` seconds unless noted again), or ``done`` (``healed`` replaces the last
+    one, and ``healing`` goes if it was this heal's, by its ``for``: the incarnation it heals).
+
+    :raises redis.RedisError: the server did not answer.
+    """
+    if done:
+        client.eval(HEALED, 2, keys.healing, keys.healed, json.dumps(record), str(record.get("for", "")))
+    else:
+        client.set(keys.healing, json.dumps(record), px=max(1, int(ttl * 1000)))
+
+
+def heal_of(client: redis.Redis, keys: Keys, incarnation: str) -> str | None:
+    """``"done"`` when the last heal noted (:func:`note_heal`) healed ``incarnation``,
+    ``"under way"`` when a heal of it is noted under way, else None. One round trip.
+
+    :raises redis.RedisError: the server did not answer.
+    """
+    pipe = client.pipeline(transaction=False)
+    pipe.get(keys.healed)
+    pipe.get(keys.healing)
+    healed, healing = pipe.execute()
+    if healed is not None and _record(healed).get("for") == incarnation:
+        return "done"
+    if healing is not None and _record(healing).get("for") == incarnation:
+        return "under way"
+    return None
+
+
+def _record(raw: Any) -> dict[str, Any]:
     try:
-        server: dict[str, Any] = client.info("server")
-    except ResponseError:  # INFO renamed or refused (some managed services)
-        return None
-    found = server.get("run_id")
-    return None if found is None else str(found)
+        found = json.loads(as_text(raw))
+    except ValueError:
+        return {}
+    return found if isinstance(found, dict) else {}
+
+
+def _when(epoch: Any) -> str:
+    """An epoch-seconds instant as UTC ISO 8601 to the millisecond ("?" if not a number)."""
+    if isinstance(epoch, bool) or not isinstance(epoch, int | float):
+        return "?"
+    return datetime.fromtimestamp(epoch, UTC).isoformat(timespec="milliseconds")
 
 
 @contextlib.contextmanager
@@ -203,6 +312,19 @@ for i = 2, #ARGV do
   end
 end
 return found
+"""
+
+# Record a heal done: replace the last heal's record, and drop the note of a heal under way if it
+# is this heal's (another worker may be healing a later loss). KEYS: healing, healed.
+# ARGV: the record (JSON), the incarnation it healed.
+HEALED = """
+local under_way = redis.call('GET', KEYS[1])
+if under_way then
+  local ok, note = pcall(cjson.decode, under_way)
+  if (not ok) or type(note) ~= 'table' or note['for'] == ARGV[2] then redis.call('DEL', KEYS[1]) end
+end
+redis.call('SET', KEYS[2], ARGV[1])
+return 0
 """
 
 # Renew the lock only if we still hold it. KEYS: lock. ARGV: token, ttl ms.

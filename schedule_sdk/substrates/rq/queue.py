@@ -32,6 +32,7 @@ import json
 import logging
 import threading
 import time
+import uuid
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -40,7 +41,7 @@ from rq.exceptions import NoSuchJobError
 from rq.job import Job
 from rq.serializers import JSONSerializer
 
-from schedule_sdk.ports import DelayIndex, Metrics, OccurrenceRef, ReleasedBatch, WakeUps, key_of
+from schedule_sdk.ports import DelayIndex, HealNote, Metrics, OccurrenceRef, ReleasedBatch, WakeUps, key_of
 from schedule_sdk.substrates.rq import plumbing
 from schedule_sdk.substrates.rq.entries import DUE_META, FIRE_FUNCTION, due_of, parse_key
 from schedule_sdk.substrates.rq.handoff import SCRIPT_CHUNK, RedisHandOff, now_ms
@@ -55,6 +56,10 @@ STRANDED_BATCH = 1000  # most stranded entries one look returns
 #: A released entry counts as taken out of the RQ queue only if it was released this long before
 #: the fire at the queue's head (covers the gap between the pump's clock read and RQ's stamp).
 HEAD_MARGIN_MS = 1000.0
+#: How long a heal under way is reported without news from it (seconds): it is noted again at
+#: least every second while its pages go on, so only a heal whose worker died (or stalled) ages
+#: out, and a peer that waited for it heals then.
+HEALING_TTL = 10.0
 
 
 class RQExecutionQueue(RedisHandOff, DelayIndex):
@@ -131,10 +136,42 @@ class RQExecutionQueue(RedisHandOff, DelayIndex):
             logger.warning("could not drop %d stranded entries: %s", len(keys), error)
 
     def incarnation(self) -> str | None:
-        """The run id of the Redis server the queue reaches: a failover (through Sentinel) or a
-        restart changes it. None where ``INFO`` is refused."""
+        """``<run id>/<marker>``: the run id of the Redis server the queue reaches (a failover
+        through Sentinel or a restart changes it; ``-`` where ``INFO`` is refused) and the
+        namespace's marker token (a flush or a restart without persistence deletes it; this look
+        sets a new one). One round trip, O(1) whatever the number of entries
+        (:func:`~schedule_sdk.substrates.rq.plumbing.identity`)."""
         with unavailable_as("could not read the Redis server's identity"):
-            return plumbing.run_id(self.connection)
+            server, marker = plumbing.identity(self.connection, self.keys, uuid.uuid4().hex)
+        return f"{server or '-'}/{marker}"
+
+    def loss_reason(self, before: str, now: str) -> str:
+        server_before, _, marker_before = before.partition("/")
+        server_now, _, marker_now = now.partition("/")
+        if marker_before != marker_now:
+            restarted = " (the server restarted)" if server_before != server_now else ""
+            return (
+                f"the SDK's marker key was gone from Redis{restarted}: its database was flushed, "
+                "or the server restarted without its data"
+            )
+        return "the Redis server changed (a failover or a restart): it may lack the latest entries"
+
+    def note_heal(self, note: HealNote) -> None:
+        record = {
+            "lost_at": note.lost_at,
+            "reason": note.reason,
+            "healed": note.healed,
+            "took": note.took,
+            "for": note.incarnation,
+        }
+        try:
+            plumbing.note_heal(self.connection, self.keys, record, done=note.done, ttl=HEALING_TTL)
+        except Exception as error:
+            logger.warning("could not record the heal of lost entries: %s", error)
+
+    def heal_of(self, incarnation: str) -> str | None:
+        with unavailable_as("could not read the heal notes"):
+            return plumbing.heal_of(self.connection, self.keys, incarnation)
 
     def risks(self) -> list[str]:
         """The Redis ``maxmemory-policy`` if it could evict the SDK's keys

@@ -46,11 +46,13 @@ from schedule_sdk.domain.jobs import (
 )
 from schedule_sdk.domain.status import OPEN_STATUSES, JobStatus
 from schedule_sdk.ports import (
+    DueScan,
     Guard,
     JobStore,
     Occurrence,
     OpenOccurrence,
     TopicBacklog,
+    provided,
 )
 
 # The capability suites and the shared helpers live in modules of their own; they are
@@ -704,6 +706,31 @@ class JobStoreContract(StoreContract):
         assert self.job_store.scan_open_occurrences(expected[-1].occurrence.job_id, 100) == []
         due = self.job_store.scan_open_occurrences(None, 1)[0].occurrence.due_at
         assert due.utcoffset() == timedelta(0)
+
+    def test_scan_pending_due_pages_the_pending_rows_due_by_an_instant_in_due_order(self) -> None:
+        scan = provided(self.job_store, DueScan)
+        if scan is None:
+            pytest.skip("the store has no DueScan (the heal scans in id order only)")
+        rows = insert(
+            self.job_store,
+            *(job(run_at=at(n % 4 * 10 - 10), occurrence=n) for n in range(10)),  # ties: by id
+            job(status=JobStatus.ACTIVE, run_at=at(-10)),
+            job(status=JobStatus.COMPLETED, run_at=at(-10)),
+            job(status=JobStatus.PAUSED, run_at=at(-10)),
+        )
+        expected = [
+            OpenOccurrence(Occurrence.of(j), True)
+            for j in sorted(rows, key=lambda j: (j.run_at, j.id))
+            if j.status is PENDING and j.run_at <= at(10)
+        ]
+        assert len(expected) == 8
+        assert scan.scan_pending_due(at(10), None, 100) == expected
+        assert scan.scan_pending_due(at(10), None, 3) == expected[:3]
+        for cut in (2, 3):  # the cursor within a tie and across one
+            after = (expected[cut].occurrence.due_at, expected[cut].occurrence.job_id)
+            assert scan.scan_pending_due(at(10), after, 100) == expected[cut + 1 :]
+        last = expected[-1].occurrence
+        assert scan.scan_pending_due(at(10), (last.due_at, last.job_id), 100) == []
 
     def test_backlog_counts_pending_rows_per_topic_and_the_due_ones(self) -> None:
         assert self.job_store.backlog(NOW) == []

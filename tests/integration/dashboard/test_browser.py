@@ -9,9 +9,11 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+import sqlalchemy as sa
 from playwright.sync_api import Browser, Page, expect, sync_playwright
 
 from schedule_sdk import JobStatus, OneShotSpec, ScheduleContainer, ScheduleService
+from schedule_sdk.adapters.sql.tables import schedule_jobs
 
 from .demo import CHROMIUM, TOKEN, DashboardServer, Demo, populate
 
@@ -230,3 +232,63 @@ def test_the_next_24_hours_timeline_from_the_nav(demo, page: Page, service: Sche
     assert crm.count() >= 280  # every 5 minutes: 287 or 288 fires in the window
     hours = page.locator("tr.hour").all_inner_texts()
     assert 24 <= len(hours) <= 25 and hours == sorted(hours)
+
+
+def test_bulk_pause_of_every_job_a_filter_matches(demo, page: Page, service: ScheduleService):
+    data, server = demo
+    later = datetime.now(UTC) + timedelta(days=2)
+    made = [
+        service.schedule_at(OneShotSpec(topic="bulk.browser", run_at=later, timezone="UTC")).id
+        for _ in range(60)
+    ]
+    log_in(page, server.base)
+    page.goto(server.base + "/jobs?topic=bulk.browser")
+    expect(page.locator("#bulk-matching")).to_contain_text("With all 60 matching")
+    assert len(row_ids(page)) == 50  # one page shows 50; the action covers all 60
+    page.click("[data-bulk-matching=pause]")
+    expect(page.locator("#bulk-question")).to_have_text("Pause all 60 matching job(s)?")
+    assert {service.get_by_id(j).status for j in made} == {JobStatus.PENDING}  # only asked so far
+    page.click("#confirm")
+    expect(page.locator("#bulk-done")).to_have_text("Pause: 60 done")
+    assert {service.get_by_id(j).status for j in made} == {JobStatus.PAUSED}
+
+
+def test_error_search_header_sorting_login_return_and_icon(demo, page: Page, service: ScheduleService):
+    data, server = demo
+    later = datetime.now(UTC) + timedelta(days=3)
+    spec = OneShotSpec(topic="crm.browser", run_at=later, timezone="UTC")
+    failed = [service.schedule_at(spec).id for _ in range(3)]
+    engine = sa.create_engine(data.url)
+    with engine.begin() as conn:  # as the fire path leaves a job whose attempts ran out
+        conn.execute(
+            sa.update(schedule_jobs)
+            .where(schedule_jobs.c.id.in_(failed))
+            .values(status="failed", last_error="ListenerFailed: ConnectionError: connection refused")
+        )
+    engine.dispose()
+    page.goto(server.base + "/jobs")
+    page.fill("input[name=q]", "ConnectionError")
+    page.click("button:has-text('Filter')")
+    assert sorted(row_ids(page)) == sorted(failed)
+
+    page.goto(server.base + "/jobs?topic=billing.invoice-due&status=pending")
+    page.click("th a[data-sort=due]")
+    expect(page.locator("th a[data-sort=due]")).to_contain_text("▲")
+    due = [service.get_by_id(i).run_at for i in row_ids(page)]
+    assert due == sorted(due) and len(due) == 50
+    assert "topic=billing.invoice-due" in page.url and "status=pending" in page.url  # filters kept
+    page.click("th a[data-sort=due]")
+    expect(page.locator("th a[data-sort=due]")).to_contain_text("▼")
+    due = [service.get_by_id(i).run_at for i in row_ids(page)]
+    assert due == sorted(due, reverse=True)
+
+    page.goto(server.base + "/jobs?topic=mail.send&status=pending")
+    page.click("#login-link")
+    page.fill("input[name=token]", TOKEN)
+    page.click("button:has-text('Log in')")
+    expect(page.locator("header .who")).to_contain_text("can act")
+    assert page.url == server.base + "/jobs?topic=mail.send&status=pending"
+
+    icon = page.request.get(server.base + "/favicon.ico")
+    assert icon.status == 200 and icon.headers["content-type"] == "image/x-icon"
+    assert page.locator("link[rel=icon]").get_attribute("href") == "/favicon.ico"

@@ -72,7 +72,7 @@ def test_the_failed_list_shows_each_jobs_error_and_update_time(site: Site):
         )
     html = site.client().get("/jobs?status=failed").text
     assert ids(html) == [job]
-    assert "RuntimeError: CRM answered 502" in html and "<th>Updated</th>" in html
+    assert "RuntimeError: CRM answered 502" in html and 'data-sort="updated"' in html
 
 
 def test_bulk_actions_confirm_once_then_do_each_job_on_its_own(site: Site):
