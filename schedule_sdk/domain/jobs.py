@@ -764,18 +764,22 @@ class ScheduledJob:
         return self.evolve(status=status, updated_at=now, **changes)
 
 
-def shown_status(job: ScheduledJob) -> str:
-    """The status a list shows: the job's, followed by how its last attempt ended when that is
-    news (``completed (unheard)``, ``pending (failed)`` for a retry due, ``active (timeout)``);
-    the status alone after a success, before the first fire, or for a failed job's failure."""
+def outcome_note(job: ScheduledJob) -> str:
+    """How the job's last attempt ended, in parentheses, when that is news (``(unheard)``,
+    ``(failed)`` for a retry due, ``(timeout)``, ``(skipped)``); empty after a success, before
+    the first fire, or for a failed job's failure."""
     last = job.last_outcome
-    if (
-        last is None
-        or last is FireOutcome.SUCCEEDED
-        or (last is FireOutcome.FAILED and job.status is JobStatus.FAILED)
-    ):
-        return job.status.value
-    return f"{job.status.value} ({last.value})"
+    if last is None or last is FireOutcome.SUCCEEDED:
+        return ""
+    if last is FireOutcome.FAILED and job.status is JobStatus.FAILED:
+        return ""
+    return f"({last.value})"
+
+
+def shown_status(job: ScheduledJob) -> str:
+    """The status a list shows: the job's, then :func:`outcome_note` (``completed (unheard)``)."""
+    note = outcome_note(job)
+    return f"{job.status.value} {note}" if note else job.status.value
 
 
 assert not hasattr(ScheduledJob, "__post_init__"), "ScheduledJob.evolve copies slots without __init__"

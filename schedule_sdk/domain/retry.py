@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal, Self
+from typing import Any, Literal, Self, cast
 
 from schedule_sdk.domain.errors import InvalidRetry, ListenerFailed
 from schedule_sdk.domain.text import shown
@@ -125,8 +125,9 @@ class RetryPolicy:
 
     attempts: int = 1
     backoff: Backoff = field(default_factory=Backoff)
-    retry_on: tuple[str, ...] = ()
-    give_up_on: tuple[str, ...] = ()
+    #: Exception types or qualified names; held (and read back) as sorted qualified names.
+    retry_on: tuple[type[BaseException] | str, ...] = ()
+    give_up_on: tuple[type[BaseException] | str, ...] = ()
 
     def __post_init__(self) -> None:
         if not _is_int(self.attempts) or not 1 <= self.attempts <= MAX_ATTEMPTS:
@@ -141,9 +142,14 @@ class RetryPolicy:
     def retries(self, error: BaseException) -> bool:
         """Whether an attempt that failed with ``error`` is retried (attempts left aside)."""
         errors = raised_errors(error)
-        if self.give_up_on and any(matches(e, self.give_up_on) for e in errors):
+        give_up, retry_on = self.names("give_up_on"), self.names("retry_on")
+        if give_up and any(matches(e, give_up) for e in errors):
             return False
-        return not self.retry_on or any(matches(e, self.retry_on) for e in errors)
+        return not retry_on or any(matches(e, retry_on) for e in errors)
+
+    def names(self, which: Literal["retry_on", "give_up_on"]) -> tuple[str, ...]:
+        """The qualified names held in ``which`` (every entry is one once the policy is built)."""
+        return cast("tuple[str, ...]", getattr(self, which))
 
     def to_dict(self) -> dict[str, Any]:
         data: dict[str, Any] = {"attempts": self.attempts, "backoff": self.backoff.to_dict()}
