@@ -27,8 +27,8 @@ logger = logging.getLogger("schedule_sdk.core.firing")
 
 #: ``ScheduledJob.notice`` of a row that delivers a ``schedule.failed`` event.
 FAILED_NOTICE = "failed"
-#: How a notice's fire is retried when a ``schedule.failed`` listener raises: 10 attempts,
-#: 1 s doubling up to 5 minutes between them.
+#: How a notice's fire is retried when a ``schedule.failed`` listener raises: exponential
+#: backoff, capped, over a span long enough to outlast a dead-letter sink's restart.
 NOTICE_RETRY = RetryPolicy(
     attempts=10, backoff=Backoff(type="exponential", delay_ms=1000, max_delay_ms=300_000)
 )
