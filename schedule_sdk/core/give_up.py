@@ -22,6 +22,7 @@ from schedule_sdk.domain.ids import new_id
 from schedule_sdk.domain.jobs import ScheduledJob
 from schedule_sdk.domain.retry import Backoff, RetryPolicy, error_name, raised_errors
 from schedule_sdk.domain.status import JobStatus
+from schedule_sdk.domain.timers import TIMER_TOPIC
 
 logger = logging.getLogger("schedule_sdk.core.firing")
 
@@ -64,8 +65,12 @@ def failed_event(
 
 def failed_notice(job: ScheduledJob, event: ScheduleFailedEvent, now: datetime) -> ScheduledJob:
     """The notice row that delivers ``event``: a pending one-shot due ``now`` with ``job``'s
-    topic, zone, metadata (without the ``client_request_id``, unique to the job) and trace
-    context, the event in its payload, retried by :data:`NOTICE_RETRY`."""
+    topic, zone, metadata (without the ``client_request_id``, unique to the job; for a timer's
+    job without the ``owner_id`` too, which names the timer its row arms) and trace context, the
+    event in its payload, retried by :data:`NOTICE_RETRY`."""
+    metadata = dataclasses.replace(job.metadata, client_request_id=None)
+    if job.topic == TIMER_TOPIC:
+        metadata = dataclasses.replace(metadata, owner_id=None)
     return ScheduledJob(
         id=new_id(),
         topic=job.topic,
@@ -74,7 +79,7 @@ def failed_notice(job: ScheduledJob, event: ScheduleFailedEvent, now: datetime) 
         scheduled_for=now,
         timezone=job.timezone,
         payload={"event": event.to_dict()},
-        metadata=dataclasses.replace(job.metadata, client_request_id=None),
+        metadata=metadata,
         repeat=None,
         retry=NOTICE_RETRY,
         created_at=now,

@@ -382,6 +382,10 @@ def cmd_jobs_show(ctx: Context) -> int:
     record = job_to_dict(job)
     if job.run_of is not None:
         record["note"] = f"run of {job.run_of}: fires its occurrence {job.occurrence} (overlap 'allow')"
+    elif job.notice is not None and job.payload is not None:
+        record["note"] = (
+            f"notice: delivers the schedule.failed event of job {job.payload['event']['scheduled_job_id']}"
+        )
     record["history"] = [fire_to_dict(f) for f in shown_history(service, job, ctx.args.history)]
     record["next_fire_times"] = [fire.to_dict() for fire in service.preview(job.id, n=5)]
     _write_json(ctx, record)
