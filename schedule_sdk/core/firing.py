@@ -592,21 +592,7 @@ class Firing(FirePath):
         job, start, error = done.job, done.start, done.error
         timed_out = timed_out_error(error)
         if start.fire:
-            late = (done.fired_at - job.run_at).total_seconds()
-            self._count(start.job, done.outcome, error is not None, late, done.duration)
-            if timed_out:
-                self._metrics.increment("schedule.jobs.timed_out", topic=job.topic)
-                logger.warning(
-                    "job %s ran past its time limit (%s)", job.id, error, extra=job_fields(start.job)
-                )
-            if not done.heard:
-                self._report_unheard(start.job)
-            if error is not None and done.kind == "retry":
-                log_retry(start.job, done.outcome, error, done.ended, job_fields(start.job))
-            elif error is not None:
-                log_give_up(start.job, error, job_fields(start.job))
-            if logger.isEnabledFor(logging.DEBUG):
-                logger.debug("fired job %s in %.1f ms", job.id, done.duration * 1000, extra=job_fields(job))
+            self._report_fired(done, timed_out)
         if start.excluded:
             self._report_missed(start.job, Missed((start.job.scheduled_for,), 1), "excluded")
         missed = start.missed + done.missed
@@ -626,11 +612,31 @@ class Firing(FirePath):
             timed_out=timed_out,
             excluded=start.excluded,
         )
+        if job.notice is not None:  # its row keeps how it went (last_outcome, last_error)
+            return FireResult(job, done.outcome, None, overlap)
         notice = None
-        if start.fire and error is not None and done.kind == "failed" and job.notice is None:
+        if start.fire and error is not None and done.kind == "failed":
             event = failed_event(start.job, done.fired_at, error, record.traceback, done.ended)
             notice = failed_notice(start.job, event, done.ended)
         return FireResult(job, done.outcome, record, overlap, notice)
+
+    def _report_fired(self, done: _Fired, timed_out: bool) -> None:
+        """Count and log a fire whose listeners ran (a notice's is not counted)."""
+        job, start, error = done.job, done.start, done.error
+        late = (done.fired_at - job.run_at).total_seconds()
+        if job.notice is None:  # a notice's delivery is no fire of its topic
+            self._count(start.job, done.outcome, error is not None, late, done.duration)
+        if timed_out:
+            self._metrics.increment("schedule.jobs.timed_out", topic=job.topic)
+            logger.warning("job %s ran past its time limit (%s)", job.id, error, extra=job_fields(start.job))
+        if not done.heard:
+            self._report_unheard(start.job)
+        if error is not None and done.kind == "retry":
+            log_retry(start.job, done.outcome, error, done.ended, job_fields(start.job))
+        elif error is not None:
+            log_give_up(start.job, error, job_fields(start.job))
+        if logger.isEnabledFor(logging.DEBUG):
+            logger.debug("fired job %s in %.1f ms", job.id, done.duration * 1000, extra=job_fields(job))
 
     def _publish(self, job: ScheduledJob, fired_at: datetime) -> tuple[BaseException | None, bool]:
         """Emit the arrived event; the error that fails the attempt, if any, and whether a

@@ -7,7 +7,9 @@ A give-up (a failed attempt its retry policy does not retry) inserts a *notice*:
 handed to the queue like any next occurrence. Its fire publishes the event
 (``EventPublisher.publish_failed``) instead of an arrived one; a listener that raises fails that
 fire, which :data:`NOTICE_RETRY` repeats. So the event is delivered at least once, whatever
-process dies between the give-up and the delivery. A notice that gives up spawns none.
+process dies between the give-up and the delivery. A notice that gives up spawns none. A
+notice's fire is not counted in the fire metrics nor written to the fire history (it is no fire
+of its topic): its row keeps how its delivery went (``last_outcome``, ``last_error``, ``attempt``).
 """
 
 from __future__ import annotations
