@@ -31,11 +31,14 @@ if TYPE_CHECKING:
     from schedule_sdk.domain.errors import ScheduleError
     from schedule_sdk.domain.events import (
         SCHEDULE_ARRIVED_EVENT,
+        SCHEDULE_FAILED_EVENT,
         SCHEDULE_MISSED_EVENT,
         MissedReason,
         ScheduleArrivedEvent,
+        ScheduleFailedEvent,
         ScheduleMissedEvent,
         schedule_arrived_event_name,
+        schedule_failed_event_name,
         schedule_missed_event_name,
     )
     from schedule_sdk.domain.history import FireOutcome, FireRecord
@@ -85,10 +88,12 @@ _HOMES = {
     "RepeatSpec": "schedule_sdk.domain.jobs",
     "RetryPolicy": "schedule_sdk.domain.jobs",
     "SCHEDULE_ARRIVED_EVENT": "schedule_sdk.domain.events",
+    "SCHEDULE_FAILED_EVENT": "schedule_sdk.domain.events",
     "SCHEDULE_MISSED_EVENT": "schedule_sdk.domain.events",
     "ScheduleArrivedEvent": "schedule_sdk.domain.events",
     "ScheduleContainer": "schedule_sdk.bootstrap.container",
     "ScheduleError": "schedule_sdk.domain.errors",
+    "ScheduleFailedEvent": "schedule_sdk.domain.events",
     "ScheduleMissedEvent": "schedule_sdk.domain.events",
     "ScheduleService": "schedule_sdk.core.service",
     "ScheduleWorker": "schedule_sdk.core.worker",
@@ -103,6 +108,7 @@ _HOMES = {
     "every": "schedule_sdk.core.declared",
     "on_event": "schedule_sdk.core.listeners",
     "schedule_arrived_event_name": "schedule_sdk.domain.events",
+    "schedule_failed_event_name": "schedule_sdk.domain.events",
     "schedule_missed_event_name": "schedule_sdk.domain.events",
 }
 #: The sub-packages an attribute access imports on first use, as the eager face once loaded them.
@@ -136,6 +142,7 @@ def __dir__() -> list[str]:
 
 __all__ = [
     "SCHEDULE_ARRIVED_EVENT",
+    "SCHEDULE_FAILED_EVENT",
     "SCHEDULE_MISSED_EVENT",
     "AsyncScheduleService",
     "Backoff",
@@ -165,6 +172,7 @@ __all__ = [
     "ScheduleArrivedEvent",
     "ScheduleContainer",
     "ScheduleError",
+    "ScheduleFailedEvent",
     "ScheduleMissedEvent",
     "ScheduleService",
     "ScheduleWorker",
@@ -179,5 +187,6 @@ __all__ = [
     "every",
     "on_event",
     "schedule_arrived_event_name",
+    "schedule_failed_event_name",
     "schedule_missed_event_name",
 ]

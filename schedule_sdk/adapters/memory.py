@@ -363,6 +363,7 @@ class MemoryJobStore(
                 and (query.tenant_id is None or meta.tenant_id == query.tenant_id)
                 and (query.topic is None or row.topic == query.topic)
                 and (not query.statuses or row.status in query.statuses)
+                and (not query.outcomes or row.last_outcome in query.outcomes)
                 and (query.after_id is None or row.id > query.after_id)
             )
 

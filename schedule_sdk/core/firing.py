@@ -32,6 +32,7 @@ from datetime import datetime, timedelta
 from typing import NamedTuple
 
 from schedule_sdk.core.claim_timing import claim_time, claimed_ahead
+from schedule_sdk.core.give_up import failed_event, failed_notice, log_give_up, log_retry, notice_event
 from schedule_sdk.core.loop import fire_deadline
 from schedule_sdk.core.overruns import Overruns
 from schedule_sdk.core.unobserved import NoMetrics, NoTracing
@@ -119,8 +120,9 @@ def settle(
     A job with an overlap policy judges by its misfire policy only what was due before the fire
     started; what came due while it ran is its overlap policy's
     (:func:`~schedule_sdk.domain.misfire.after_overlap`).
-    A failure is retried with backoff while attempts remain; then a one-shot fails and a
-    repeating series continues. The next occurrence is due at its nominal instant plus the job's
+    A failure is retried with backoff while attempts remain and its retry policy retries that
+    error (``retry_on`` / ``give_up_on``); else it gives up: a one-shot fails and a repeating
+    series continues. The next occurrence is due at its nominal instant plus the job's
     spread offset and a fresh jitter (``scheduled_for`` stays nominal). An occurrence skipped
     because its date is ``excluded`` is not among the returned missed ones (the caller reports
     it with its own reason).
@@ -135,7 +137,7 @@ def _outcome(
 ) -> Settled:
     last_fired_at = job.last_fired_at if fired_at is None else fired_at
     released = {"claimed_by": None, "claimed_until": None, "updated_at": now, "last_fired_at": last_fired_at}
-    if error is not None and job.attempt < job.retry.attempts:
+    if error is not None and job.attempt < job.retry.attempts and job.retry.retries(error):
         retry_at = now + timedelta(milliseconds=job.retry.backoff.delay_after(job.attempt))
         return Settled(
             job.evolve(
@@ -254,14 +256,7 @@ def fire_record(
     with ``excluded`` its calendar did: the entry's ``error`` says so; ``heard`` False: no
     listener heard it; ``timed_out``: it ran past its time limit). A run's entry is written
     under the job it runs for (``job.run_of``), with that job's occurrence number."""
-    if not fired:
-        outcome = FireOutcome.SKIPPED
-    elif timed_out:
-        outcome = FireOutcome.TIMEOUT
-    elif not heard:
-        outcome = FireOutcome.UNHEARD
-    else:
-        outcome = FireOutcome.SUCCEEDED if error is None else FireOutcome.FAILED
+    outcome = attempt_outcome(error, fired=fired, heard=heard, timed_out=timed_out)
     return FireRecord(
         job_id=job.run_of or job.id,
         topic=job.topic,
@@ -276,6 +271,17 @@ def fire_record(
         worker_id=job.claimed_by,
         traceback=None if error is None else traceback_of(error),
     )
+
+
+def attempt_outcome(error: BaseException | None, *, fired: bool, heard: bool, timed_out: bool) -> FireOutcome:
+    """How an attempt ended, as its history entry and the job's ``last_outcome`` say."""
+    if not fired:
+        return FireOutcome.SKIPPED
+    if timed_out:
+        return FireOutcome.TIMEOUT
+    if not heard:
+        return FireOutcome.UNHEARD
+    return FireOutcome.SUCCEEDED if error is None else FireOutcome.FAILED
 
 
 def overlap_record(job: ScheduledJob, overlapped: Missed, ended: datetime) -> FireRecord:
@@ -557,7 +563,7 @@ class Firing(FirePath):
                         error, heard = self._publish(start.job, fired_at)
                     if error is None and time.monotonic() > deadline[0]:
                         error = ListenerTimedOut(deadline[1])  # a sync listener returned late
-                if not heard and self.unheard_fails and error is None:
+                if not heard and self.unheard_fails and error is None and job.notice is None:
                     error = UnheardFire(start.job.topic)
             done = self._settled(job, start, fired_at, error, heard, time.perf_counter() - started)
             span.finish(done.kind, error)
@@ -577,6 +583,8 @@ class Firing(FirePath):
             start.job, fired_at if start.fire else None, error, ended, excluded=start.excluded
         )
         kind = fire_outcome(start.job, outcome, error is not None) if start.fire else "skipped"
+        last = attempt_outcome(error, fired=start.fire, heard=heard, timed_out=timed_out_error(error))
+        outcome = outcome.evolve(last_outcome=last)
         return _Fired(job, start, fired_at, ended, error, heard, duration, outcome, missed, overlapped, kind)
 
     def _report(self, done: _Fired) -> FireResult:
@@ -584,17 +592,7 @@ class Firing(FirePath):
         job, start, error = done.job, done.start, done.error
         timed_out = timed_out_error(error)
         if start.fire:
-            late = (done.fired_at - job.run_at).total_seconds()
-            self._count(start.job, done.outcome, error is not None, late, done.duration)
-            if timed_out:
-                self._metrics.increment("schedule.jobs.timed_out", topic=job.topic)
-                logger.warning(
-                    "job %s ran past its time limit (%s)", job.id, error, extra=job_fields(start.job)
-                )
-            if not done.heard:
-                self._report_unheard(start.job)
-            if logger.isEnabledFor(logging.DEBUG):
-                logger.debug("fired job %s in %.1f ms", job.id, done.duration * 1000, extra=job_fields(job))
+            self._report_fired(done, timed_out)
         if start.excluded:
             self._report_missed(start.job, Missed((start.job.scheduled_for,), 1), "excluded")
         missed = start.missed + done.missed
@@ -614,12 +612,39 @@ class Firing(FirePath):
             timed_out=timed_out,
             excluded=start.excluded,
         )
-        return FireResult(job, done.outcome, record, overlap)
+        if job.notice is not None:  # its row keeps how it went (last_outcome, last_error)
+            return FireResult(job, done.outcome, None, overlap)
+        notice = None
+        if start.fire and error is not None and done.kind == "failed":
+            event = failed_event(start.job, done.fired_at, error, record.traceback, done.ended)
+            notice = failed_notice(start.job, event, done.ended)
+        return FireResult(job, done.outcome, record, overlap, notice)
+
+    def _report_fired(self, done: _Fired, timed_out: bool) -> None:
+        """Count and log a fire whose listeners ran (a notice's is not counted)."""
+        job, start, error = done.job, done.start, done.error
+        late = (done.fired_at - job.run_at).total_seconds()
+        if job.notice is None:  # a notice's delivery is no fire of its topic
+            self._count(start.job, done.outcome, error is not None, late, done.duration)
+        if timed_out:
+            self._metrics.increment("schedule.jobs.timed_out", topic=job.topic)
+            logger.warning("job %s ran past its time limit (%s)", job.id, error, extra=job_fields(start.job))
+        if not done.heard:
+            self._report_unheard(start.job)
+        if error is not None and done.kind == "retry":
+            log_retry(start.job, done.outcome, error, done.ended, job_fields(start.job))
+        elif error is not None:
+            log_give_up(start.job, error, job_fields(start.job))
+        if logger.isEnabledFor(logging.DEBUG):
+            logger.debug("fired job %s in %.1f ms", job.id, done.duration * 1000, extra=job_fields(job))
 
     def _publish(self, job: ScheduledJob, fired_at: datetime) -> tuple[BaseException | None, bool]:
         """Emit the arrived event; the error that fails the attempt, if any, and whether a
         listener heard it (a publisher that cannot tell, or that failed, counts as heard)."""
         try:
+            if job.notice is not None:  # a give-up's notice: its schedule.failed event
+                self._publisher.publish_failed(notice_event(job))
+                return None, True
             heard = self._publisher.publish(arrived_event(job, fired_at))
         except ListenerFailed as failed:
             return failed, True

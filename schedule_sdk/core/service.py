@@ -28,7 +28,7 @@ from schedule_sdk.domain.errors import (
     ScheduleError,
     TransactionNotJoinable,
 )
-from schedule_sdk.domain.history import FireRecord
+from schedule_sdk.domain.history import FireOutcome, FireRecord, parse_outcome
 from schedule_sdk.domain.ids import ID_PATTERN, new_id
 from schedule_sdk.domain.jobs import (
     MAX_TOPIC_LENGTH,
@@ -330,11 +330,14 @@ class ScheduleService:
         status: JobStatus | str | Iterable[JobStatus | str] | None = None,
         limit: int = 20,
         cursor: str | None = None,
+        outcome: FireOutcome | str | Iterable[FireOutcome | str] | None = None,
     ) -> JobPage:
         """A page of jobs matching every given filter, in creation order (keyset pagination:
         pass the returned ``next_cursor`` to get the next page; None means this is the last).
+        ``outcome`` keeps the jobs whose last attempt ended so (``ScheduledJob.last_outcome``:
+        e.g. ``"unheard"``, a fire no listener heard, whatever the job's status now).
 
-        :raises InvalidStatus: ``status`` names no job status.
+        :raises InvalidStatus: ``status`` names no job status, or ``outcome`` no fire outcome.
         :raises InvalidCursor: the cursor is malformed or ``limit`` is out of range.
         :raises InvalidMetadata, InvalidTopic: a filter is not text a job could hold (empty, too
             long, or holding a NUL or a lone surrogate).
@@ -347,6 +350,7 @@ class ScheduleService:
             tenant_id=tenant_id,
             topic=topic,
             statuses=_statuses(status),
+            outcomes=_outcomes(outcome),
             limit=limit + 1,
             after_id=_decode_cursor(cursor),
         )
@@ -756,6 +760,13 @@ def _statuses(status: JobStatus | str | Iterable[JobStatus | str] | None) -> fro
         return frozenset()
     values = [status] if isinstance(status, str) else list(status)
     return frozenset(parse_status(v) for v in values)
+
+
+def _outcomes(outcome: FireOutcome | str | Iterable[FireOutcome | str] | None) -> frozenset[FireOutcome]:
+    if outcome is None:
+        return frozenset()
+    values = [outcome] if isinstance(outcome, str) else list(outcome)
+    return frozenset(parse_outcome(v) for v in values)
 
 
 def _encode_cursor(last_id: str) -> str:

@@ -1,4 +1,5 @@
-"""The event every fire emits, the event for occurrences that did not fire, and their names."""
+"""The event every fire emits, the events for occurrences that did not fire and for a job that
+gave up, and their names."""
 
 from __future__ import annotations
 
@@ -12,6 +13,10 @@ from schedule_sdk.domain.jobs import JobMetadata, JsonObject, validate_topic
 SCHEDULE_ARRIVED_EVENT = "schedule.arrived"
 #: Emitted when occurrences of a job do not fire (see :class:`ScheduleMissedEvent`).
 SCHEDULE_MISSED_EVENT = "schedule.missed"
+#: Emitted once a job gives up: a failed attempt that is not retried (see :class:`ScheduleFailedEvent`).
+SCHEDULE_FAILED_EVENT = "schedule.failed"
+#: Most characters of the last error's traceback a :class:`ScheduleFailedEvent` carries (its tail).
+MAX_FAILED_TRACEBACK = 4000
 #: Most missed due instants a :class:`ScheduleMissedEvent` names (``count`` has them all).
 MAX_NAMED_MISSED = 100
 
@@ -30,6 +35,11 @@ def schedule_arrived_event_name(topic: str) -> str:
 def schedule_missed_event_name(topic: str) -> str:
     """The per-topic alias of ``schedule.missed``: ``schedule.<topic>.missed``."""
     return f"schedule.{validate_topic(topic)}.missed"
+
+
+def schedule_failed_event_name(topic: str) -> str:
+    """The per-topic alias of ``schedule.failed``: ``schedule.<topic>.failed``."""
+    return f"schedule.{validate_topic(topic)}.failed"
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -157,5 +167,84 @@ class ScheduleMissedEvent:
         )
 
 
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ScheduleFailedEvent:
+    """A job gave up: an attempt failed and is not retried (its attempts are spent, or its
+    retry policy does not retry that error). The fields of the :class:`ScheduleArrivedEvent` of
+    that last attempt, plus its error. Emitted as ``schedule.failed`` and
+    ``schedule.<topic>.failed``, at least once: the give-up inserts a notice row in the same
+    transaction that records it, and the notice is fired (and retried) like any job, so a crash
+    between the give-up and the event delays the event, never loses it. ``dedup_key`` is stable.
+
+    A repeating job that gives up on an occurrence still moves on to its next one."""
+
+    scheduled_job_id: str
+    topic: str
+    user_payload: JsonObject | None
+    metadata: JobMetadata
+    timezone: str
+    scheduled_for: datetime
+    #: When the last attempt started (aware UTC).
+    fired_at: datetime
+    #: The number of the last attempt (how many ran for this occurrence).
+    attempt: int
+    occurrence: int
+    #: The qualified name of the last error's type (each listener's, comma-separated, when
+    #: several listeners raised), e.g. ``builtins.ConnectionError``.
+    error_type: str
+    #: ``Type: message`` of the last error (each listener's, ``; ``-separated).
+    error_message: str
+    #: The tail of the last error's traceback (at most :data:`MAX_FAILED_TRACEBACK` characters);
+    #: None when it had none (e.g. an unheard fire made a failure by ``unheard_fails``).
+    traceback: str | None
+    #: When the worker gave up (aware UTC).
+    failed_at: datetime
+
+    @property
+    def dedup_key(self) -> str:
+        return f"{self.scheduled_job_id}:{self.occurrence}:failed"
+
+    @property
+    def names(self) -> tuple[str, str]:
+        """The two names it is emitted under."""
+        return SCHEDULE_FAILED_EVENT, schedule_failed_event_name(self.topic)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form (times as ISO 8601 UTC)."""
+        return {
+            "scheduled_job_id": self.scheduled_job_id,
+            "topic": self.topic,
+            "user_payload": self.user_payload,
+            "metadata": self.metadata.to_dict(),
+            "timezone": self.timezone,
+            "scheduled_for": self.scheduled_for.isoformat(),
+            "fired_at": self.fired_at.isoformat(),
+            "attempt": self.attempt,
+            "occurrence": self.occurrence,
+            "error_type": self.error_type,
+            "error_message": self.error_message,
+            "traceback": self.traceback,
+            "failed_at": self.failed_at.isoformat(),
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ScheduleFailedEvent:
+        return cls(
+            scheduled_job_id=data["scheduled_job_id"],
+            topic=data["topic"],
+            user_payload=data["user_payload"],
+            metadata=JobMetadata.stored(**data["metadata"]),
+            timezone=data["timezone"],
+            scheduled_for=datetime.fromisoformat(data["scheduled_for"]),
+            fired_at=datetime.fromisoformat(data["fired_at"]),
+            attempt=data["attempt"],
+            occurrence=data["occurrence"],
+            error_type=data["error_type"],
+            error_message=data["error_message"],
+            traceback=data["traceback"],
+            failed_at=datetime.fromisoformat(data["failed_at"]),
+        )
+
+
 #: Any event the SDK emits to listeners.
-ScheduleEvent = ScheduleArrivedEvent | ScheduleMissedEvent
+ScheduleEvent = ScheduleArrivedEvent | ScheduleMissedEvent | ScheduleFailedEvent

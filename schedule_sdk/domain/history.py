@@ -27,6 +27,20 @@ class FireOutcome(StrEnum):
     TIMEOUT = "timeout"
 
 
+def parse_outcome(value: FireOutcome | str) -> FireOutcome:
+    """The outcome named ``value``.
+
+    :raises InvalidStatus: it names none (the message lists the outcomes)."""
+    from schedule_sdk.domain.errors import InvalidStatus
+    from schedule_sdk.domain.text import shown
+
+    try:
+        return FireOutcome(value)
+    except ValueError:
+        known = ", ".join(outcome.value for outcome in FireOutcome)
+        raise InvalidStatus(f"no fire outcome {shown(value)}: one of {known}") from None
+
+
 @dataclass(frozen=True, kw_only=True, slots=True)
 class FireRecord:
     """One fire of a job, written in the transaction that records its outcome.

@@ -33,9 +33,14 @@ from schedule_sdk.domain.errors import (
     InvalidTimezone,
     RunAtInPast,
 )
+from schedule_sdk.domain.history import FireOutcome
 from schedule_sdk.domain.metadata import MAX_METADATA_LENGTH as MAX_METADATA_LENGTH
 from schedule_sdk.domain.metadata import JobMetadata as JobMetadata
 from schedule_sdk.domain.metadata import check_metadata_text as check_metadata_text
+from schedule_sdk.domain.retry import MAX_ATTEMPTS as MAX_ATTEMPTS
+from schedule_sdk.domain.retry import NO_RETRY as NO_RETRY
+from schedule_sdk.domain.retry import Backoff as Backoff
+from schedule_sdk.domain.retry import RetryPolicy as RetryPolicy
 from schedule_sdk.domain.status import FINISHED_STATUSES, JobStatus, check_transition
 from schedule_sdk.domain.text import (
     json_holds_nul,
@@ -50,7 +55,6 @@ from schedule_sdk.domain.topics import validate_topic as validate_topic
 
 JsonObject = Mapping[str, Any]
 
-MAX_ATTEMPTS = 100
 #: Deepest nesting of arrays and objects in a payload (the payload object itself is level 1).
 #: The payload's size in bytes is bounded by the ``max_payload_bytes`` setting.
 MAX_PAYLOAD_DEPTH = 32
@@ -90,58 +94,6 @@ def check_payload(payload: object) -> str | None:
     if json_too_deep(text, MAX_PAYLOAD_DEPTH):
         raise InvalidPayload(f"payload is nested deeper than {MAX_PAYLOAD_DEPTH} levels")
     return text
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class Backoff:
-    """Wait between attempts: ``fixed`` waits ``delay_ms``; ``exponential`` waits ``delay_ms * 2**(n-1)``
-    before attempt ``n + 1``."""
-
-    type: Literal["fixed", "exponential"] = "fixed"
-    delay_ms: int = 1000
-
-    def __post_init__(self) -> None:
-        if self.type not in ("fixed", "exponential"):
-            raise InvalidRetry(f"backoff type must be 'fixed' or 'exponential', not {shown(self.type)}")
-        if not _is_int(self.delay_ms) or not 0 <= self.delay_ms <= 7 * 86_400_000:
-            raise InvalidRetry(
-                f"backoff delay_ms must be an int between 0 and 7 days, not {shown(self.delay_ms)}"
-            )
-
-    def delay_after(self, attempt: int) -> int:
-        """Milliseconds to wait after failed attempt number ``attempt`` (1-based)."""
-        if self.type == "fixed":
-            return self.delay_ms
-        return int(min(self.delay_ms * 2 ** (attempt - 1), 7 * 86_400_000))
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class RetryPolicy:
-    """``attempts`` counts every attempt, the first included (1 means no retry)."""
-
-    attempts: int = 1
-    backoff: Backoff = field(default_factory=Backoff)
-
-    def __post_init__(self) -> None:
-        if not _is_int(self.attempts) or not 1 <= self.attempts <= MAX_ATTEMPTS:
-            raise InvalidRetry(
-                f"attempts must be an int between 1 and {MAX_ATTEMPTS}, not {shown(self.attempts)}"
-            )
-        if not isinstance(self.backoff, Backoff):
-            raise InvalidRetry("backoff must be a Backoff")
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "attempts": self.attempts,
-            "backoff": {"type": self.backoff.type, "delay_ms": self.backoff.delay_ms},
-        }
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> Self:
-        return cls(attempts=data["attempts"], backoff=Backoff(**data["backoff"]))
-
-
-NO_RETRY = RetryPolicy()
 
 
 MisfireMode = Literal["fire_once", "skip", "fire_all"]
@@ -629,6 +581,13 @@ class ScheduledJob:
     #: overlap policy ``"allow"`` (:meth:`run_for`); the id of that job (None: not a run). Its
     #: events and fire history name that job and its occurrence number.
     run_of: str | None = None
+    #: How the last attempt that ran ended (its fire history entry's outcome: ``succeeded``,
+    #: ``failed``, ``skipped``, ``unheard``, ``timeout``); None: no attempt ran yet. Written
+    #: with the outcome of each fire, so lists show and filter it without reading the history.
+    last_outcome: FireOutcome | None = None
+    #: Set on a *notice*: the one-shot row that delivers the ``schedule.failed`` event of a job
+    #: that gave up (``"failed"``; its payload holds the event). None: an ordinary job.
+    notice: str | None = None
 
     @classmethod
     def first_of(
@@ -805,6 +764,24 @@ class ScheduledJob:
         return self.evolve(status=status, updated_at=now, **changes)
 
 
+def outcome_note(job: ScheduledJob) -> str:
+    """How the job's last attempt ended, in parentheses, when that is news (``(unheard)``,
+    ``(failed)`` for a retry due, ``(timeout)``, ``(skipped)``); empty after a success, before
+    the first fire, or for a failed job's failure."""
+    last = job.last_outcome
+    if last is None or last is FireOutcome.SUCCEEDED:
+        return ""
+    if last is FireOutcome.FAILED and job.status is JobStatus.FAILED:
+        return ""
+    return f"({last.value})"
+
+
+def shown_status(job: ScheduledJob) -> str:
+    """The status a list shows: the job's, then :func:`outcome_note` (``completed (unheard)``)."""
+    note = outcome_note(job)
+    return f"{job.status.value} {note}" if note else job.status.value
+
+
 assert not hasattr(ScheduledJob, "__post_init__"), "ScheduledJob.evolve copies slots without __init__"
 _JOB_FIELDS = tuple(f.name for f in dataclasses.fields(ScheduledJob))
 _JOB_FIELD_SET = frozenset(_JOB_FIELDS)
@@ -827,6 +804,7 @@ MUTABLE_FIELDS: tuple[str, ...] = (
     "updated_at",
     "rescheduled_to",
     "regular_due",
+    "last_outcome",
 )
 
 
@@ -865,5 +843,7 @@ class JobQuery:
     tenant_id: str | None = None
     topic: str | None = None
     statuses: frozenset[JobStatus] = frozenset()
+    #: The jobs whose last attempt ended so (``ScheduledJob.last_outcome``); empty: any.
+    outcomes: frozenset[FireOutcome] = frozenset()
     limit: int = 20
     after_id: str | None = None

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from schedule_sdk.domain.history import LATENESS_BOUNDS
+from schedule_sdk.domain.history import LATENESS_BOUNDS, FireOutcome
 from schedule_sdk.domain.status import JobStatus
 
 #: Counts stop here (shown as "10,000+"): a count never reads more index entries than this.
@@ -91,6 +91,8 @@ class JobSearch:
     owner_id: str | None = None
     tenant_id: str | None = None
     tenants: frozenset[str] | None = None
+    #: The jobs whose last attempt ended so (``ScheduledJob.last_outcome``); empty: any.
+    outcomes: frozenset[FireOutcome] = frozenset()
     text: str | None = None
     sort: str = "created"
     ascending: bool = False

@@ -25,7 +25,10 @@ def parse_status(value: JobStatus | str) -> JobStatus:
         return JobStatus(value)
     except ValueError:
         known = ", ".join(status.value for status in JobStatus)
-        raise InvalidStatus(f"no job status {shown(value)}: one of {known}") from None
+        hint = ""
+        if value in ("succeeded", "unheard", "timeout", "skipped"):  # FireOutcome's own names
+            hint = f" ({value} is how a job's last attempt ended: filter by its outcome instead)"
+        raise InvalidStatus(f"no job status {shown(value)}: one of {known}{hint}") from None
 
 
 #: Statuses in which a job can still fire (a paused job once it is resumed).

@@ -346,6 +346,8 @@ def _statuses(values: Sequence[str] | None) -> list[str] | None:
 
 
 def cmd_jobs_list(ctx: Context) -> int:
+    from schedule_sdk.domain.jobs import shown_status
+
     a = ctx.args
     page = ctx.container.schedule_service().list(
         owner_id=a.owner_id,
@@ -354,13 +356,14 @@ def cmd_jobs_list(ctx: Context) -> int:
         status=_statuses(a.status),
         limit=a.limit,
         cursor=a.cursor,
+        outcome=_statuses(a.outcome),
     )
     if a.json:
         _write_json(ctx, {"items": [job_to_dict(j) for j in page.items], "next_cursor": page.next_cursor})
         return OK
     rows: list[tuple[str, ...]] = [("ID", "TOPIC", "STATUS", "RUN_AT", "OCCURRENCE", "ATTEMPT")]
     rows += [
-        (j.id, j.topic, j.status.value, j.run_at.isoformat(), str(j.occurrence), str(j.attempt))
+        (j.id, j.topic, shown_status(j), j.run_at.isoformat(), str(j.occurrence), str(j.attempt))
         for j in page.items
     ]
     _table(ctx, rows)
@@ -379,6 +382,10 @@ def cmd_jobs_show(ctx: Context) -> int:
     record = job_to_dict(job)
     if job.run_of is not None:
         record["note"] = f"run of {job.run_of}: fires its occurrence {job.occurrence} (overlap 'allow')"
+    elif job.notice is not None and job.payload is not None:
+        record["note"] = (
+            f"notice: delivers the schedule.failed event of job {job.payload['event']['scheduled_job_id']}"
+        )
     record["history"] = [fire_to_dict(f) for f in shown_history(service, job, ctx.args.history)]
     record["next_fire_times"] = [fire.to_dict() for fire in service.preview(job.id, n=5)]
     _write_json(ctx, record)
@@ -677,6 +684,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--status",
         action="append",
         help="pending|active|paused|completed|cancelled|failed (repeat or comma-list)",
+    )
+    listing.add_argument(
+        "--outcome",
+        action="append",
+        help="how the last attempt ended: succeeded|failed|unheard|timeout|skipped (repeat or comma-list)",
     )
     listing.add_argument("--limit", type=int, default=20, help="jobs per page, 1-500 (default 20)")
     listing.add_argument("--cursor", help="the next-page cursor printed by the previous page")

@@ -7,7 +7,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from schedule_sdk.domain.events import ScheduleArrivedEvent, ScheduleEvent, ScheduleMissedEvent
+from schedule_sdk.domain.events import (
+    ScheduleArrivedEvent,
+    ScheduleEvent,
+    ScheduleFailedEvent,
+    ScheduleMissedEvent,
+)
 from schedule_sdk.domain.history import FireRecord
 from schedule_sdk.domain.jobs import ScheduledJob
 
@@ -51,6 +56,16 @@ class EventPublisher(ABC):
         (the fire path logs it anyway). Listener failures may raise ``ListenerFailed``; the fire
         path logs them and does not retry."""
         return None
+
+    def publish_failed(self, event: ScheduleFailedEvent) -> None:
+        """Emit ``schedule.failed`` and ``schedule.<topic>.failed`` with ``event`` (a job gave
+        up). The fire path calls it from a notice row's fire: a ``ListenerFailed`` (or any
+        error) fails that fire, which its retry policy repeats (at-least-once).
+
+        :raises NotImplementedError: the default: a publisher that cannot deliver it (the
+            notice's fire fails and is retried, then recorded as failed).
+        """
+        raise NotImplementedError(f"{type(self).__name__} does not deliver schedule.failed events")
 
     def close(self) -> None:
         """Release connections and threads (optional hook)."""

@@ -45,7 +45,7 @@ from schedule_sdk.core.listeners import ListenerRegistry
 from schedule_sdk.core.service import ScheduleService
 from schedule_sdk.core.unobserved import NoMetrics
 from schedule_sdk.domain.errors import ListenerFailed
-from schedule_sdk.domain.events import ScheduleArrivedEvent, ScheduleMissedEvent
+from schedule_sdk.domain.events import ScheduleArrivedEvent, ScheduleFailedEvent, ScheduleMissedEvent
 from schedule_sdk.domain.jobs import ScheduledJob
 from schedule_sdk.domain.timing import ensure_aware
 from schedule_sdk.ports import Clock, EventPublisher, FireResult
@@ -109,6 +109,7 @@ class RecordingPublisher(EventPublisher):
         #: Every ``schedule.missed`` event (occurrences a misfire policy skipped or coalesced, or
         #: an overlap policy did not fire).
         self.missed: list[ScheduleMissedEvent] = []
+        self.failed: list[ScheduleFailedEvent] = []
         self._lock = threading.Lock()
         self._failures: list[BaseException] = []
         self._fail_always: BaseException | None = None
@@ -146,6 +147,13 @@ class RecordingPublisher(EventPublisher):
         if self.registry is not None:
             self.registry.deliver(event)
 
+    def publish_failed(self, event: ScheduleFailedEvent) -> None:
+        """Record ``event`` (in :attr:`failed`); with a registry, deliver it."""
+        with self._lock:
+            self.failed.append(event)
+        if self.registry is not None:
+            self.registry.deliver(event)
+
     def events_for(self, job_id: str) -> list[ScheduleArrivedEvent]:
         with self._lock:
             return [e for e in self.events if e.scheduled_job_id == job_id]
@@ -154,6 +162,7 @@ class RecordingPublisher(EventPublisher):
         with self._lock:
             self.events.clear()
             self.missed.clear()
+            self.failed.clear()
 
 
 @dataclass(eq=False)
@@ -187,7 +196,9 @@ class ScheduleTestKit:
     def run_due(self, until: datetime | timedelta | float | None = None) -> list[FireResult]:
         """Fire what is due now. With ``until`` (an instant, or a duration from now), also move the
         clock forward to each later due time up to ``until``, firing as a worker running all that
-        time would, and leave the clock at ``until``. Return the fires, in order."""
+        time would, and leave the clock at ``until``. Return the fires, in order, without those of
+        notices (the rows delivering ``schedule.failed`` events, which fire too: their listeners run
+        and :attr:`publisher` records them in ``failed``)."""
         results = self._run_now()
         if until is None:
             return results
@@ -204,7 +215,7 @@ class ScheduleTestKit:
         results = self.runner.run_due()
         if fired + len(results) > self.max_fires:
             raise RuntimeError(f"run_due fired more than {self.max_fires} times; is a repeat too frequent?")
-        return results
+        return [r for r in results if r.claimed.notice is None]
 
 
 def kit_container(

@@ -4,7 +4,10 @@ sleep that many seconds first; $SDK_TEST_FAIL_ATTEMPTS makes it raise for attemp
 number (after recording the event); $SDK_TEST_CRASH_AT kills the process at that point of the rq
 hand-offs (tests/procs/crash.py). With $SDK_TEST_TIMES set, each line also has the listener's
 enter and exit times and the event's ``scheduled_for`` (epoch seconds); with $SDK_TEST_MISSED, each
-``schedule.missed`` event appends ``job_id reason count`` to that file; $SDK_TEST_LOG_INFO logs
+``schedule.missed`` event appends ``job_id reason count`` to that file; with $SDK_TEST_FAILED, each
+``schedule.failed`` event appends ``job_id error_type attempt pid`` to that file, and with
+$SDK_TEST_FAILED_KILL too the process then kills itself (SIGKILL) before the listener returns;
+$SDK_TEST_LOG_INFO logs
 at INFO level (with times and thread names) to standard error. With $SDK_TEST_OBSERVE set
 (PostgreSQL only), each fire is also inserted into the table ``observed_fires`` of the store's
 database, stamped by the database's own clock (``clock_timestamp()``): an observer whose clock is
@@ -22,7 +25,13 @@ import sys
 import threading
 import time
 
-from schedule_sdk import SCHEDULE_ARRIVED_EVENT, SCHEDULE_MISSED_EVENT, ScheduleContainer, on_event
+from schedule_sdk import (
+    SCHEDULE_ARRIVED_EVENT,
+    SCHEDULE_FAILED_EVENT,
+    SCHEDULE_MISSED_EVENT,
+    ScheduleContainer,
+    on_event,
+)
 from schedule_sdk.entrypoints.stopping import StopSignals
 from tests.procs import crash
 
@@ -31,6 +40,8 @@ SLEEP = float(os.environ.get("SDK_TEST_SLEEP", "0"))
 FAIL_ATTEMPTS = int(os.environ.get("SDK_TEST_FAIL_ATTEMPTS", "0"))
 TIMES = bool(os.environ.get("SDK_TEST_TIMES"))
 MISSED = os.environ.get("SDK_TEST_MISSED")
+FAILED = os.environ.get("SDK_TEST_FAILED")
+FAILED_KILL = bool(os.environ.get("SDK_TEST_FAILED_KILL"))
 OBSERVE = bool(os.environ.get("SDK_TEST_OBSERVE"))
 _observer_lock = threading.Lock()
 _observer: list[object] = []  # one connection per process (the database is shared)
@@ -87,6 +98,13 @@ def record_missed(event) -> None:
     _append(MISSED, f"{event.scheduled_job_id} {event.reason} {event.count}\n")
 
 
+def record_failed(event) -> None:
+    assert FAILED is not None
+    _append(FAILED, f"{event.scheduled_job_id} {event.error_type} {event.attempt} {os.getpid()}\n")
+    if FAILED_KILL:  # dies mid-delivery: the event must reach a listener again, elsewhere
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
 def sleep_relative(seconds: float) -> None:
     """``time.sleep`` by a relative wait: under libfaketime (0.9.10, Debian 12) Python's sleep, an
     absolute ``clock_nanosleep``, fails with EINVAL; ``select`` waits are relative and unaffected."""
@@ -108,6 +126,8 @@ def main() -> int:
     container.listeners().register(record)
     if MISSED:
         container.listeners().connect(SCHEDULE_MISSED_EVENT, record_missed)
+    if FAILED:
+        container.listeners().connect(SCHEDULE_FAILED_EVENT, record_failed)
     if "SDK_TEST_CRASH_AT" in os.environ:
         crash.install(os.environ["SDK_TEST_CRASH_AT"], container)
     with StopSignals((signal.SIGTERM,)) as stop, container.worker():

@@ -1,8 +1,8 @@
-"""``BlinkerEventPublisher``: delivers arrived and missed events to in-process ``@on_event`` listeners."""
+"""``BlinkerEventPublisher``: delivers arrived, missed and failed events to in-process listeners."""
 
 from __future__ import annotations
 
-from schedule_sdk.domain.events import ScheduleArrivedEvent, ScheduleMissedEvent
+from schedule_sdk.domain.events import ScheduleArrivedEvent, ScheduleFailedEvent, ScheduleMissedEvent
 from schedule_sdk.ports import EventPublisher, Listeners
 
 
@@ -17,4 +17,7 @@ class BlinkerEventPublisher(EventPublisher):
         return self.registry.deliver(event)
 
     def publish_missed(self, event: ScheduleMissedEvent) -> None:
+        self.registry.deliver(event)
+
+    def publish_failed(self, event: ScheduleFailedEvent) -> None:
         self.registry.deliver(event)

@@ -25,7 +25,12 @@ from redis.sentinel import Sentinel
 
 from schedule_sdk.domain.backoff import Reconnect, retrying
 from schedule_sdk.domain.errors import BrokerUnavailable, ListenerFailed
-from schedule_sdk.domain.events import ScheduleArrivedEvent, ScheduleEvent, ScheduleMissedEvent
+from schedule_sdk.domain.events import (
+    ScheduleArrivedEvent,
+    ScheduleEvent,
+    ScheduleFailedEvent,
+    ScheduleMissedEvent,
+)
 from schedule_sdk.domain.redis_url import sentinel_target
 from schedule_sdk.ports import EventPublisher, Listeners
 
@@ -78,6 +83,9 @@ class RedisEventPublisher(EventPublisher):
     def publish_missed(self, event: ScheduleMissedEvent) -> None:
         self._broadcast(event)
 
+    def publish_failed(self, event: ScheduleFailedEvent) -> None:
+        self._broadcast(event)
+
     def _broadcast(self, event: ScheduleEvent) -> int:
         failure: ListenerFailed | None = None
         heard = 1
@@ -88,6 +96,8 @@ class RedisEventPublisher(EventPublisher):
         body = {"origin": self.origin, "event": event.to_dict()}
         if isinstance(event, ScheduleMissedEvent):
             body["kind"] = "missed"
+        elif isinstance(event, ScheduleFailedEvent):
+            body["kind"] = "failed"
         message = json.dumps(body)
         try:
             receivers = int(self._redis.publish(self.channel, message))
@@ -138,9 +148,12 @@ class RedisEventPublisher(EventPublisher):
             body = json.loads(data)
             if body.get("origin") == self.origin:
                 return
+            kind = body.get("kind")
             event: ScheduleEvent = (
                 ScheduleMissedEvent.from_dict(body["event"])
-                if body.get("kind") == "missed"
+                if kind == "missed"
+                else ScheduleFailedEvent.from_dict(body["event"])
+                if kind == "failed"
                 else ScheduleArrivedEvent.from_dict(body["event"])
             )
         except (ValueError, KeyError, TypeError) as error:

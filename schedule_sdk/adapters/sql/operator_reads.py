@@ -286,6 +286,8 @@ def _search_conditions(search: JobSearch) -> list[sa.ColumnElement[bool] | sa.Te
             conditions.append(jobs.c[column] == value)
     if search.tenants is not None:
         conditions.append(jobs.c.tenant_id.in_(sorted(search.tenants)) if search.tenants else sa.false())
+    if search.outcomes:
+        conditions.append(jobs.c.last_outcome.in_(sorted(o.value for o in search.outcomes)))
     return conditions
 
 

@@ -70,6 +70,8 @@ def to_row(job: ScheduledJob) -> dict[str, Any]:
         "jitter_ms": job.jitter_ms,
         "calendar": None if job.calendar is None else json.dumps(job.calendar.to_dict()),
         "run_of": job.run_of,
+        "last_outcome": None if job.last_outcome is None else job.last_outcome.value,
+        "notice": job.notice,
     }
 
 
@@ -118,6 +120,8 @@ def from_row(row: Mapping[Any, Any]) -> ScheduledJob:
         jitter_ms=row["jitter_ms"],
         calendar=None if row["calendar"] is None else Calendar.from_dict(json.loads(row["calendar"])),
         run_of=row["run_of"],
+        last_outcome=None if row["last_outcome"] is None else FireOutcome(row["last_outcome"]),
+        notice=row["notice"],
     )
 
 

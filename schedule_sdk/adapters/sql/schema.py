@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 VERSION_TABLE = "schedule_sdk_alembic_version"
 #: The newest migration's revision (what :func:`head_revision` reads from the migration scripts;
 #: a test holds the two equal).
-HEAD_REVISION = "0023"
+HEAD_REVISION = "0024"
 _LOCK_KEY = 0x5C4ED_5D4  # arbitrary constant for pg_advisory_xact_lock
 
 

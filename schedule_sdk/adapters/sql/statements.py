@@ -215,6 +215,8 @@ def list_statement(query: JobQuery) -> sa.Select[Any]:
         statement = statement.where(t.c.status.in_(sorted(s.value for s in query.statuses)))
         if JobStatus.PENDING not in query.statuses:  # lets the planner use ix_schedule_jobs_status
             statement = statement.where(NOT_PENDING)
+    if query.outcomes:
+        statement = statement.where(t.c.last_outcome.in_(sorted(o.value for o in query.outcomes)))
     if query.after_id is not None:
         statement = statement.where(t.c.id > query.after_id)
     return statement

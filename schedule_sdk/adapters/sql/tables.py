@@ -134,6 +134,9 @@ schedule_jobs = sa.Table(
     sa.Column("calendar", sa.Text, nullable=True),
     # migration 0022: a run's job (overlap 'allow'); NULL: not a run
     sa.Column("run_of", sa.String(36), nullable=True),
+    # migration 0024: the last attempt's outcome (NULL: none ran) and a notice row's kind
+    sa.Column("last_outcome", sa.String(16), nullable=True),
+    sa.Column("notice", sa.String(16), nullable=True),
     sa.CheckConstraint(
         "status IN ('pending', 'active', 'completed', 'cancelled', 'failed', 'paused')",
         name="ck_schedule_jobs_status",

@@ -24,6 +24,7 @@ _JOB_COLUMNS = (
     "id",
     "topic",
     "status",
+    "last_outcome",
     "run_at",
     "occurrence",
     "attempt",
@@ -103,10 +104,18 @@ class OutcomeFilter(_EveryValue):
     values = tuple(outcome.value for outcome in FireOutcome)
 
 
+class LastOutcomeFilter(_EveryValue):
+    """How a job's last attempt ended (``unheard``: a fire no listener heard), whatever its status."""
+
+    title = "last outcome"
+    parameter_name = "last_outcome"
+    values = tuple(outcome.value for outcome in FireOutcome)
+
+
 @admin.register(Job)
 class JobAdmin(ReadOnly):
     list_display = _JOB_COLUMNS
-    list_filter = (StatusFilter,)
+    list_filter = (StatusFilter, LastOutcomeFilter)
     search_fields = ("=id", "topic", "=owner_id", "=tenant_id")
     show_full_result_count = False  # no unbounded COUNT(*) over the jobs
     list_per_page = 50

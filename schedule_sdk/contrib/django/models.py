@@ -47,6 +47,8 @@ class Job(models.Model):
     jitter_ms = models.IntegerField(null=True)
     calendar = models.TextField(null=True)
     run_of = models.CharField(max_length=36, null=True)
+    last_outcome = models.CharField(max_length=16, null=True)
+    notice = models.CharField(max_length=16, null=True)
 
     class Meta:
         managed = False

@@ -31,7 +31,8 @@ from schedule_sdk.domain.errors import (
     ScheduleUnavailable,
     ScheduleValidationError,
 )
-from schedule_sdk.domain.jobs import MAX_METADATA_LENGTH, ScheduledJob
+from schedule_sdk.domain.history import FireOutcome
+from schedule_sdk.domain.jobs import MAX_METADATA_LENGTH, ScheduledJob, outcome_note
 from schedule_sdk.domain.overview import COUNT_CAP, JOB_SORTS, SEARCH_WINDOW, WINDOWS, JobSearch
 from schedule_sdk.domain.status import FINISHED_STATUSES, JobStatus
 from schedule_sdk.domain.text import shown, unstorable_character
@@ -97,6 +98,7 @@ def _environment() -> jinja2.Environment:
     env.filters["count"] = lambda n: f"{COUNT_CAP:,}+" if n > COUNT_CAP else f"{n:,}"
     env.filters["ms"] = lambda v: "" if v is None else plots._ms(int(v))
     env.filters["ago"] = _ago
+    env.filters["outcome_note"] = outcome_note
     return env
 
 
@@ -298,6 +300,7 @@ class Dashboard:
             rows=rows,
             form=form,
             statuses=[s.value for s in JobStatus],
+            outcomes=[o.value for o in FireOutcome],
             sorts=JOB_SORTS,
             next_url=next_url,
             first_url="?" + urlencode(query) if q.get("cursor") else None,

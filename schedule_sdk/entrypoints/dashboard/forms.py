@@ -20,6 +20,7 @@ from schedule_sdk.domain.errors import (
     InvalidTimeLimit,
     ScheduleValidationError,
 )
+from schedule_sdk.domain.history import parse_outcome
 from schedule_sdk.domain.ids import ID_PATTERN
 from schedule_sdk.domain.jobs import (
     MAX_METADATA_LENGTH,
@@ -80,6 +81,8 @@ def search_of(form: Mapping[str, str], grant: Grant, cursor: str | None) -> JobS
     statuses: frozenset[JobStatus] = frozenset()
     if status_text is not None:
         statuses = frozenset({parse_status(status_text)})
+    outcome_text = text_of(form.get("outcome"), "outcome", 16)
+    outcomes = frozenset() if outcome_text is None else frozenset({parse_outcome(outcome_text)})
     sort = form.get("sort") or "created"
     if sort not in JOB_SORTS:
         raise ScheduleValidationError(f"sort by one of {', '.join(JOB_SORTS)}, not {shown(sort)}")
@@ -88,6 +91,7 @@ def search_of(form: Mapping[str, str], grant: Grant, cursor: str | None) -> JobS
         raise ScheduleValidationError(f"order is asc or desc, not {shown(order)}")
     return JobSearch(
         statuses=statuses,
+        outcomes=outcomes,
         topic=text_of(form.get("topic"), "topic", MAX_TOPIC_LENGTH),
         owner_id=text_of(form.get("owner_id"), "owner", MAX_METADATA_LENGTH),
         tenant_id=text_of(form.get("tenant_id"), "tenant", MAX_METADATA_LENGTH),

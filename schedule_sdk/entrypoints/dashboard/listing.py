@@ -10,7 +10,7 @@ from urllib.parse import urlencode
 from schedule_sdk.domain.overview import JOB_SORTS
 
 #: The fields of the jobs list's form that filter it (not its order nor its page).
-FILTER_FIELDS = ("topic", "owner_id", "tenant_id", "status", "q")
+FILTER_FIELDS = ("topic", "owner_id", "tenant_id", "status", "outcome", "q")
 
 
 def default_order(sort: str) -> str:

@@ -35,6 +35,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from schedule_sdk.domain.errors import ClientRequestIdInUse
+from schedule_sdk.domain.history import FireOutcome
 from schedule_sdk.domain.jobs import (
     IntervalRepeat,
     JobMetadata,
@@ -379,13 +380,15 @@ class JobStoreContract(StoreContract):
         assert self.job_store.get(d.id) == d.evolve(status=JobStatus.CANCELLED)
 
     def _listed(self) -> list[ScheduledJob]:
-        """12 jobs in creation order over 2 owners, 2 tenants, 2 topics, 3 statuses."""
+        """12 jobs in creation order over 2 owners, 2 tenants, 2 topics, 3 statuses, 3 last outcomes."""
         statuses = [JobStatus.PENDING, JobStatus.COMPLETED, JobStatus.CANCELLED]
+        outcomes = [None, FireOutcome.UNHEARD, FireOutcome.SUCCEEDED, FireOutcome.FAILED]
         jobs = [
             job(
                 topic=f"topic-{n % 2}",
                 status=statuses[n % 3],
                 metadata=JobMetadata(owner_id=f"o{n % 2}", tenant_id=f"t{n // 6}"),
+                last_outcome=outcomes[n % 4],
             )
             for n in range(12)
         ]
@@ -414,6 +417,14 @@ class JobStoreContract(StoreContract):
                 ),
             ),
             (JobQuery(owner_id="nobody"), lambda j: False),
+            (JobQuery(outcomes=frozenset({FireOutcome.UNHEARD})), lambda j: j.last_outcome == "unheard"),
+            (
+                JobQuery(
+                    outcomes=frozenset({FireOutcome.UNHEARD, FireOutcome.FAILED}),
+                    statuses=frozenset({JobStatus.COMPLETED}),
+                ),
+                lambda j: j.last_outcome in ("unheard", "failed") and j.status == "completed",
+            ),
         ],
     )
     def test_list_jobs_applies_every_given_filter(

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from datetime import date, datetime, timedelta, timezone
 
 from schedule_sdk.domain.calendars import Calendar
+from schedule_sdk.domain.history import FireOutcome
 from schedule_sdk.domain.jobs import (
     Backoff,
     ConcurrencyLimit,
@@ -56,7 +57,12 @@ def full_job() -> ScheduledJob:
         payload={"n": 1, "f": 1.5, "s": "é ✓ 日本", "l": [1, None, True], "o": {"x": {"y": []}}},
         metadata=JobMetadata(owner_id="u1", tenant_id="t1", correlation_id="c1", client_request_id="r1"),
         repeat=CronRepeat(expression="*/5 * * * *", timezone="Europe/Paris"),
-        retry=RetryPolicy(attempts=5, backoff=Backoff(type="exponential", delay_ms=250)),
+        retry=RetryPolicy(
+            attempts=5,
+            backoff=Backoff(type="exponential", delay_ms=250, max_delay_ms=4000),
+            retry_on=(ConnectionError, "myapp.errors.Transient"),
+            give_up_on=("ValueError",),
+        ),
         occurrence=7,
         attempt=3,
         occurrence_count=6,
@@ -80,6 +86,8 @@ def full_job() -> ScheduledJob:
         jitter_ms=30_000,
         calendar=Calendar(dates=frozenset({date(2027, 12, 24)}), weekdays=frozenset({5, 6})),
         run_of="01900000-0000-7000-8000-000000000004",
+        last_outcome=FireOutcome.UNHEARD,
+        notice="failed",
     )
 
 
@@ -106,6 +114,7 @@ def moved_on(j: ScheduledJob) -> ScheduledJob:
         updated_at=at(2),
         rescheduled_to="01900000-0000-7000-8000-000000000003",
         regular_due=at(4000),
+        last_outcome=FireOutcome.TIMEOUT,
     )
 
 

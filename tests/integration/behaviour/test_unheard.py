@@ -4,8 +4,11 @@ that follows the retry policy. On every store x substrate, through the real fire
 
 from __future__ import annotations
 
+import json
 import logging
 from datetime import UTC, datetime, timedelta
+
+import pytest
 
 from schedule_sdk import (
     Backoff,
@@ -15,6 +18,8 @@ from schedule_sdk import (
     schedule_arrived_event_name,
 )
 from schedule_sdk.core.health import container_health
+from schedule_sdk.domain.errors import InvalidStatus
+from schedule_sdk.entrypoints.cli import main
 from tests.support.waiting import wait_until
 
 
@@ -68,3 +73,36 @@ def test_with_unheard_fails_an_unheard_fire_is_a_failed_attempt_that_is_retried(
         (2, FireOutcome.UNHEARD),
     ]
     assert first.failed and second.error == failed.last_error
+
+
+def test_an_unheard_fire_shows_in_job_lists_and_is_filtered_by_outcome(backend, capsys):
+    h = backend.harness().deafen().start()
+    heard = []
+    h.listen(schedule_arrived_event_name("tests.heard"), heard.append)
+    typo = h.service.schedule_at(_soon("list.typo"))
+    fine = h.service.schedule_at(_soon("tests.heard"))
+    waiting = h.service.schedule_at(
+        OneShotSpec(topic="tests.heard", run_at=datetime.now(UTC) + timedelta(hours=1), timezone="UTC")
+    )
+    for job in (typo, fine):
+        h.wait_status(job.id, "completed")
+    assert h.job(typo.id).last_outcome is FireOutcome.UNHEARD
+    assert h.job(fine.id).last_outcome is FireOutcome.SUCCEEDED
+    assert h.job(waiting.id).last_outcome is None  # no attempt ran yet
+    assert [j.id for j in h.service.list(outcome="unheard").items] == [typo.id]
+    assert [j.id for j in h.service.list(outcome=["unheard", "succeeded"]).items] == [typo.id, fine.id]
+    assert [j.id for j in h.service.list(status="completed", outcome="unheard").items] == [typo.id]
+    assert h.service.list(status="pending", outcome="unheard").items == []
+    with pytest.raises(InvalidStatus, match="filter by its outcome"):
+        h.service.list(status="unheard")
+    with pytest.raises(InvalidStatus, match="no fire outcome 'deaf'"):
+        h.service.list(outcome="deaf")
+    # the CLI: the outcome beside the status in the table, the field in --json, the filter
+    url = ["--database-url", backend.database_url]
+    assert main([*url, "jobs", "list"]) == 0
+    rows = {line.split()[0]: line.split()[2:4] for line in capsys.readouterr().out.splitlines()[1:]}
+    assert rows[typo.id] == ["completed", "(unheard)"] and rows[fine.id][0] == "completed"
+    assert not rows[fine.id][1].startswith("(") and rows[waiting.id][0] == "pending"
+    assert main([*url, "jobs", "list", "--outcome", "unheard", "--json"]) == 0
+    (item,) = json.loads(capsys.readouterr().out)["items"]
+    assert (item["id"], item["status"], item["last_outcome"]) == (typo.id, "completed", "unheard")

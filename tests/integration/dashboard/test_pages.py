@@ -382,3 +382,34 @@ def test_the_job_page_shows_the_time_limit_and_the_reschedule_form_changes_it(si
         assert site.service.get_by_id(new_id).status is JobStatus.PENDING  # nothing written
     cleared = reschedule(new_id, run_at="2030-03-05T08:30:00", time_limit_seconds="")
     assert site.service.get_by_id(cleared.headers["location"].split("/")[-1].split("?")[0]).time_limit is None
+
+
+def test_the_jobs_list_shows_the_last_outcome_beside_the_status_and_filters_by_it(any_site: Site):
+    from schedule_sdk.ports import Guard
+
+    unheard, fine, waiting = (any_site.one_shot() for _ in range(3))
+    with any_site.store.transaction() as tx:  # as the fire path records them
+        for job_id, outcome in ((unheard, FireOutcome.UNHEARD), (fine, FireOutcome.SUCCEEDED)):
+            row = any_site.service.get_by_id(job_id)
+            assert row is not None
+            done = row.evolve(status=JobStatus.COMPLETED, last_outcome=outcome)
+            assert tx.update(done, Guard(frozenset({JobStatus.PENDING})))
+    client = any_site.client()
+    page = client.get("/jobs").text
+    assert set(re.findall(r'data-job-id="([^"]+)"', page)) == {unheard, fine, waiting}
+    rows = dict(re.findall(r'<tr class="job-row" data-job-id="([^"]+)">(.*?)</tr>', page, re.S))
+    notes = {
+        job_id: re.findall(r'<span class="note outcome"[^>]*>([^<]+)<', row) for job_id, row in rows.items()
+    }
+    assert notes == {unheard: ["(unheard)"], fine: [], waiting: []}  # a success, or no fire yet: nothing
+    assert all(f'<option value="{o.value}"' in page for o in FireOutcome)  # every outcome offered
+    filtered = client.get("/jobs?outcome=unheard").text
+    assert re.findall(r'data-job-id="([^"]+)"', filtered) == [unheard]
+    assert re.findall(
+        r'data-job-id="([^"]+)"', client.get("/jobs?status=completed&outcome=succeeded").text
+    ) == [fine]
+    assert client.get("/jobs?outcome=deaf").status_code == 400
+    assert (
+        'id="job-outcome" title="how its last attempt ended">(unheard)<'
+        in client.get(f"/jobs/{unheard}").text
+    )

@@ -306,12 +306,16 @@ service = container().schedule_service()
 spec = OneShotSpec(topic="reminders.due", run_at=datetime.now(UTC) + timedelta(hours=1), timezone="UTC")
 open_job, done = service.schedule_at(spec), service.schedule_at(spec)
 service.cancel(done.id)
+from django.db import connection
+with connection.cursor() as cursor:  # as a fire no listener heard leaves it
+    cursor.execute("UPDATE schedule_jobs SET last_outcome = 'unheard' WHERE id = %s", [done.id])
 User.objects.create_superuser("op", "op@example.com", "pw")
 client = Client()
 anonymous = client.get("/admin/schedule_sdk/job/").status_code
 client.force_login(User.objects.get(username="op"))
 jobs = client.get("/admin/schedule_sdk/job/")
 fires = client.get("/admin/schedule_sdk/fire/?outcome=unheard")
+unheard = client.get("/admin/schedule_sdk/job/?last_outcome=unheard").content.decode()
 acted = client.post(
     "/admin/schedule_sdk/job/",
     {"action": "requeue", "_selected_action": [open_job.id, done.id]},
@@ -324,6 +328,9 @@ print(json.dumps({
     "fires": fires.status_code,
     "fires_page": client.get("/admin/schedule_sdk/fire/").content.decode(),
     "jobs_page": jobs.content.decode(),
+    "unheard": [
+        open_job.id in unheard, done.id in unheard, '<td class="field-last_outcome">unheard</td>' in unheard
+    ],
     "page": acted.content.decode(),
     "done": [service.get_by_id(done.id).status.value, service.get_by_id(done.id).occurrence],
     "open": service.get_by_id(open_job.id).occurrence,
@@ -366,6 +373,9 @@ def test_the_admin_lists_jobs_and_fires_and_steers_through_the_service(
         assert f">{verb} selected jobs<" in outcome["jobs_page"]
     assert all(f"?outcome={o.value}" in outcome["fires_page"] for o in FireOutcome)
     assert all(f"?status={s.value}" in outcome["jobs_page"] for s in JobStatus)
+    # the last outcome is a column and a filter: an unheard fire is visible where jobs are listed
+    assert all(f"?last_outcome={o.value}" in outcome["jobs_page"] for o in FireOutcome)
+    assert outcome["unheard"] == [False, True, True]
 
 
 def test_schedule_cron_prints_the_fire_times(django_app: DjangoApp) -> None:

@@ -98,6 +98,8 @@ class Migration(migrations.Migration):
                 ("jitter_ms", models.IntegerField(null=True)),
                 ("calendar", models.TextField(null=True)),
                 ("run_of", models.CharField(max_length=36, null=True)),
+                ("last_outcome", models.CharField(max_length=16, null=True)),
+                ("notice", models.CharField(max_length=16, null=True)),
             ],
             options={
                 "db_table": "schedule_jobs",
