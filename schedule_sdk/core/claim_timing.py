@@ -43,6 +43,12 @@ def claim_horizon(clock: Clock) -> datetime | None:
     return None if now is None else now + claim_lead(clock)
 
 
+def due_instant(job: ScheduledJob) -> datetime:
+    """The instant a claimed job's fire is held until: its ``run_at``, never before its
+    ``scheduled_for``."""
+    return max(job.run_at, job.scheduled_for)
+
+
 def claimed_ahead(job: ScheduledJob, clock: Clock) -> bool:
     """Whether ``job`` (as a claim returned it) may have been claimed before its due instant on
     the store's clock, so that the claim may not have seen a cancel, a pause or a reschedule

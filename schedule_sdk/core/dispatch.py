@@ -119,6 +119,7 @@ class FireDispatcher(Dispatcher):
                 self._held[job.id] = job
             if self._listeners < self._concurrency:  # after that, nothing to count
                 self._grow(len(jobs))
+        self._firing.rereads.expect(jobs)  # read again in batches once due, if claimed ahead
         for job in jobs:
             self._jobs.put(job)
 
@@ -193,9 +194,9 @@ class FireDispatcher(Dispatcher):
 
     def _forget(self, job_ids: list[str]) -> None:
         with self._changed:
-            for job_id in job_ids:
-                self._held.pop(job_id, None)
+            gone = [job for job_id in job_ids if (job := self._held.pop(job_id, None)) is not None]
             self._changed.notify_all()
+        self._firing.rereads.forget(gone)
         self.on_capacity()
 
     # -- stop --------------------------------------------------------------------------------
@@ -246,5 +247,5 @@ class FireDispatcher(Dispatcher):
                 "could not release %d claims (%s); they fire again when the lease ends", len(job_ids), error
             )
         with self._changed:
-            for job_id in job_ids:
-                self._held.pop(job_id, None)
+            gone = [job for job_id in job_ids if (job := self._held.pop(job_id, None)) is not None]
+        self._firing.rereads.forget(gone)

@@ -31,10 +31,11 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import NamedTuple
 
-from schedule_sdk.core.claim_timing import claim_time, claimed_ahead
+from schedule_sdk.core.claim_timing import claim_time, claimed_ahead, due_instant
 from schedule_sdk.core.give_up import failed_event, failed_notice, log_give_up, log_retry, notice_event
 from schedule_sdk.core.loop import fire_deadline
 from schedule_sdk.core.overruns import Overruns
+from schedule_sdk.core.rereads import Rereads
 from schedule_sdk.core.unobserved import NoMetrics, NoTracing
 from schedule_sdk.core.write_order import write_order
 from schedule_sdk.domain import misfire
@@ -42,7 +43,6 @@ from schedule_sdk.domain.errors import (
     InvalidCalendar,
     ListenerFailed,
     ListenerTimedOut,
-    ScheduleError,
     UnheardFire,
 )
 from schedule_sdk.domain.events import MissedReason, ScheduleArrivedEvent, ScheduleMissedEvent
@@ -418,6 +418,8 @@ class Firing(FirePath):
         self._queue = queue
         self._publisher = publisher
         self._clock = clock
+        #: The reads of claimed-ahead jobs once due (the dispatcher tells it the jobs it holds).
+        self.rereads = Rereads(store, clock)
         self._metrics = metrics or NoMetrics()
         self._tracing = tracing or NoTracing()  # a span per fire, in the job's trace
         #: Called with every missed event before it is published (``event.count`` occurrences
@@ -449,13 +451,14 @@ class Firing(FirePath):
 
         A job claimed ahead of its due instant (:data:`~schedule_sdk.core.claim_timing.CLAIM_AHEAD`) is held
         here until its ``run_at`` has passed on the store's clock (:meth:`hold`), and then its row
-        is read again (:meth:`~schedule_sdk.ports.JobStore.still_claimed`): if a cancel, a pause
-        or a reschedule committed meanwhile, no listener runs (:meth:`_withdrawn`). A claim made
+        is read again, in one statement with the other jobs handed over that are due by then
+        (:class:`~schedule_sdk.core.rereads.Rereads`): if a cancel, a pause or a reschedule
+        committed meanwhile, no listener runs (:meth:`_withdrawn`). A claim made
         once the job was due saw every such write committed before the due instant, so a job
         claimed so is not read again. The event's ``fired_at`` is the hold's reading of the
         store's clock plus the time elapsed since (:class:`Held`): never before ``run_at``."""
         held = self.hold(job)
-        if claimed_ahead(job, self._clock) and not self._still_claimed(job):
+        if claimed_ahead(job, self._clock) and not self.rereads.still_claimed(job, held.now):
             return self._withdrawn(job)
         fired_at = held.now()
         unreadable: InvalidCalendar | None = None
@@ -497,24 +500,10 @@ class Firing(FirePath):
         while (now := claim_time(self._clock)) is None:
             time.sleep(_HOLD_STEP)
         held = Held(self._clock, now, time.monotonic())
-        due = max(job.run_at, job.scheduled_for)
+        due = due_instant(job)
         while (left := (due - held.now()).total_seconds()) > 0:
             time.sleep(left)
         return held
-
-    def _still_claimed(self, job: ScheduledJob) -> bool:
-        """Whether ``job``'s row is still as claimed (read once it is due); False when the store
-        does not answer: the job fires again once its claim expires, by a claim that sees the row."""
-        try:
-            return self._store.still_claimed(job)
-        except ScheduleError as error:
-            logger.warning(
-                "could not read job %s again before its fire (%s); it fires once its claim expires",
-                job.id,
-                error,
-                extra=job_fields(job),
-            )
-            return False
 
     def _withdrawn(self, job: ScheduledJob) -> FireResult:
         """A job claimed ahead whose row changed before it was due (cancelled, paused,

@@ -193,6 +193,13 @@ class JobStore(ABC):
             and (row.occurrence, row.attempt) == (job.occurrence, job.attempt)
         )
 
+    def still_claimed_many(self, jobs: Sequence[ScheduledJob]) -> list[bool]:
+        """:meth:`still_claimed` of each of ``jobs`` (in their order): every answer sees every
+        write committed before the call started. The fire path asks it of the
+        claimed-ahead jobs that are due when it reads one of them. The default asks
+        :meth:`still_claimed` of each in turn; a store may read them in one statement."""
+        return [self.still_claimed(job) for job in jobs]
+
     @abstractmethod
     def list_jobs(self, query: JobQuery) -> list[ScheduledJob]:
         """Up to ``query.limit`` jobs matching every given filter, with ``id > query.after_id``,

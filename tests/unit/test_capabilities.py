@@ -159,6 +159,7 @@ def test_the_job_store_port_has_no_defaults_but_derivations() -> None:
         "concurrency_load",
         "warm",
         "still_claimed",
+        "still_claimed_many",
     }
     lookup = {"capability"}  # not a derivation: how a store hands out the capabilities it composes
     hooks = {"quiesce"}  # a lifecycle hook whose default does nothing (no store state to end)

@@ -100,6 +100,16 @@ _DRIVER_PLAN = sqlite_claims.DriverPlan(NEXT_PLAN)
 _DRIVER_STILL_CLAIMED = sqlite_claims.DriverProbe(STILL_CLAIMED)
 
 
+def _probe(job: ScheduledJob) -> dict[str, Any]:
+    """The parameters of ``_DRIVER_STILL_CLAIMED`` for ``job``."""
+    return {
+        "s_id": job.id,
+        "s_worker": job.claimed_by,
+        "s_occurrence": job.occurrence,
+        "s_attempt": job.attempt,
+    }
+
+
 class SQLAlchemyJobStore(JobStore):
     """The job store on SQLite (file) or PostgreSQL, with every capability (composed: see the
     module). Create the schema with :func:`schedule_sdk.adapters.sql.schema.upgrade` (the container
@@ -173,14 +183,33 @@ class SQLAlchemyJobStore(JobStore):
     def still_claimed(self, job: ScheduledJob) -> bool:
         """One read of the row's key columns: on PostgreSQL one statement in autocommit on the
         claims' pool, on SQLite a read transaction (never the writer's turn)."""
-        params = {"id": job.id, "worker": job.claimed_by, "occurrence": job.occurrence}
-        params["attempt"] = job.attempt
         if self.connections.claims is not None:
+            params = {"id": job.id, "worker": job.claimed_by, "occurrence": job.occurrence}
+            params["attempt"] = job.attempt
             return pg_claims.still_claimed(self.connections.claims, params)
         if self.connections.writers is None:  # one given connection (the asyncio service's)
             return super().still_claimed(job)
         with self.connections.read() as conn:
-            return _DRIVER_STILL_CLAIMED.found(conn, {f"s_{name}": value for name, value in params.items()})
+            return _DRIVER_STILL_CLAIMED.found(conn, _probe(job))
+
+    def still_claimed_many(self, jobs: Sequence[ScheduledJob]) -> list[bool]:
+        """On PostgreSQL one statement in autocommit on the claims' pool, on SQLite one read
+        transaction."""
+        if not jobs:
+            return []
+        if self.connections.claims is not None:
+            params = {
+                "ids": [job.id for job in jobs],
+                "workers": [job.claimed_by for job in jobs],
+                "occurrences": [job.occurrence for job in jobs],
+                "attempts": [job.attempt for job in jobs],
+            }
+            held = pg_claims.still_claimed_many(self.connections.claims, params)
+            return [n in held for n in range(1, len(jobs) + 1)]
+        if self.connections.writers is None:  # one given connection (the asyncio service's)
+            return super().still_claimed_many(jobs)
+        with self.connections.read() as conn:
+            return [_DRIVER_STILL_CLAIMED.found(conn, _probe(job)) for job in jobs]
 
     def list_jobs(self, query: JobQuery) -> list[ScheduledJob]:
         with self.connections.read() as conn:

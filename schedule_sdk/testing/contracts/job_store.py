@@ -621,6 +621,21 @@ class JobStoreContract(StoreContract):
         assert self.job_store.release_claims("w1", [mine.id]) == 1
         assert not self.job_store.still_claimed(claimed)
 
+    def test_still_claimed_many_answers_each_claim_in_order_as_still_claimed_does(self) -> None:
+        insert(self.job_store, *(job(run_at=at(5), occurrence=3, attempt=2) for _ in range(3)))
+        a, b, c = sorted(self.job_store.claim_due(at(5), 10, "w1", at(30)), key=lambda j: j.id)
+        assert self.job_store.still_claimed_many([]) == []
+        asked = [a, b.evolve(claimed_by="w2"), c, a.evolve(occurrence=4), job(), c.evolve(attempt=3), b]
+        assert self.job_store.still_claimed_many(asked) == [True, False, True, False, False, False, True]
+        with self.job_store.transaction() as tx:  # a cancel drops the claim
+            tx.update(
+                b.evolve(status=JobStatus.CANCELLED, claimed_by=None, claimed_until=None),
+                Guard(OPEN_STATUSES),
+            )
+        assert self.reopen().still_claimed_many([c, b, a]) == [True, False, True]  # as every process reads it
+        assert self.job_store.release_claims("w1", [a.id]) == 1
+        assert self.job_store.still_claimed_many([a, b, c]) == [False, False, True]
+
     def test_release_claims_returns_this_workers_rows_to_pending_due_at_once(self) -> None:
         a, b, other = insert(
             self.job_store,

@@ -102,6 +102,14 @@ SELECT 1 FROM schedule_jobs
 WHERE id = %(id)s AND status = 'active' AND claimed_by = %(worker)s
   AND occurrence = %(occurrence)s AND attempt = %(attempt)s"""
 
+#: ``STILL_CLAIMED`` of many claims in one statement: bind ``ids``, ``workers``, ``occurrences``,
+#: ``attempts`` (arrays, one entry per claim). The 1-based positions of the claims still held.
+STILL_CLAIMED_MANY = """
+SELECT c.n FROM unnest(%(ids)s::text[], %(workers)s::text[], %(occurrences)s::int[], %(attempts)s::int[])
+  WITH ORDINALITY AS c(id, worker, occurrence, attempt, n)
+JOIN schedule_jobs j ON j.id = c.id
+WHERE j.status = 'active' AND j.claimed_by = c.worker
+  AND j.occurrence = c.occurrence AND j.attempt = c.attempt"""
 
 #: The first key of the two-key advisory locks of concurrency keys (the second is the key's
 #: ``hashtext``); the two-key space never meets the one-key locks (the purge's).
@@ -239,6 +247,13 @@ def still_claimed(engine: Engine, params: dict[str, Any]) -> bool:
     sees every commit made before it started). :raises StoreUnavailable: see :func:`_session`."""
     with _session(engine) as driver:
         return bool(_rows(driver, STILL_CLAIMED, params))
+
+
+def still_claimed_many(engine: Engine, params: dict[str, Any]) -> set[int]:
+    """Run ``STILL_CLAIMED_MANY`` on a connection of ``engine`` (one round trip, in autocommit):
+    the 1-based positions of the claims still held. :raises StoreUnavailable: see :func:`_session`."""
+    with _session(engine) as driver:
+        return {row[0] for row in _rows(driver, STILL_CLAIMED_MANY, params)}
 
 
 def claim_due(engine: Engine, params: dict[str, Any]) -> tuple[list[dict[str, Any]], bool, datetime | None]:
