@@ -23,8 +23,9 @@ def test_a_worker_killed_while_delivering_schedule_failed_leaves_it_to_another(b
     events, failed = tmp_path / "events.log", tmp_path / "failed.log"
     h = backend.harness(lease_seconds=1.5)
     retry = RetryPolicy(attempts=2, backoff=Backoff(type="fixed", delay_ms=50))
+    service = h.service  # built (the store migrated) before the due instant is taken
     run_at = datetime.now(UTC) + timedelta(milliseconds=500)
-    job = h.service.schedule_at(OneShotSpec(topic="faults.job", run_at=run_at, timezone="UTC", retry=retry))
+    job = service.schedule_at(OneShotSpec(topic="faults.job", run_at=run_at, timezone="UTC", retry=retry))
     settings = {"lease_seconds": 1.5, "SDK_TEST_FAIL_ATTEMPTS": 99, "SDK_TEST_FAILED": failed}
     victim = WorkerProcess(backend, events, SDK_TEST_FAILED_KILL=1, **settings)
     assert wait_until(lambda: victim.proc.poll() is not None, 30), victim.log()  # killed itself
