@@ -225,6 +225,13 @@ def test_the_next_24_hours_timeline_from_the_nav(demo, page: Page, service: Sche
     page.click("header nav a:has-text('Next 24 h')")
     expect(page.locator("h1")).to_contain_text("Next 24 h")
     expect(page.locator("header nav a.on")).to_have_text("Next 24 h")
+    # grouped by job (the page's default): one row per job, with its count of fires in the window
+    grouped = page.locator("tr.job-row", has_text="reports.nightly")
+    expect(grouped).to_have_count(1)
+    expect(grouped.locator("td.count")).to_have_text("1")  # a daily cron: one fire in 24 h
+    crm_count = page.locator("tr.job-row", has_text="sync.crm").locator("td.count").inner_text()
+    assert int(crm_count.replace(",", "").rstrip("+")) >= 280  # every 5 minutes: 287 or 288
+    page.goto(server.base + "/upcoming?view=timeline")  # hour by hour
     nightly = page.locator("tr.fire-row", has_text="reports.nightly")
     expect(nightly).to_have_count(1)  # a daily cron: one fire in 24 h, in Berlin time
     expect(nightly).to_contain_text("CE")
