@@ -118,8 +118,11 @@ class OtelTracing(Tracing):
         stored = restore(job.trace_context)
         scheduling = trace.get_current_span(stored).get_span_context()
         links = [Link(scheduling)] if scheduling.is_valid else []
+        if job.notice is not None:  # a give-up's notice delivers its event: no fire of the topic
+            attributes["schedule.notice"] = job.notice
+        name = f"schedule.fire {job.topic}" if job.notice is None else f"schedule.{job.notice} {job.topic}"
         with self._tracer.start_as_current_span(
-            f"schedule.fire {job.topic}",
+            name,
             context=trace.set_span_in_context(INVALID_SPAN, stored),  # its baggage, no parent
             kind=SpanKind.CONSUMER,
             attributes=attributes,
