@@ -37,6 +37,18 @@ class SQLWorkerRegistry(WorkerRegistry, RestartRepair):
 
     def __init__(self, connections: Connections) -> None:
         self.connections = connections
+        #: Physical connections opened so far, and how many there were at the last incarnation
+        #: read: a restarted server has dropped every connection, so no statement reaches it again
+        #: before a new one is opened; while none is, the incarnation read before still holds.
+        self._connects = 0
+        self._incarnation: tuple[int, str] | None = None
+        if connections.is_pg:
+            for engine in (connections.engine, connections.claims):
+                if engine is not None:
+                    sa.event.listen(engine, "connect", self._connected)
+
+    def _connected(self, *_: object) -> None:
+        self._connects += 1
 
     def beat(self, worker: WorkerInfo) -> None:
         params = {f"b_{name}": getattr(worker, name) for name in _BEATEN}
@@ -94,12 +106,19 @@ class SQLWorkerRegistry(WorkerRegistry, RestartRepair):
             return int(conn.execute(sa.delete(w).where(w.c.last_beat < beat_before)).rowcount)
 
     def store_incarnation(self) -> str | None:
-        """PostgreSQL: its postmaster's start time (one autocommit round trip); None on SQLite,
+        """PostgreSQL: its postmaster's start time (one autocommit round trip, read again only
+        after this store opened a new connection: a restart drops them all); None on SQLite,
         whose commits a restart of this process does not lose."""
         if not self.connections.is_pg:
             return None
+        known = self._incarnation
+        if known is not None and known[0] == self._connects:
+            return known[1]  # no connection opened since: the server is the one read before
+        connects = self._connects
         with self.connections.peek() as conn:
-            return str(conn.execute(INCARNATION).scalar_one())
+            incarnation = str(conn.execute(INCARNATION).scalar_one())
+        self._incarnation = (connects, incarnation)
+        return incarnation
 
     def claims_of(self, worker_id: str) -> list[OccurrenceRef]:
         statement = sa.select(t.c.id, t.c.occurrence, t.c.attempt).where(ACTIVE, t.c.claimed_by == worker_id)
