@@ -9,20 +9,28 @@ from __future__ import annotations
 import random
 import threading
 import time
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
 from schedule_sdk import OneShotSpec, ScheduledJob
+from schedule_sdk.core.claim_timing import CLAIM_AHEAD, EXTRA_LEAD
 from schedule_sdk.core.store_time import StoreTime
 from schedule_sdk.errors import JobFinished, NotReschedulable
 from tests.support.waiting import HANG
 
-#: One-shots per test, due ``SPACING`` apart, each steered up to ``WINDOW_MS`` before it is due
-#: by one of ``STEERERS`` threads (a call can take longer than the spacing on a loaded machine).
+#: One-shots per batch, due ``SPACING`` apart, each steered up to ``WINDOW_MS`` before it is due
+#: by one of ``STEERERS`` threads; a thread leaves out a job it can no longer aim in time (it
+#: fires, and is not judged), so a slow call does not make every later one late.
 JOBS = 200
 SPACING = timedelta(milliseconds=10)
 STEERERS = 5
 WINDOW_MS = (0.0, 10.0)
+#: Calls that returned this close before the due instant may have found the job claimed ahead
+#: already: batches follow one another until ``ENOUGH`` such calls were made (a loaded machine
+#: makes fewer per batch), within ``HANG``.
+CLOSE = CLAIM_AHEAD + EXTRA_LEAD
+ENOUGH = 30
 TOPIC = "tests.steered"
 
 
@@ -49,13 +57,40 @@ def due_one_shots(service: Any, clock: StoreTime, count: int = JOBS) -> list[Sch
     return jobs
 
 
-def steer_before_due(
+@dataclass
+class Steered:
+    """What :func:`steer_before_due` did: every job it scheduled, those whose steering call
+    returned before their due instant (to judge), and how many of those returned within
+    ``CLOSE`` of it."""
+
+    jobs: list[ScheduledJob] = field(default_factory=list)
+    before: list[ScheduledJob] = field(default_factory=list)
+    close: int = 0
+
+
+def steer_before_due(service: Any, clock: StoreTime, action: str) -> Steered:
+    """Batches of :func:`due_one_shots`, every job steered (``action``: cancel, pause or
+    reschedule) so its call returns in the last ``WINDOW_MS`` before its due instant, until
+    ``ENOUGH`` calls returned within ``CLOSE`` before it. A call refused because the job had
+    finished (it fired) must have returned after the due instant (asserted)."""
+    steered = Steered()
+    deadline = time.monotonic() + HANG
+    while steered.close < ENOUGH and time.monotonic() < deadline:
+        jobs = due_one_shots(service, clock)
+        steered.jobs += jobs
+        returned = _steer_batch(service, clock, action, jobs)
+        before = [job for job in jobs if job.id in returned and returned[job.id] < job.run_at]
+        steered.before += before
+        steered.close += sum(1 for job in before if job.run_at - returned[job.id] <= CLOSE)
+    assert steered.close >= ENOUGH, f"only {steered.close} calls returned within {CLOSE} before due"
+    return steered
+
+
+def _steer_batch(
     service: Any, clock: StoreTime, action: str, jobs: list[ScheduledJob]
-) -> list[ScheduledJob]:
-    """Steer every job (``action``: cancel, pause or reschedule) so the call returns in the last
-    ``WINDOW_MS`` before its due instant, from ``STEERERS`` threads; the jobs whose call returned
-    before their due instant. A call refused because the job had finished (it fired) must have
-    returned after the due instant (asserted)."""
+) -> dict[str, datetime]:
+    """Steer ``jobs`` from ``STEERERS`` threads; when each steered call returned (the latest the
+    store's clock can have read then)."""
     returned: dict[str, datetime] = {}
     refused: list[str] = []
 
@@ -66,6 +101,8 @@ def steer_before_due(
             recent = sorted(took[-20:])
             late = recent[len(recent) * 4 // 5]  # most calls take no longer: they return in the window
             aim = job.run_at - timedelta(milliseconds=rng.uniform(*WINDOW_MS)) - late
+            if clock.now() > aim:
+                continue  # too late to aim: it fires, unjudged
             wait_for_store(clock, aim)
             started = clock.now()
             try:
@@ -82,12 +119,10 @@ def steer_before_due(
         thread.start()
     for thread in threads:
         thread.join(HANG)
-    assert len(returned) == len(jobs)
-    before = [job for job in jobs if returned[job.id] < job.run_at]
-    assert not [job.id for job in before if job.id in refused], "a job finished before its due instant"
-    # most calls returned inside the window (a loaded machine pushes some past the due instant)
-    assert len(before) >= len(jobs) // 5, f"only {len(before)} of {len(jobs)} calls returned before due"
-    return before
+    assert not any(thread.is_alive() for thread in threads)
+    early = [job.id for job in jobs if job.id in refused and returned[job.id] < job.run_at]
+    assert not early, "a job finished before its due instant"
+    return returned
 
 
 def steer(service: Any, action: str, job: ScheduledJob) -> None:

@@ -2,7 +2,8 @@
 listener runs for it, on every backend, though a worker claims a row ahead of its due instant and
 holds it until then: hundreds of one-shots, each steered in the last 10 ms before it is due
 (:mod:`tests.support.steering`: every instant is read from the store's clock; calls that returned
-after the due instant are left out of the judgment). The same with a stock ``rq worker`` is in
+after the due instant are left out of the judgment, and batches follow until enough returned in
+the last few milliseconds). The same with a stock ``rq worker`` is in
 tests/processes/test_rq_steered_before_due.py.
 """
 
@@ -11,7 +12,7 @@ from __future__ import annotations
 import pytest
 
 from schedule_sdk import JobStatus
-from tests.support.steering import due_one_shots, steer_before_due
+from tests.support.steering import steer_before_due
 
 
 @pytest.mark.every_backend
@@ -20,9 +21,9 @@ def test_a_steering_call_that_returned_before_the_due_instant_stops_its_fire(bac
     h = backend.harness().start()
     clock = h.container.store_time()
     assert clock.claim_now() is not None  # the offset is measured
-    jobs = due_one_shots(h.service, clock)
-    before = steer_before_due(h.service, clock, action, jobs)
-    h.wait_past(jobs[-1].run_at)
+    steered = steer_before_due(h.service, clock, action)
+    before = steered.before
+    h.wait_past(steered.jobs[-1].run_at)
     h.settle()
     fired = [job.id for job in before if h.events_for(job.id)]
     assert fired == [], f"{len(fired)} of {len(before)} jobs steered ({action}) before due fired"
