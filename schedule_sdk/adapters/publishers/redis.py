@@ -46,8 +46,8 @@ def _connect(url: str, **options: Any) -> redis.Redis:
     if target is None:
         return redis.Redis.from_url(url, **options)
     timeouts = {k: v for k, v in options.items() if k.startswith("socket_")}
-    sentinels = Sentinel(list(target.sentinels), sentinel_kwargs=timeouts)  # type: ignore[no-untyped-call]
-    client: redis.Redis = sentinels.master_for(  # type: ignore[no-untyped-call]
+    sentinels = Sentinel(list(target.sentinels), sentinel_kwargs=timeouts)  # type: ignore[no-untyped-call, unused-ignore]
+    client: redis.Redis = sentinels.master_for(  # type: ignore[no-untyped-call, unused-ignore]
         target.service, **options, **target.server_options()
     )
     return client
@@ -127,7 +127,7 @@ class RedisEventPublisher(EventPublisher):
 
     def _subscribe(self, backoff: Reconnect) -> float:
         """Subscribe; receive the other instances' events until stop."""
-        pubsub: Any = self._subscriber.pubsub(ignore_subscribe_messages=True)  # type: ignore[no-untyped-call]
+        pubsub: Any = self._subscriber.pubsub(ignore_subscribe_messages=True)  # type: ignore[no-untyped-call, unused-ignore]
         try:
             pubsub.subscribe(self.channel)
             self._ready.set()

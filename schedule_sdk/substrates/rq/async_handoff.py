@@ -27,7 +27,7 @@ def connect_async(url: str, *, timeout: float = 5.0) -> Any:
     target = sentinel_target(url)
     if target is None:
         return aioredis.Redis.from_url(url, socket_connect_timeout=timeout, socket_timeout=timeout)
-    sentinels = Sentinel(  # type: ignore[no-untyped-call]
+    sentinels = Sentinel(  # type: ignore[no-untyped-call, unused-ignore]
         list(target.sentinels), sentinel_kwargs={"socket_connect_timeout": timeout, "socket_timeout": timeout}
     )
     return sentinels.master_for(

@@ -115,10 +115,10 @@ def connect(url: str, *, timeout: float = 5.0) -> redis.Redis:
     target = sentinel_target(url)
     if target is None:
         return redis.Redis.from_url(url, **options)
-    sentinels = Sentinel(  # type: ignore[no-untyped-call]
+    sentinels = Sentinel(  # type: ignore[no-untyped-call, unused-ignore]
         list(target.sentinels), sentinel_kwargs={"socket_connect_timeout": timeout, "socket_timeout": timeout}
     )
-    client: redis.Redis = sentinels.master_for(  # type: ignore[no-untyped-call]
+    client: redis.Redis = sentinels.master_for(  # type: ignore[no-untyped-call, unused-ignore]
         target.service, **options, **target.server_options()
     )
     return client
