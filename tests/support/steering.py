@@ -46,12 +46,12 @@ def wait_for_store(clock: StoreTime, instant: datetime) -> None:
         time.sleep(left)
 
 
-def due_one_shots(service: Any, clock: StoreTime, count: int = JOBS) -> list[ScheduledJob]:
-    """``count`` one-shots of ``TOPIC``, the first due 2 s from now, ``SPACING`` apart."""
+def due_one_shots(service: Any, clock: StoreTime) -> list[ScheduledJob]:
+    """``JOBS`` one-shots of ``TOPIC``, the first due 2 s from now, ``SPACING`` apart."""
     first = clock.now() + timedelta(seconds=2)
     specs = [
         OneShotSpec(topic=TOPIC, run_at=first + i * SPACING, timezone="UTC", payload={"i": i})
-        for i in range(count)
+        for i in range(JOBS)
     ]
     jobs: list[ScheduledJob] = service.schedule_many(specs)
     return jobs
