@@ -46,9 +46,7 @@ def shifted_worker(backend, events: Path, shift: str, worker_id: str, **settings
     return WorkerProcess(backend, events, env=env, worker_id=worker_id, **settings)
 
 
-def assert_fired_on_time(
-    h, database_url: str, jobs: list[str], cancelled: list[str], log: str = ""
-) -> None:
+def assert_fired_on_time(h, database_url: str, jobs: list[str], cancelled: list[str], log: str = "") -> None:
     """Every acknowledged job fired once by the database's clock: none early, and half of them
     within a heartbeat; none cancelled fired.
 
