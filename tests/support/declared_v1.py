@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+# --8<-- [start:declare]
 from datetime import timedelta
 
-# --8<-- [start:declare]
 from schedule_sdk import ScheduleArrivedEvent, after, cron, every
 
 #: Every event this module's schedules received, in order.

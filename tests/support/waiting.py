@@ -46,17 +46,24 @@ def wait_for(check: Callable[[], T | None], what: str, timeout: float = HANG, ev
     return found[0]
 
 
+class TooLate(Exception):
+    """Raised by a :func:`with_lead` attempt whose step meant to come before a due instant came
+    after it (a loaded machine): the attempt is made again with a longer lead."""
+
+
 def with_lead(attempt: Callable[[float], T], lead: float, attempts: int = 6) -> T:
     """``attempt(lead)``: a call that schedules something due ``lead`` seconds from now.
 
     The service refuses a ``run_at`` that has passed by the time the call reaches it, and writes
     nothing (``RunAtInPast``): on a loaded machine building and sending the call can take longer
     than a short lead. Then it is made again with twice the lead, so what is scheduled is always
-    due a little after the service's own "now", never a guess of how long the call takes.
+    due a little after the service's own "now", never a guess of how long the call takes. An
+    attempt that raises :class:`TooLate` (its own steps ran past what it scheduled) is made again
+    the same way.
     """
     for _ in range(attempts):
         try:
             return attempt(lead)
-        except RunAtInPast:
+        except (RunAtInPast, TooLate):
             lead *= 2
     return attempt(lead)

@@ -31,14 +31,18 @@ _CONTROL = ("BEGIN", "COMMIT", "ROLLBACK", "SAVEPOINT", "RELEASE", "PRAGMA")
 
 class Statements:
     """Counts the statements run on ``engine`` (SQLite: at the driver, so the claims' own driver
-    statements count too), and the worker's heartbeats among them."""
+    statements count too), the worker's heartbeats among them, and the connections opened on
+    ``engine`` and on ``others`` (PostgreSQL's claims engine: the store reads its incarnation
+    again after a connection of either)."""
 
-    def __init__(self, engine: sa.Engine) -> None:
+    def __init__(self, engine: sa.Engine, *others: sa.Engine | None) -> None:
         self._lock = threading.Lock()
         self.texts: list[str] = []
         self.incarnation_reads = 0
         self.connects = 0
-        sa.event.listen(engine, "connect", self._connected)
+        for each in (engine, *others):
+            if each is not None:
+                sa.event.listen(each, "connect", self._connected)
         if engine.dialect.name == "sqlite":
             sa.event.listen(engine, "checkout", self._trace)
             engine.dispose()  # connections made before are made again, traced
@@ -93,7 +97,7 @@ class Statements:
 )
 def test_an_idle_worker_runs_a_few_statements_per_heartbeat_not_a_busy_poll(backend):
     h = backend.harness(poll_interval=SAFETY_NET)  # its own polls aside: what else runs
-    statements = Statements(h.container.engine())
+    statements = Statements(h.container.engine(), h.container.store().connections.claims)
     h.start()
     later = datetime.now(UTC) + timedelta(hours=1)  # the poller sleeps toward it
     h.service.schedule_at(OneShotSpec(topic="tests.idle", run_at=later, timezone="UTC"))

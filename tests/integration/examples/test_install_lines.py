@@ -10,6 +10,7 @@ offline, from the machine's pip configuration (find-links and the local index). 
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -298,3 +299,81 @@ def test_the_timer_howto_lines_start_the_timer(tmp_path: Path, started: list[Sta
     wait_for(lambda: timer.shows("timer service ready") or None, "the timer's ready line")
     assert timer.stop() == 0, timer.output()
     assert "INFO" in next(line for line in timer.output().splitlines() if "timer service ready" in line)
+
+
+def console_line(doc: Path, start: str) -> str:
+    """The one ``$ `` line of a console block of ``doc`` whose command starts with ``start``."""
+    return doc_line(doc, f"$ {start}").removeprefix("$ ")
+
+
+def python_block(doc: Path, containing: str) -> str:
+    """The one ``python`` block of ``doc`` that contains ``containing``."""
+    blocks = [b.split("```", 1)[0] for b in doc.read_text().split("```python\n")[1:]]
+    found = [b for b in blocks if containing in b]
+    assert len(found) == 1, f"{doc.name}: {len(found)} python blocks hold {containing!r}"
+    return found[0]
+
+
+def test_the_declared_schedules_howto_lines_plan_apply_and_list(tmp_path: Path) -> None:
+    """The how-to's module, saved as ``myapp/schedules.py`` in the project folder, and its
+    ``schedules plan/apply/list`` lines, run there as written (the default SQLite file); a changed
+    declaration plans and logs what the how-to shows."""
+    doc = DOCS / "howto" / "declared-schedules.md"
+    app = checkout(tmp_path)
+    env = shell_env(app)
+    for start in ("python3 -m venv .venv", ".venv/bin/pip install"):
+        sh(without_comment(doc_line(DOCS / "quickstart.md", start)), app, env)
+    venv = active(app, env)
+    module = python_block(doc, "@cron(")
+    (app / "myapp").mkdir()
+    (app / "myapp" / "__init__.py").write_text("")
+    schedules = app / "myapp" / "schedules.py"
+    schedules.write_text(module)
+    plan, apply = (console_line(doc, f"schedule-sdk schedules {verb}") for verb in ("plan", "apply"))
+    listing = console_line(doc, "schedule-sdk schedules list")
+
+    first = sh(plan, app, venv).splitlines()
+    assert sorted(line.split()[:4] for line in first[:-1]) == [
+        ["+", "app.report", "cron", "add"],
+        ["+", "app.tick", "every", "add"],
+    ], first
+    assert first[-1] == "plan (version 0): 2 add, 0 change, 0 remove, 0 stale", first
+    assert sh(apply, app, venv).splitlines()[-1].startswith("applied (version 0): 2 add, 0 change")
+    assert (app / "schedule_sdk.db").is_file()  # the default database, in the project folder
+    listed = json.loads(sh(listing, app, venv))["items"]
+    assert sorted((item["name"], item["status"]) for item in listed) == [
+        ("app.report", "pending"),
+        ("app.tick", "pending"),
+    ]
+
+    # the next deploy: the report at 10:30, with a new payload, as the how-to's plan shows it
+    changed = module.replace('"0 9 * * 1-5"', '"30 10 * * 1-5"')
+    changed = changed.replace('name="app.report", payload={"v": 1}', 'name="app.report", payload={"v": 2}')
+    assert changed.count("10 * * 1-5") == 1 and '{"v": 2}' in changed
+    schedules.write_text(changed)
+    text = doc.read_text()
+    shown = text[text.index("$ " + plan) :].split("$ ", 2)[1].splitlines()[1:]
+    report = next(line for line in shown if line.startswith("~ app.report"))
+    fields = shown[shown.index(report) + 1 : shown.index(report) + 3]
+    second = sh(plan, app, venv).splitlines()
+    at = next(i for i, line in enumerate(second) if line.startswith("~ app.report"))
+    assert mask(second[at]) == mask(report), second
+    assert second[at + 1 : at + 3] == fields, second
+    assert second[-1] == "plan (version 0): 0 add, 1 change, 0 remove, 0 stale", second
+
+    def applied(line: str) -> tuple[str, str]:
+        done = subprocess.run(
+            ["bash", "-c", line], cwd=app, env=venv, capture_output=True, text=True, timeout=INSTALL_TIMEOUT
+        )
+        assert done.returncode == 0, done.stderr
+        return done.stdout, done.stderr
+
+    verbose = inline_command(doc, "schedule-sdk -v schedules apply")
+    assert verbose == apply.replace("schedule-sdk ", "schedule-sdk -v ", 1)
+    out, logs = applied(verbose)
+    assert out.splitlines()[-1].startswith("applied (version 0): 0 add, 1 change"), out
+    logged = next(line for line in text.splitlines() if line.startswith("schedule app.report changed:"))
+    assert logged.split(" (job ")[0] in logs, logs
+    out, logs = applied(verbose)  # nothing changed: nothing written, nothing logged
+    assert out.splitlines()[-1].startswith("applied (version 0): 0 add, 0 change, 0 remove"), out
+    assert "schedule app." not in logs, logs
