@@ -598,17 +598,38 @@ def _alembic_progress(ctx: Context) -> Iterator[None]:
 # -- the parser ------------------------------------------------------------------------------------
 
 
-def build_parser() -> argparse.ArgumentParser:
+def _common_options(defaults: bool) -> argparse.ArgumentParser:
+    """The options every command takes. The top-level parser's copy holds the defaults; each
+    command's copy has none (``SUPPRESS``), so an option given after the command is taken and one
+    given before it is not reset by the command's parser."""
+
+    def default(value: object) -> object:
+        return value if defaults else argparse.SUPPRESS
+
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--database-url", help="job store URL (default: $SCHEDULE_DATABASE_URL)")
     common.add_argument(
-        "--redis-url", help="Redis URL; selects the rq substrate (default: $SCHEDULE_REDIS_URL)"
+        "--database-url", default=default(None), help="job store URL (default: $SCHEDULE_DATABASE_URL)"
     )
-    common.add_argument("-v", "--verbose", action="count", default=0, help="more logging (-vv: debug)")
-    common.add_argument("-q", "--quiet", action="store_true", help="no progress output")
     common.add_argument(
-        "--log-format", choices=("text", "json"), default="text", help="json: one object per line"
+        "--redis-url",
+        default=default(None),
+        help="Redis URL; selects the rq substrate (default: $SCHEDULE_REDIS_URL)",
     )
+    common.add_argument(
+        "-v", "--verbose", action="count", default=default(0), help="more logging (-vv: debug)"
+    )
+    common.add_argument(
+        "-q", "--quiet", action="store_true", default=default(False), help="no progress output"
+    )
+    common.add_argument(
+        "--log-format", choices=("text", "json"), default=default("text"), help="json: one object per line"
+    )
+    return common
+
+
+def build_parser() -> argparse.ArgumentParser:
+    common = _common_options(defaults=True)
+    after = _common_options(defaults=False)
     fmt = argparse.RawDescriptionHelpFormatter
     parser = argparse.ArgumentParser(
         prog="schedule-sdk",
@@ -622,6 +643,8 @@ def build_parser() -> argparse.ArgumentParser:
     def command(
         parent: Any, name: str, handler: Callable[[Context], int] | None, text: str, **kw: Any
     ) -> Any:
+        if handler is not None and handler is not cmd_timer:  # the timer's options are its own
+            kw.setdefault("parents", [after])
         sub = parent.add_parser(name, help=text, description=text, epilog=EPILOG, formatter_class=fmt, **kw)
         sub.set_defaults(handler=handler)
         return sub

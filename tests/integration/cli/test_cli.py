@@ -30,7 +30,7 @@ from schedule_sdk import (
 )
 from schedule_sdk.adapters.sql import schema
 from schedule_sdk.adapters.sql.tables import schedule_jobs
-from schedule_sdk.entrypoints.cli import main
+from schedule_sdk.entrypoints.cli import build_parser, main
 from tests.conftest import migrate
 from tests.support.waiting import wait_until
 
@@ -99,6 +99,27 @@ def test_a_usage_error_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["jobs"]) == 2
     assert main(["jobs", "list", "--bogus"]) == 2
     assert main(["frobnicate"]) == 2
+
+
+def test_the_common_options_are_taken_before_or_after_the_command(
+    db_url: str, service: ScheduleService, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (job,) = schedule(service)
+    code = main(["jobs", "list", "--json", "--database-url", db_url, "-q"])  # as users often type it
+    assert code == 0 and [j["id"] for j in json.loads(capsys.readouterr().out)["items"]] == [job]
+    parse = build_parser().parse_args
+    assert parse(["-vv", "jobs", "list"]).verbose == 2  # the command's parser resets nothing
+    assert parse(["jobs", "list", "-v"]).verbose == 1
+    assert parse(["schedules", "plan", "--log-format", "json"]).log_format == "json"
+    defaults = parse(["workers"])
+    assert (defaults.verbose, defaults.quiet, defaults.log_format, defaults.database_url) == (
+        0,
+        False,
+        "text",
+        None,
+    )
+    timer, extra = build_parser().parse_known_args(["timer", "-v", "--help"])  # all the timer's own
+    assert timer.verbose == 0 and [*extra, *timer.timer_args] == ["-v", "--help"]
 
 
 def test_db_upgrade_shows_progress_then_is_a_no_op(db_url: str, capsys: pytest.CaptureFixture[str]) -> None:
