@@ -776,10 +776,17 @@ def outcome_note(job: ScheduledJob) -> str:
     return f"({last.value})"
 
 
+def role_note(job: ScheduledJob) -> str:
+    """What a row is for when it is no job of the app's own, in parentheses: a notice row that
+    delivers a give-up's ``schedule.failed`` event is ``(notice: schedule.failed)``; empty for
+    every other row."""
+    return f"(notice: schedule.{job.notice})" if job.notice is not None else ""
+
+
 def shown_status(job: ScheduledJob) -> str:
-    """The status a list shows: the job's, then :func:`outcome_note` (``completed (unheard)``)."""
-    note = outcome_note(job)
-    return f"{job.status.value} {note}" if note else job.status.value
+    """The status a list shows: the job's, then :func:`role_note` and :func:`outcome_note`
+    (``completed (unheard)``, ``pending (notice: schedule.failed)``)."""
+    return " ".join(filter(None, (job.status.value, role_note(job), outcome_note(job))))
 
 
 assert not hasattr(ScheduledJob, "__post_init__"), "ScheduledJob.evolve copies slots without __init__"

@@ -25,6 +25,7 @@ _JOB_COLUMNS = (
     "topic",
     "status",
     "last_outcome",
+    "notice",
     "run_at",
     "occurrence",
     "attempt",

@@ -32,7 +32,7 @@ from schedule_sdk.domain.errors import (
     ScheduleValidationError,
 )
 from schedule_sdk.domain.history import FireOutcome
-from schedule_sdk.domain.jobs import MAX_METADATA_LENGTH, ScheduledJob, outcome_note
+from schedule_sdk.domain.jobs import MAX_METADATA_LENGTH, ScheduledJob, outcome_note, role_note
 from schedule_sdk.domain.overview import COUNT_CAP, JOB_SORTS, SEARCH_WINDOW, WINDOWS, JobSearch
 from schedule_sdk.domain.status import FINISHED_STATUSES, JobStatus
 from schedule_sdk.domain.text import shown, unstorable_character
@@ -99,6 +99,7 @@ def _environment() -> jinja2.Environment:
     env.filters["ms"] = lambda v: "" if v is None else plots._ms(int(v))
     env.filters["ago"] = _ago
     env.filters["outcome_note"] = outcome_note
+    env.filters["role_note"] = role_note
     return env
 
 

@@ -29,6 +29,7 @@ from schedule_sdk import (
     ScheduleService,
 )
 from schedule_sdk.adapters.sql import schema
+from schedule_sdk.adapters.sql.rows import to_row
 from schedule_sdk.adapters.sql.tables import schedule_jobs
 from schedule_sdk.entrypoints.cli import build_parser, main
 from tests.conftest import migrate
@@ -155,6 +156,27 @@ def test_jobs_list_prints_a_table_and_filters(
     assert [line.split()[0] for line in by_status.splitlines()[1:]] == [mine[1]]
     by_topic = cli(db_url, "jobs", "list", "--topic", "other.topic", "--limit", "1", capsys=capsys)[1]
     assert by_topic.splitlines()[1].split()[0] == other[0] and "next page" not in by_topic
+
+
+def test_jobs_list_names_a_notice_row_beside_its_status(
+    db_url: str, service: ScheduleService, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from schedule_sdk.core.give_up import failed_event, failed_notice
+
+    (job_id,) = schedule(service)
+    failed = service.get_by_id(job_id)
+    assert failed is not None
+    now = datetime.now(UTC)
+    notice = failed_notice(failed, failed_event(failed, now, ValueError("no"), None, now), now)
+    engine = sa.create_engine(db_url)
+    with engine.begin() as conn:  # the row a give-up inserts, as it stores it
+        conn.execute(schedule_jobs.insert(), to_row(notice))
+    engine.dispose()
+    code, out, _ = cli(db_url, "jobs", "list", capsys=capsys)
+    assert code == 0
+    lines = {line.split()[0]: line for line in out.splitlines()[1:]}
+    assert "pending (notice: schedule.failed)" in lines[notice.id]
+    assert "notice" not in lines[job_id]
 
 
 def test_jobs_list_prints_the_next_cursor(

@@ -384,6 +384,27 @@ def test_the_job_page_shows_the_time_limit_and_the_reschedule_form_changes_it(si
     assert site.service.get_by_id(cleared.headers["location"].split("/")[-1].split("?")[0]).time_limit is None
 
 
+def test_a_notice_row_is_named_as_one_in_the_jobs_list_and_on_its_page(any_site: Site):
+    from schedule_sdk.core.give_up import failed_event, failed_notice
+
+    failed = any_site.service.get_by_id(any_site.one_shot())
+    assert failed is not None
+    event = failed_event(failed, T0, ValueError("no"), None, T0)
+    notice = failed_notice(failed, event, T0)
+    with any_site.store.transaction() as tx:  # as a give-up writes it
+        tx.insert(notice)
+    client = any_site.client()
+    rows = dict(
+        re.findall(r'<tr class="job-row" data-job-id="([^"]+)">(.*?)</tr>', client.get("/jobs").text, re.S)
+    )
+    roles = {
+        job_id: re.findall(r'<span class="note notice"[^>]*>([^<]+)<', row) for job_id, row in rows.items()
+    }
+    assert roles == {failed.id: [], notice.id: ["(notice: schedule.failed)"]}
+    assert 'id="job-notice"' in client.get(f"/jobs/{notice.id}").text
+    assert 'id="job-notice"' not in client.get(f"/jobs/{failed.id}").text
+
+
 def test_the_jobs_list_shows_the_last_outcome_beside_the_status_and_filters_by_it(any_site: Site):
     from schedule_sdk.ports import Guard
 

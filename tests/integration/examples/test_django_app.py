@@ -309,6 +309,8 @@ service.cancel(done.id)
 from django.db import connection
 with connection.cursor() as cursor:  # as a fire no listener heard leaves it
     cursor.execute("UPDATE schedule_jobs SET last_outcome = 'unheard' WHERE id = %s", [done.id])
+    # and as a give-up's notice row reads (the row that delivers schedule.failed)
+    cursor.execute("UPDATE schedule_jobs SET notice = 'failed' WHERE id = %s", [done.id])
 User.objects.create_superuser("op", "op@example.com", "pw")
 client = Client()
 anonymous = client.get("/admin/schedule_sdk/job/").status_code
@@ -376,6 +378,8 @@ def test_the_admin_lists_jobs_and_fires_and_steers_through_the_service(
     # the last outcome is a column and a filter: an unheard fire is visible where jobs are listed
     assert all(f"?last_outcome={o.value}" in outcome["jobs_page"] for o in FireOutcome)
     assert outcome["unheard"] == [False, True, True]
+    # a notice row says so in a column of its own
+    assert outcome["jobs_page"].count('<td class="field-notice">failed</td>') == 1
 
 
 def test_schedule_cron_prints_the_fire_times(django_app: DjangoApp) -> None:
