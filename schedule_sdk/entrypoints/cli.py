@@ -598,32 +598,23 @@ def _alembic_progress(ctx: Context) -> Iterator[None]:
 # -- the parser ------------------------------------------------------------------------------------
 
 
+#: The options every command takes: (flags, keywords, default).
+_COMMON: tuple[tuple[tuple[str, ...], dict[str, Any], object], ...] = (
+    (("--database-url",), {"help": "job store URL (default: $SCHEDULE_DATABASE_URL)"}, None),
+    (("--redis-url",), {"help": "Redis URL; selects the rq substrate (default: $SCHEDULE_REDIS_URL)"}, None),
+    (("-v", "--verbose"), {"action": "count", "help": "more logging (-vv: debug)"}, 0),
+    (("-q", "--quiet"), {"action": "store_true", "help": "no progress output"}, False),
+    (("--log-format",), {"choices": ("text", "json"), "help": "json: one object per line"}, "text"),
+)
+
+
 def _common_options(defaults: bool) -> argparse.ArgumentParser:
     """The options every command takes. The top-level parser's copy holds the defaults; each
     command's copy has none (``SUPPRESS``), so an option given after the command is taken and one
     given before it is not reset by the command's parser."""
-
-    def default(value: object) -> object:
-        return value if defaults else argparse.SUPPRESS
-
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument(
-        "--database-url", default=default(None), help="job store URL (default: $SCHEDULE_DATABASE_URL)"
-    )
-    common.add_argument(
-        "--redis-url",
-        default=default(None),
-        help="Redis URL; selects the rq substrate (default: $SCHEDULE_REDIS_URL)",
-    )
-    common.add_argument(
-        "-v", "--verbose", action="count", default=default(0), help="more logging (-vv: debug)"
-    )
-    common.add_argument(
-        "-q", "--quiet", action="store_true", default=default(False), help="no progress output"
-    )
-    common.add_argument(
-        "--log-format", choices=("text", "json"), default=default("text"), help="json: one object per line"
-    )
+    for flags, keywords, default in _COMMON:
+        common.add_argument(*flags, default=default if defaults else argparse.SUPPRESS, **keywords)
     return common
 
 
