@@ -285,7 +285,9 @@ def main() -> int:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--minutes", type=float, help="run trials round-robin for this long")
-    parser.add_argument("--trials", type=int, default=3, help="trials per backend (without --minutes)")
+    parser.add_argument(
+        "--trials", type=int, default=3, help="trials per backend, so N x backends in all (without --minutes)"
+    )
     parser.add_argument("--backends", default=",".join(BACKENDS), type=lambda s: s.split(","))
     parser.add_argument(
         "--faults", default="kill,kill2,pg-restart,flush,failover", type=lambda s: s.split(",")
@@ -324,9 +326,12 @@ def main() -> int:
                 f"trial {n:4d} {result.backend:14s} {result.fault:10s} ack {v.acknowledged:4d} "
                 f"lost {len(v.lost)} cancelled-fired {len(v.cancelled_fired)} early {len(v.early)} "
                 f"dup {sum(v.duplicates.values())} first {v.first_fire_s or 0:.2f}s "
-                f"cleared {v.cleared_s or 0:.2f}s load {os.getloadavg()[0]:.1f}",
+                f"cleared {v.cleared_s or 0:.2f}s store-early {result.store_early} "
+                f"cancel-not-kept {result.cancel_not_kept} load {os.getloadavg()[0]:.1f}",
                 flush=True,
             )
+    except KeyboardInterrupt:  # a long soak stopped early: the report covers the trials that ended
+        print(f"soak: interrupted; the report covers the {len(trials)} trials that ended", flush=True)
     finally:
         soak.close()
     print_report(trials, soak.dir)
