@@ -20,7 +20,7 @@ logger = logging.getLogger(__name__)
 
 
 class ScheduleSdkConfig(AppConfig):
-    name = "schedule_sdk.contrib.django"
+    name = "schedule_sdk.contrib.django.schedule_sdk"  # the heading of its commands in manage.py help
     label = "schedule_sdk"
     verbose_name = "Scheduled jobs"
     default_auto_field = "django.db.models.BigAutoField"

@@ -382,6 +382,15 @@ def test_the_admin_lists_jobs_and_fires_and_steers_through_the_service(
     assert outcome["jobs_page"].count('<td class="field-notice">failed</td>') == 1
 
 
+def test_manage_py_help_lists_the_sdks_commands_under_its_own_heading(django_app: DjangoApp) -> None:
+    result = manage("help", env=django_app.env)
+    assert result.returncode == 0, result.stderr
+    sections = dict(re.findall(r"^\[(\w+)\]\n((?:    \S+\n?)+)", result.stdout, re.M))
+    ours = {"schedule_cron", "schedule_reconcile", "schedule_worker", "schedules"}
+    assert set(sections["schedule_sdk"].split()) == ours, result.stdout
+    assert not ours & set(sections["django"].split()), result.stdout  # not among Django's own
+
+
 def test_schedule_cron_prints_the_fire_times(django_app: DjangoApp) -> None:
     result = manage(
         "schedule_cron", "30 2 * * *", "--tz", "Europe/Berlin", "-n", "1", "--after", "2026-03-28T12:00Z",
@@ -430,7 +439,7 @@ def test_migrate_creates_the_sdk_tables_exactly_as_its_alembic_migrations_descri
 
 MODEL_COLUMNS = """
 import json
-from schedule_sdk.contrib.django.models import Fire, Job
+from schedule_sdk.contrib.django.models import Fire, Job  # the documented path
 columns = {m._meta.db_table: {f.column: f.null for f in m._meta.concrete_fields} for m in (Job, Fire)}
 print(json.dumps(columns))
 """

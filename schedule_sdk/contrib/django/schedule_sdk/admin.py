@@ -15,7 +15,7 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 
 from schedule_sdk.contrib.django import container
-from schedule_sdk.contrib.django.models import Fire, Job
+from schedule_sdk.contrib.django.schedule_sdk.models import Fire, Job
 from schedule_sdk.domain.errors import ScheduleError
 from schedule_sdk.domain.history import FireOutcome
 from schedule_sdk.domain.status import JobStatus
