@@ -13,11 +13,14 @@ from schedule_sdk import (
     SCHEDULE_ARRIVED_EVENT,
     SCHEDULE_MISSED_EVENT,
     IntervalRepeat,
+    JobFinished,
     JobStatus,
     MisfirePolicy,
     OneShotSpec,
     RepeatSpec,
+    ScheduledJob,
 )
+from tests.support.waiting import TooLate, with_lead
 
 #: Steering runs through ScheduleService and AsyncScheduleService alike.
 pytestmark = pytest.mark.usefixtures("service_kind")
@@ -39,13 +42,25 @@ def ticking(every_ms: int = 200, **changes: object) -> RepeatSpec:
 
 def test_a_paused_job_never_fires_until_resumed(backend):
     h = backend.harness().start()
-    job = h.service.schedule_at(OneShotSpec(topic="tests.steer", run_at=at(0.3), timezone="UTC"))
-    h.service.pause(job.id)
+
+    def paused_before_due(lead: float) -> ScheduledJob:
+        job = h.service.schedule_at(OneShotSpec(topic="tests.steer", run_at=at(lead), timezone="UTC"))
+        try:
+            h.service.pause(job.id)
+        except JobFinished:
+            if datetime.now(UTC) < job.run_at:
+                raise  # refused before its due instant: a fault, not the machine's speed
+            raise TooLate from None
+        if datetime.now(UTC) >= job.run_at:
+            raise TooLate  # a pause that returned after the due instant may race the fire
+        return job
+
+    job = with_lead(paused_before_due, 0.3)
     h.wait_past(job.run_at)
     h.settle()
     assert h.events_for(job.id) == [] and h.job(job.id).status is JobStatus.PAUSED
     h.service.resume(job.id)
-    [event] = h.wait_events(job.id, 1, timeout=5)
+    [event] = h.wait_events(job.id, 1)
     assert event.scheduled_for == job.run_at  # fire_once: the late occurrence fires once
     h.wait_status(job.id, "completed")
     h.settle()
@@ -78,7 +93,7 @@ def test_pause_during_a_fire_wins_and_the_occurrence_fires_again_after_resume(ba
     assert paused.status is JobStatus.PAUSED and paused.occurrence == 1 and paused.claimed_by is None
     assert len(h.events_for(job.id)) == 1
     h.service.resume(job.id)
-    events = h.wait_events(job.id, 3, timeout=5)
+    events = h.wait_events(job.id, 3)
     assert [e.dedup_key for e in events[:2]] == [f"{job.id}:1", f"{job.id}:1"]
     assert events[2].occurrence == 2
     h.service.cancel(job.id)
@@ -144,7 +159,9 @@ def test_a_worker_with_retention_purges_old_finished_jobs_only(backend):
     # before the start: a tick that finds nothing to purge rests for the interval (60 s by default)
     h.container.purger()._interval = 0.1
     h.start()
-    done = h.service.schedule_at(OneShotSpec(topic="tests.steer", run_at=at(0.5), timezone="UTC"))
+    done = h.schedule_soon(
+        lambda lead: OneShotSpec(topic="tests.steer", run_at=at(lead), timezone="UTC"), 0.5
+    )
     cancelled = h.service.schedule_at(OneShotSpec(topic="tests.steer", run_at=at(3600), timezone="UTC"))
     paused = h.service.schedule_at(OneShotSpec(topic="tests.steer", run_at=at(3600), timezone="UTC"))
     pending = h.service.schedule_at(OneShotSpec(topic="tests.steer", run_at=at(3600), timezone="UTC"))
