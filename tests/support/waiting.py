@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
-from typing import Any, TypeVar
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from schedule_sdk.errors import RunAtInPast
+from schedule_sdk.errors import JobFinished, NotReschedulable, RunAtInPast
+
+if TYPE_CHECKING:
+    from schedule_sdk.domain.jobs import ScheduledJob
 
 T = TypeVar("T")
 
@@ -49,6 +54,22 @@ def wait_for(check: Callable[[], T | None], what: str, timeout: float = HANG, ev
 class TooLate(Exception):
     """Raised by a :func:`with_lead` attempt whose step meant to come before a due instant came
     after it (a loaded machine): the attempt is made again with a longer lead."""
+
+
+@contextmanager
+def before_due(*jobs: ScheduledJob) -> Iterator[None]:
+    """Steps meant to end before the earliest due instant of ``jobs``: :class:`TooLate` when they
+    ended after it, or were refused because a job finished (fired) meanwhile. A refusal before
+    that instant is raised as it is: a fault, not the machine's speed."""
+    due = min(job.run_at for job in jobs)
+    try:
+        yield
+    except (JobFinished, NotReschedulable):
+        if datetime.now(UTC) < due:
+            raise
+        raise TooLate from None
+    if datetime.now(UTC) >= due:
+        raise TooLate
 
 
 def with_lead(attempt: Callable[[float], T], lead: float, attempts: int = 6) -> T:

@@ -14,8 +14,8 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
-from schedule_sdk import JobStatus, NotReschedulable, OneShotSpec, ScheduledJob, TransactionNotJoinable
-from tests.support.waiting import TooLate, with_lead
+from schedule_sdk import JobStatus, OneShotSpec, ScheduledJob, TransactionNotJoinable
+from tests.support.waiting import before_due, with_lead
 
 #: The caller's own transaction and connection: on the pooled and Sentinel backends too.
 pytestmark = pytest.mark.every_backend
@@ -100,33 +100,16 @@ def test_a_session_rolls_back_or_commits_the_job_with_the_app_row(backend, app_e
     assert count_orders(app_engine) == 1
 
 
-def reschedule_open(h, job: ScheduledJob, lead: float, connection: object) -> ScheduledJob:
-    """``reschedule`` of ``job`` (still open unless its due instant passed: then :class:`TooLate`)."""
-    try:
-        return h.service.reschedule(job.id, one_shot(lead), connection=connection)
-    except NotReschedulable:
-        if datetime.now(UTC) < job.run_at:
-            raise  # refused before its due instant: a fault, not the machine's speed
-        raise TooLate from None
-
-
-def before_due(*jobs: ScheduledJob) -> None:
-    """The caller's transaction ended before any of ``jobs`` fell due, or :class:`TooLate`."""
-    if datetime.now(UTC) >= min(job.run_at for job in jobs):
-        raise TooLate
-
-
 def test_cancel_and_reschedule_take_effect_only_when_the_caller_commits(backend, app_engine):
     h = backend.harness().start()
 
     def rolled_back(lead: float) -> tuple[ScheduledJob, ScheduledJob]:
         kept = h.service.schedule_at(one_shot(lead))
         moved = h.service.schedule_at(one_shot(lead))
-        with Session(app_engine) as session:
+        with before_due(kept, moved), Session(app_engine) as session:
             h.service.cancel(kept.id, connection=session)
-            reschedule_open(h, moved, lead, session)
+            h.service.reschedule(moved.id, one_shot(lead), connection=session)
             session.rollback()  # neither happened
-        before_due(kept, moved)
         return kept, moved
 
     kept, moved = with_lead(rolled_back, 1.0)
@@ -137,10 +120,9 @@ def test_cancel_and_reschedule_take_effect_only_when_the_caller_commits(backend,
     def committed(lead: float) -> tuple[ScheduledJob, ScheduledJob, ScheduledJob]:
         cancelled = h.service.schedule_at(one_shot(lead))
         replaced = h.service.schedule_at(one_shot(lead))
-        with app_engine.begin() as conn:
+        with before_due(cancelled, replaced), app_engine.begin() as conn:
             h.service.cancel(cancelled.id, connection=conn)
-            new = reschedule_open(h, replaced, lead * 1.25, conn)
-        before_due(cancelled, replaced)
+            new = h.service.reschedule(replaced.id, one_shot(lead * 1.25), connection=conn)
         return cancelled, replaced, new
 
     cancelled, replaced, new = with_lead(committed, 0.8)

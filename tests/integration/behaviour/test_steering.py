@@ -13,14 +13,13 @@ from schedule_sdk import (
     SCHEDULE_ARRIVED_EVENT,
     SCHEDULE_MISSED_EVENT,
     IntervalRepeat,
-    JobFinished,
     JobStatus,
     MisfirePolicy,
     OneShotSpec,
     RepeatSpec,
     ScheduledJob,
 )
-from tests.support.waiting import TooLate, with_lead
+from tests.support.waiting import before_due, with_lead
 
 #: Steering runs through ScheduleService and AsyncScheduleService alike.
 pytestmark = pytest.mark.usefixtures("service_kind")
@@ -45,14 +44,8 @@ def test_a_paused_job_never_fires_until_resumed(backend):
 
     def paused_before_due(lead: float) -> ScheduledJob:
         job = h.service.schedule_at(OneShotSpec(topic="tests.steer", run_at=at(lead), timezone="UTC"))
-        try:
+        with before_due(job):  # a pause that returned after the due instant may race the fire
             h.service.pause(job.id)
-        except JobFinished:
-            if datetime.now(UTC) < job.run_at:
-                raise  # refused before its due instant: a fault, not the machine's speed
-            raise TooLate from None
-        if datetime.now(UTC) >= job.run_at:
-            raise TooLate  # a pause that returned after the due instant may race the fire
         return job
 
     job = with_lead(paused_before_due, 0.3)
